@@ -1,0 +1,46 @@
+# ostack — every target that needs the Debian packages depends on `deps`.
+SWIFT ?= swift
+SWIFT_BUILD_FLAGS ?=
+DEVSERVER_DIR := DevServer
+
+.PHONY: all deps build build-release devserver test bench demo lint format clean
+
+all: build
+
+## deps: install every Debian package a fresh machine lacks (skips what is installed)
+deps:
+	@./scripts/deps.sh
+
+## build: debug build of ostack
+build: deps
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
+
+build-release: deps
+	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
+
+## devserver: build ostack-devserver (its own package, never linked into ostack)
+devserver: deps
+	@if [ -f $(DEVSERVER_DIR)/Package.swift ]; then $(SWIFT) build --package-path $(DEVSERVER_DIR) $(SWIFT_BUILD_FLAGS); fi
+
+## test: all tests, inside a private D-Bus session with an unlocked gnome-keyring
+test: deps devserver
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	./scripts/with-keyring.sh $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+	@if [ -f $(DEVSERVER_DIR)/Package.swift ]; then $(SWIFT) test --package-path $(DEVSERVER_DIR) $(SWIFT_BUILD_FLAGS); fi
+
+## bench: release-build benchmarks; prints a table and writes bench-results.json
+bench: deps
+	./scripts/bench.sh
+
+## demo: a narrated walkthrough against a local dev server in a temporary home
+demo: deps
+	./scripts/demo.sh
+
+lint: deps
+	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift
+
+format: deps
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+
+clean:
+	rm -rf .build $(DEVSERVER_DIR)/.build

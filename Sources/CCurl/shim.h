@@ -1,0 +1,4 @@
+#ifndef OSTACK_CCURL_SHIM_H
+#define OSTACK_CCURL_SHIM_H
+#include <curl/curl.h>
+#endif

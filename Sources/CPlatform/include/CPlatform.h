@@ -1,0 +1,12 @@
+// Small POSIX/Linux helpers that Swift cannot call directly (prctl is variadic).
+#ifndef OSTACK_CPLATFORM_H
+#define OSTACK_CPLATFORM_H
+
+/// prctl(PR_SET_DUMPABLE, 0): no core dumps, no ptrace attach by same-uid processes.
+/// Returns 0 on success, -1 with errno set on failure.
+int cplatform_set_non_dumpable(void);
+
+/// prctl(PR_GET_DUMPABLE). Returns the dumpable flag (0 or 1) or -1 on error.
+int cplatform_get_dumpable(void);
+
+#endif

@@ -1,0 +1,1 @@
+// Placeholder: the module's owner replaces this file.

@@ -1,0 +1,1 @@
+// Placeholder: the module owner replaces this.

@@ -1,0 +1,155 @@
+import Glibc
+
+/// File-system operations with the modes ostack promises: directories 0700, files 0600,
+/// atomic replacement (temp file + fsync + rename + fsync of the directory).
+public enum SecureFileSystem {
+    public static let directoryMode: mode_t = 0o700
+    public static let fileMode: mode_t = 0o600
+
+    /// Creates `path` and any missing parents with mode 0700. Existing directories are left as
+    /// they are (their mode is reported by `mode(of:)` and checked by `doctor`).
+    public static func createDirectory(_ path: String) throws(PlatformError) {
+        if isDirectory(path) { return }
+        let parent = parentDirectory(of: path)
+        if parent != path && !parent.isEmpty && !isDirectory(parent) {
+            try createDirectory(parent)
+        }
+        if mkdir(path, directoryMode) != 0 {
+            let error = errno
+            if error == EEXIST && isDirectory(path) { return }
+            throw PlatformError(.createDirectory, errno: error, path: path)
+        }
+        // mkdir honours the umask; enforce 0700 regardless of the caller's umask.
+        if chmod(path, directoryMode) != 0 { throw PlatformError(.chmod, errno: errno, path: path) }
+    }
+
+    /// Atomically replaces `path` with `bytes` (mode 0600): write a temp file in the same
+    /// directory, fsync it, rename it over the target, fsync the directory. A crash at any point
+    /// leaves either the old or the new content, never a mix.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws(PlatformError) {
+        let directory = parentDirectory(of: path)
+        let temp = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, fileMode)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: temp) }
+        var succeeded = false
+        defer {
+            if !succeeded { unlink(temp) }
+        }
+        do {
+            defer { close(fd) }
+            if fchmod(fd, fileMode) != 0 { throw PlatformError(.chmod, errno: errno, path: temp) }
+            try writeAll(fd, bytes, path: temp)
+            if fsync(fd) != 0 { throw PlatformError(.fsync, errno: errno, path: temp) }
+        }
+        if rename(temp, path) != 0 { throw PlatformError(.rename, errno: errno, path: path) }
+        succeeded = true
+        syncDirectory(directory)
+    }
+
+    /// Reads the whole file, or returns `nil` when it does not exist.
+    public static func readFile(_ path: String) throws(PlatformError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            let error = errno
+            if error == ENOENT { return nil }
+            throw PlatformError(.open, errno: error, path: path)
+        }
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw PlatformError(.read, errno: errno, path: path)
+            }
+            if n == 0 { break }
+            result.append(contentsOf: chunk[0..<n])
+        }
+        return result
+    }
+
+    /// Removes a file; a missing file is not an error.
+    public static func removeFile(_ path: String) throws(PlatformError) {
+        if unlink(path) != 0 && errno != ENOENT { throw PlatformError(.remove, errno: errno, path: path) }
+    }
+
+    /// Removes a directory tree (files and sub-directories); a missing path is not an error.
+    public static func removeTree(_ path: String) throws(PlatformError) {
+        guard let dir = opendir(path) else {
+            if errno == ENOENT { return }
+            if errno == ENOTDIR { try removeFile(path); return }
+            throw PlatformError(.remove, errno: errno, path: path)
+        }
+        var children: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { children.append(name) }
+        }
+        closedir(dir)
+        for child in children {
+            let childPath = path + "/" + child
+            if isDirectory(childPath, followLinks: false) {
+                try removeTree(childPath)
+            } else {
+                try removeFile(childPath)
+            }
+        }
+        if rmdir(path) != 0 && errno != ENOENT { throw PlatformError(.remove, errno: errno, path: path) }
+    }
+
+    /// The permission bits of `path` (e.g. 0o600), or `nil` if it does not exist.
+    public static func mode(of path: String) -> mode_t? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & 0o7777
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    public static func isDirectory(_ path: String, followLinks: Bool = true) -> Bool {
+        var info = stat()
+        let rc = followLinks ? stat(path, &info) : lstat(path, &info)
+        return rc == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Creates an empty file with mode 0600 if it does not exist yet (used before SQLCipher opens
+    /// a new database, so the file is never briefly world-readable).
+    public static func createFileIfMissing(_ path: String) throws(PlatformError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, fileMode)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        close(fd)
+    }
+
+    public static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(PlatformError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buffer in
+                write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw PlatformError(.write, errno: errno, path: path)
+            }
+            offset += n
+        }
+    }
+
+    private static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+}
