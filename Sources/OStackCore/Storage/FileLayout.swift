@@ -1,0 +1,97 @@
+import PlatformKit
+
+/// Where ostack keeps its files (SPEC §3).
+///
+/// | role    | default                                   | with `OSTACK_HOME=<dir>` |
+/// |---------|-------------------------------------------|--------------------------|
+/// | config  | `$XDG_CONFIG_HOME/ostack` (`~/.config`)   | `<dir>/config`           |
+/// | data    | `$XDG_DATA_HOME/ostack` (`~/.local/share`) | `<dir>/data`             |
+/// | state   | `$XDG_STATE_HOME/ostack` (`~/.local/state`) | `<dir>/state`           |
+/// | runtime | `$XDG_RUNTIME_DIR/ostack`, else `/tmp/ostack-<uid>` | `<dir>/run`     |
+///
+/// Relative XDG paths are ignored, as the XDG Base Directory specification requires. The layout is
+/// computed from an explicit environment so tests never touch the real home directory.
+public struct FileLayout: Sendable, Equatable {
+    public let configDirectory: String
+    public let dataDirectory: String
+    public let stateDirectory: String
+    public let runtimeDirectory: String
+
+    public init(configDirectory: String, dataDirectory: String, stateDirectory: String, runtimeDirectory: String) {
+        self.configDirectory = configDirectory
+        self.dataDirectory = dataDirectory
+        self.stateDirectory = stateDirectory
+        self.runtimeDirectory = runtimeDirectory
+    }
+
+    /// Resolves the layout from environment variables.
+    /// - Parameters:
+    ///   - environment: the process environment (or a test's).
+    ///   - userID: the real uid, for the runtime-directory fallback.
+    ///   - homeDirectory: used when `HOME` is unset (the password database's entry).
+    public init(environment: [String: String], userID: UInt32, homeDirectory: String? = nil) {
+        if let root = Self.absolute(environment["OSTACK_HOME"]) {
+            let root = Self.trimmingTrailingSlashes(root)
+            self.init(
+                configDirectory: root + "/config", dataDirectory: root + "/data",
+                stateDirectory: root + "/state", runtimeDirectory: root + "/run")
+            return
+        }
+        let home = Self.trimmingTrailingSlashes(Self.absolute(environment["HOME"]) ?? homeDirectory ?? "/")
+        func xdg(_ name: String, _ fallback: String) -> String {
+            Self.trimmingTrailingSlashes(Self.absolute(environment[name]) ?? home + fallback) + "/ostack"
+        }
+        let runtime: String
+        if let xdgRuntime = Self.absolute(environment["XDG_RUNTIME_DIR"]) {
+            runtime = Self.trimmingTrailingSlashes(xdgRuntime) + "/ostack"
+        } else {
+            runtime = "/tmp/ostack-\(userID)"
+        }
+        self.init(
+            configDirectory: xdg("XDG_CONFIG_HOME", "/.config"),
+            dataDirectory: xdg("XDG_DATA_HOME", "/.local/share"),
+            stateDirectory: xdg("XDG_STATE_HOME", "/.local/state"),
+            runtimeDirectory: runtime)
+    }
+
+    // MARK: Well-known files
+
+    /// The account registry (non-secret metadata only).
+    public var registryFile: String { dataDirectory + "/accounts.json" }
+    /// Per-account data directories live below this.
+    public var accountsDirectory: String { dataDirectory + "/accounts" }
+    /// The configuration file (default account, settings).
+    public var configFile: String { configDirectory + "/config.json" }
+    /// Lock files for cross-process single flight.
+    public var locksDirectory: String { stateDirectory + "/locks" }
+    /// The redacted debug log.
+    public var debugLogFile: String { stateDirectory + "/debug.log" }
+
+    /// The data directory of one account (`directoryName` comes from the registry).
+    public func accountDirectory(_ directoryName: String) -> String {
+        accountsDirectory + "/" + directoryName
+    }
+
+    /// Creates every directory of the layout with mode 0700.
+    public func createDirectories() throws(PlatformError) {
+        for directory in [configDirectory, dataDirectory, accountsDirectory, stateDirectory, locksDirectory] {
+            try SecureFileSystem.createDirectory(directory)
+        }
+    }
+
+    /// Creates the runtime directory (0700) — only the agent and its clients need it.
+    public func createRuntimeDirectory() throws(PlatformError) {
+        try SecureFileSystem.createDirectory(runtimeDirectory)
+    }
+
+    private static func absolute(_ value: String?) -> String? {
+        guard let value, value.hasPrefix("/") else { return nil }
+        return value
+    }
+
+    private static func trimmingTrailingSlashes(_ path: String) -> String {
+        var result = path
+        while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
+        return result
+    }
+}
