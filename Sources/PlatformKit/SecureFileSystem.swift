@@ -76,19 +76,14 @@ public enum SecureFileSystem {
 
     /// Removes a directory tree (files and sub-directories); a missing path is not an error.
     public static func removeTree(_ path: String) throws(PlatformError) {
-        guard let dir = opendir(path) else {
-            if errno == ENOENT { return }
-            if errno == ENOTDIR { try removeFile(path); return }
-            throw PlatformError(.remove, errno: errno, path: path)
+        let children: [String]
+        do {
+            children = try contentsOfDirectory(path)
+        } catch {
+            if error.errno == ENOENT { return }
+            if error.errno == ENOTDIR { try removeFile(path); return }
+            throw PlatformError(.remove, errno: error.errno, path: path)
         }
-        var children: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { children.append(name) }
-        }
-        closedir(dir)
         for child in children {
             let childPath = path + "/" + child
             if isDirectory(childPath, followLinks: false) {
@@ -98,6 +93,20 @@ public enum SecureFileSystem {
             }
         }
         if rmdir(path) != 0 && errno != ENOENT { throw PlatformError(.remove, errno: errno, path: path) }
+    }
+
+    /// The names in a directory (without "." and ".."), unsorted.
+    public static func contentsOfDirectory(_ path: String) throws(PlatformError) -> [String] {
+        guard let dir = opendir(path) else { throw PlatformError(.read, errno: errno, path: path) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// The permission bits of `path` (e.g. 0o600), or `nil` if it does not exist.

@@ -1,0 +1,53 @@
+import FoundationEssentials
+
+/// An account id: `<host>::<userId>` (SPEC §3), e.g. `crm.example.com::usr_9f2c`.
+///
+/// The host part is the server's authority (lower-case, `:port` only when not the scheme's
+/// default). The user id is the server's opaque user id. Account ids appear in keyring attributes
+/// and the registry; they contain no secret and no e-mail address.
+public struct AccountID: Sendable, Hashable, Codable, Comparable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(server: ServerURL, userID: String) throws(OStackError) {
+        guard Self.isValidUserID(userID) else {
+            throw OStackError(.unexpectedResponse, detail: "server returned an unusable user id")
+        }
+        rawValue = "\(server.authority)::\(userID)"
+    }
+
+    /// Parses a stored id. Returns nil when it is not of the form `<host>::<userId>`.
+    public init?(rawValue: String) {
+        guard let separator = rawValue.firstRange(of: "::"), separator.lowerBound != rawValue.startIndex else {
+            return nil
+        }
+        let user = String(rawValue[separator.upperBound...])
+        guard Self.isValidUserID(user) else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public var host: String { String(rawValue[..<rawValue.firstRange(of: "::")!.lowerBound]) }
+    public var userID: String { String(rawValue[rawValue.firstRange(of: "::")!.upperBound...]) }
+    public var description: String { rawValue }
+
+    public static func < (lhs: AccountID, rhs: AccountID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let raw = try container.decode(String.self)
+        guard let id = AccountID(rawValue: raw) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "invalid account id")
+        }
+        self = id
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    /// Printable ASCII without whitespace or "::", at most 200 characters.
+    static func isValidUserID(_ value: String) -> Bool {
+        !value.isEmpty && value.count <= 200 && !value.contains("::")
+            && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+    }
+}

@@ -1,0 +1,77 @@
+import FoundationEssentials
+import PlatformKit
+
+/// The account registry: one JSON file (`accounts.json`, 0600) of non-secret account metadata.
+///
+/// Every change is a read-modify-write under an exclusive `flock` on `locks/registry.lock`,
+/// re-reading the file inside the lock and replacing it atomically (temp + fsync + rename), so two
+/// processes never lose each other's changes and a crash leaves the old or the new file, never a mix.
+/// Older formats are migrated on first read (see `RegistryFormat`).
+public struct AccountRegistry: Sendable {
+    public let layout: FileLayout
+    /// How long to wait for another process holding the registry lock.
+    public var lockTimeout: Double = 10
+
+    public init(layout: FileLayout) {
+        self.layout = layout
+    }
+
+    /// All accounts, sorted by alias. A missing registry is an empty one.
+    public func accounts() throws(OStackError) -> [Account] {
+        guard let bytes = try read() else { return [] }
+        let document = try RegistryFormat.decodeCurrent(bytes, migrateWith: self)
+        return document.accounts.sorted { $0.alias < $1.alias }
+    }
+
+    /// Runs `body` on the accounts under the registry lock and writes the result back if it changed.
+    @discardableResult
+    public func update<R>(_ body: (inout [Account]) throws(OStackError) -> R) throws(OStackError) -> R {
+        do {
+            try layout.createDirectories()
+        } catch {
+            throw OStackError(.storageFailure, detail: "creating directories: \(error)")
+        }
+        return try withLock { () throws(OStackError) -> R in
+            var accounts = try accounts()
+            let before = accounts
+            let result = try body(&accounts)
+            if accounts != before {
+                try write(RegistryFormat.Document(version: RegistryFormat.currentVersion, accounts: accounts))
+            }
+            return result
+        }
+    }
+
+    // MARK: File access
+
+    func read() throws(OStackError) -> [UInt8]? {
+        do {
+            return try SecureFileSystem.readFile(layout.registryFile)
+        } catch {
+            throw OStackError(.storageFailure, detail: "reading the registry: \(error)")
+        }
+    }
+
+    func write(_ document: RegistryFormat.Document) throws(OStackError) {
+        try writeRaw(RegistryFormat.encode(document), to: layout.registryFile)
+    }
+
+    func writeRaw(_ bytes: [UInt8], to path: String) throws(OStackError) {
+        do {
+            try SecureFileSystem.writeAtomically(bytes, to: path)
+        } catch {
+            throw OStackError(.storageFailure, detail: "writing the registry: \(error)")
+        }
+    }
+
+    func withLock<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
+        let lock: FileLock
+        do {
+            try SecureFileSystem.createDirectory(layout.locksDirectory)
+            lock = try FileLock(path: layout.locksDirectory + "/registry.lock", timeout: lockTimeout)
+        } catch {
+            throw OStackError(.storageFailure, detail: "locking the registry: \(error)")
+        }
+        return try withExtendedLifetime(lock) { () throws(OStackError) -> R in try body() }
+    }
+}

@@ -1,0 +1,151 @@
+import FoundationEssentials
+import PlatformKit
+
+/// The on-disk formats of the account registry and the versioned steps between them.
+///
+/// Upgrades follow SPEC §6 "Format migrations": copy (the old file is kept as
+/// `accounts.v<N>.json`), transform, verify (the new document decodes and holds the same
+/// accounts), then replace atomically. Every step is idempotent; anything unexpected stops the
+/// migration with `unsupported-format` and leaves the data as it was. A registry written by a newer
+/// ostack is refused, never rewritten.
+public enum RegistryFormat {
+    public static let currentVersion = 2
+
+    struct Document: Codable, Equatable {
+        var version: Int
+        var accounts: [Account]
+    }
+
+    /// Just the version number, to pick the decoder.
+    private struct VersionProbe: Decodable { var version: Int }
+
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+
+    static func encode(_ document: Document) throws(OStackError) -> [UInt8] {
+        do {
+            return Array(try encoder().encode(document)) + [0x0A]
+        } catch {
+            throw OStackError(.internal, detail: "encoding the registry failed")
+        }
+    }
+
+    static func version(of bytes: [UInt8]) throws(OStackError) -> Int {
+        do {
+            return try decoder().decode(VersionProbe.self, from: Data(bytes)).version
+        } catch {
+            throw OStackError(.unsupportedFormat, detail: "the registry is not valid JSON with a version")
+        }
+    }
+
+    /// Decodes the registry, migrating an older format first (under the registry lock).
+    static func decodeCurrent(_ bytes: [UInt8], migrateWith registry: AccountRegistry) throws(OStackError)
+        -> Document
+    {
+        let found = try version(of: bytes)
+        if found == currentVersion { return try decode(bytes) }
+        if found > currentVersion {
+            throw OStackError(
+                .unsupportedFormat, detail: "registry version \(found) is newer than this ostack (\(currentVersion))")
+        }
+        return try registry.withLock { () throws(OStackError) -> Document in
+            // Re-read inside the lock: another process may have migrated meanwhile.
+            guard let latest = try registry.read() else { return Document(version: currentVersion, accounts: []) }
+            let latestVersion = try version(of: latest)
+            if latestVersion == currentVersion { return try decode(latest) }
+            return try migrate(latest, from: latestVersion, registry: registry)
+        }
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(OStackError) -> Document {
+        do {
+            return try decoder().decode(Document.self, from: Data(bytes))
+        } catch {
+            throw OStackError(.unsupportedFormat, detail: "the registry does not match format \(currentVersion)")
+        }
+    }
+
+    /// Runs every step from `version` up to `currentVersion`.
+    static func migrate(_ original: [UInt8], from version: Int, registry: AccountRegistry) throws(OStackError)
+        -> Document
+    {
+        guard version >= 1 else { throw OStackError(.unsupportedFormat, detail: "unknown registry version") }
+        // 1. Copy: keep the original bytes beside the registry (idempotent: same bytes each time).
+        let backup = registry.layout.dataDirectory + "/accounts.v\(version).json"
+        try registry.writeRaw(original, to: backup)
+        // 2. Transform in memory.
+        var document: Document
+        switch version {
+        case 1: document = try V1.upgrade(original)
+        default: throw OStackError(.unsupportedFormat, detail: "no migration from registry version \(version)")
+        }
+        document.version = currentVersion
+        // 3. Verify: the new bytes decode to the same document.
+        let encoded = try encode(document)
+        guard try decode(encoded) == document else {
+            throw OStackError(.unsupportedFormat, detail: "registry migration did not verify")
+        }
+        // 4. Replace atomically. The backup is kept for forward compatibility and support.
+        try registry.writeRaw(encoded, to: registry.layout.registryFile)
+        return document
+    }
+
+    /// Format 1 (ostack 0.0.x): flat keys, `serverURL` as typed by the user, `name`, `dir`, epoch
+    /// seconds, no credential kind or session state.
+    enum V1 {
+        struct Entry: Decodable {
+            var id: String
+            var alias: String
+            var serverURL: String
+            var userId: String
+            var email: String
+            var name: String
+            var created: Double
+            var lastUsed: Double
+            var dir: String
+            var apiKey: Bool?
+        }
+
+        struct File: Decodable {
+            var version: Int
+            var accounts: [Entry]
+        }
+
+        static func upgrade(_ bytes: [UInt8]) throws(OStackError) -> Document {
+            let file: File
+            do {
+                file = try JSONDecoder().decode(File.self, from: Data(bytes))
+            } catch {
+                throw OStackError(.unsupportedFormat, detail: "registry version 1 is malformed")
+            }
+            var accounts: [Account] = []
+            for entry in file.accounts {
+                guard let id = AccountID(rawValue: entry.id) else {
+                    throw OStackError(.unsupportedFormat, detail: "registry version 1 has an invalid account id")
+                }
+                let server = try ServerURL(parsing: entry.serverURL, allowInsecureHTTP: true)
+                guard server.authority == id.host, id.userID == entry.userId else {
+                    throw OStackError(.unsupportedFormat, detail: "registry version 1 entry is inconsistent")
+                }
+                accounts.append(
+                    Account(
+                        id: id, alias: entry.alias, server: server, userID: entry.userId, email: entry.email,
+                        displayName: entry.name, createdAt: Date(timeIntervalSince1970: entry.created),
+                        lastUsedAt: Date(timeIntervalSince1970: entry.lastUsed), keyringBackend: "secret-service",
+                        dataDirectory: entry.dir, credentialKind: entry.apiKey == true ? .apiKey : .session,
+                        sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil))
+            }
+            return Document(version: currentVersion, accounts: accounts)
+        }
+    }
+}

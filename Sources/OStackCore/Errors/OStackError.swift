@@ -1,0 +1,103 @@
+/// The core's one error type (HOUSE-STYLE "Errors", layer 2).
+///
+/// Lower-layer errors (`SQLiteError`, `KeyringError`, `HTTPError`, …) are wrapped once, where their
+/// meaning is known, into a stable `Code`. The CLI's error presenter switches over `code` and prints
+/// only its own wording plus the `context` values that are explicitly safe to show (an account
+/// alias, a host, field labels from metadata). `detail` is for the redacted debug log only.
+public struct OStackError: Error, Sendable {
+    /// Stable, lower-case codes (SPEC §9). Adding a case means adding a message, a hint, an exit
+    /// code, a row in docs/errors.md and a test.
+    public enum Code: String, Sendable, CaseIterable {
+        case `internal` = "internal"
+        case notSignedIn = "not-signed-in"
+        case sessionExpired = "session-expired"
+        case locked = "locked"
+        case pinLockedOut = "pin-locked-out"
+        case wrongPIN = "wrong-pin"
+        case offline = "offline"
+        case tls = "tls"
+        case timeout = "timeout"
+        case conflict = "conflict"
+        case notFound = "not-found"
+        case unknownAccount = "unknown-account"
+        case ambiguousAccount = "ambiguous-account"
+        case noAccount = "no-account"
+        case unknownObject = "unknown-object"
+        case forbidden = "forbidden"
+        case validation = "validation"
+        case invalidFilter = "invalid-filter"
+        case invalidInput = "invalid-input"
+        case invalidServerURL = "invalid-server-url"
+        case insecureServerURL = "insecure-server-url"
+        case notObjectStack = "not-objectstack"
+        case wrongCredentials = "wrong-credentials"
+        case unsyncedChanges = "unsynced-changes"
+        case inputRequired = "input-required"
+        case keyringUnavailable = "keyring-unavailable"
+        case keyringLocked = "keyring-locked"
+        case keyringTimeout = "keyring-timeout"
+        case storageUnreadable = "storage-unreadable"
+        case storageFailure = "storage-failure"
+        case unsupportedFormat = "unsupported-format"
+        case serverError = "server-error"
+        case rateLimited = "rate-limited"
+        case unexpectedResponse = "unexpected-response"
+    }
+
+    /// Values that may be shown to the user. Everything here is either ours (an alias the user
+    /// chose, a count) or explicitly allowlisted server data (field names and labels from
+    /// metadata). Never put tokens, PINs, keys, record contents or server messages here.
+    public struct Context: Sendable, Equatable {
+        public var account: String?
+        public var host: String?
+        public var object: String?
+        public var fields: [String]
+        public var count: Int?
+        public var suggestion: String?
+        public var retryAfterSeconds: Int?
+        public var httpStatus: Int?
+        public var requestID: String?
+
+        public init(
+            account: String? = nil, host: String? = nil, object: String? = nil, fields: [String] = [],
+            count: Int? = nil, suggestion: String? = nil, retryAfterSeconds: Int? = nil,
+            httpStatus: Int? = nil, requestID: String? = nil
+        ) {
+            self.account = account
+            self.host = host
+            self.object = object
+            self.fields = fields
+            self.count = count
+            self.suggestion = suggestion
+            self.retryAfterSeconds = retryAfterSeconds
+            self.httpStatus = httpStatus
+            self.requestID = requestID
+        }
+    }
+
+    public var code: Code
+    public var context: Context
+    /// A developer-facing description for the debug log. It must already be redacted: no secrets,
+    /// no bound values, no raw server bodies.
+    public var detail: String
+    public var file: String
+    public var line: Int
+
+    public init(
+        _ code: Code, context: Context = Context(), detail: String = "", file: String = #fileID,
+        line: Int = #line
+    ) {
+        self.code = code
+        self.context = context
+        self.detail = detail
+        self.file = file
+        self.line = line
+    }
+}
+
+extension OStackError: CustomStringConvertible {
+    /// For logs and test failures only; the CLI never prints this.
+    public var description: String {
+        "OStackError(\(code.rawValue)) at \(file):\(line)\(detail.isEmpty ? "" : ": \(detail)")"
+    }
+}

@@ -1,0 +1,88 @@
+import FoundationEssentials
+import OStackCore
+import OStackTestSupport
+import PlatformKit
+import Testing
+
+@Suite struct AccountRegistryTests {
+    static func makeAccount(_ alias: String, user: String, server: String = "crm.example.com") throws -> Account {
+        let url = try ServerURL(parsing: server)
+        return Account(
+            id: try AccountID(server: url, userID: user), alias: alias, server: url, userID: user,
+            email: "\(alias)@example.com", displayName: alias.capitalized,
+            createdAt: Date(timeIntervalSince1970: 1_767_225_600), lastUsedAt: Date(timeIntervalSince1970: 1_767_225_600),
+            keyringBackend: "secret-service", dataDirectory: "acct-\(alias)", credentialKind: .session,
+            sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+    }
+
+    @Test func missingRegistryIsEmpty() throws {
+        let home = TemporaryDirectory()
+        let registry = AccountRegistry(layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1))
+        #expect(try registry.accounts().isEmpty)
+    }
+
+    @Test func updatesPersistAtomicallyWithPrivateMode() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let registry = AccountRegistry(layout: layout)
+        try registry.update { $0.append(try! Self.makeAccount("work", user: "u1")) }
+        try registry.update { $0.append(try! Self.makeAccount("home", user: "u2", server: "other.example")) }
+        let accounts = try registry.accounts()
+        #expect(accounts.map(\.alias) == ["home", "work"])
+        #expect(SecureFileSystem.mode(of: layout.registryFile) == 0o600)
+        let text = String(decoding: try #require(try SecureFileSystem.readFile(layout.registryFile)), as: UTF8.self)
+        #expect(text.contains("\"version\" : 2"))
+        // No temp file is left behind.
+        let leftovers = try SecureFileSystem.contentsOfDirectory(layout.dataDirectory)
+        #expect(!leftovers.contains { $0.contains(".tmp-") })
+    }
+
+    @Test func olderFormatIsMigratedAndKept() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        try layout.createDirectories()
+        let fixture = try #require(try SecureFileSystem.readFile(Self.fixturePath("accounts-v1.json")))
+        try SecureFileSystem.writeAtomically(fixture, to: layout.registryFile)
+
+        let accounts = try AccountRegistry(layout: layout).accounts()
+        #expect(accounts.count == 2)
+        let local = try #require(accounts.first { $0.alias == "local" })
+        #expect(local.server.absoluteString == "http://127.0.0.1:8080")
+        #expect(local.credentialKind == .apiKey)
+        #expect(local.dataDirectory == "acct-fedcba9876543210")
+        let work = try #require(accounts.first { $0.alias == "work" })
+        #expect(work.createdAt == Date(timeIntervalSince1970: 1_767_225_600))
+        // The original is kept beside the registry, byte for byte, and the registry is now format 2.
+        #expect(try SecureFileSystem.readFile(layout.dataDirectory + "/accounts.v1.json") == fixture)
+        let migrated = String(decoding: try #require(try SecureFileSystem.readFile(layout.registryFile)), as: UTF8.self)
+        #expect(migrated.contains("\"version\" : 2"))
+        // Idempotent: reading again changes nothing.
+        #expect(try AccountRegistry(layout: layout).accounts() == accounts)
+    }
+
+    @Test func newerFormatIsRefusedAndUntouched() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        try layout.createDirectories()
+        let newer = Array(#"{"version": 99, "accounts": [], "future": true}"#.utf8)
+        try SecureFileSystem.writeAtomically(newer, to: layout.registryFile)
+        let error = #expect(throws: OStackError.self) { try AccountRegistry(layout: layout).accounts() }
+        #expect(error?.code == .unsupportedFormat)
+        #expect(try SecureFileSystem.readFile(layout.registryFile) == newer)
+    }
+
+    @Test func malformedOlderFormatStopsWithoutChanges() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        try layout.createDirectories()
+        let broken = Array(#"{"version": 1, "accounts": [{"id": "nonsense"}]}"#.utf8)
+        try SecureFileSystem.writeAtomically(broken, to: layout.registryFile)
+        #expect(throws: OStackError.self) { try AccountRegistry(layout: layout).accounts() }
+        #expect(try SecureFileSystem.readFile(layout.registryFile) == broken)
+    }
+
+    static func fixturePath(_ name: String) -> String {
+        let file = #filePath
+        return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/" + name
+    }
+}
