@@ -1,0 +1,50 @@
+/// Which rule picked the account for a command (SPEC §3), reported by `status` as `selectedBy`.
+public enum SelectionSource: String, Sendable, Codable {
+    case flag
+    case env
+    case `default`
+}
+
+/// Resolves account references and applies the selection precedence
+/// `--account` > `OSTACK_ACCOUNT` > the default account.
+public struct AccountSelection: Sendable {
+    public let accounts: [Account]
+
+    public init(accounts: [Account]) {
+        self.accounts = accounts
+    }
+
+    /// Picks the account for a command.
+    /// - Throws: `unknown-account` / `ambiguous-account` for a reference that does not resolve,
+    ///   `no-account` when nothing selects one.
+    public func select(flag: String?, environment: String?, defaultAccount: AccountID?) throws(OStackError)
+        -> (account: Account, source: SelectionSource)
+    {
+        if let flag, !flag.isEmpty { return (try resolve(flag), .flag) }
+        if let environment, !environment.isEmpty { return (try resolve(environment), .env) }
+        if let defaultAccount, let account = accounts.first(where: { $0.id == defaultAccount }) {
+            return (account, .default)
+        }
+        throw OStackError(.noAccount, context: .init(count: accounts.count), detail: "no account selected")
+    }
+
+    /// Resolves a user's reference: an account id, an alias, `email@host` (or an e-mail address
+    /// that only one account uses), or an unambiguous prefix of an alias (in that order).
+    public func resolve(_ reference: String) throws(OStackError) -> Account {
+        if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact }
+        if let alias = accounts.first(where: { $0.alias == reference }) { return alias }
+        let lowered = reference.lowercased()
+        var byEmail = accounts.filter { $0.emailAtHost.lowercased() == lowered }
+        if byEmail.isEmpty { byEmail = accounts.filter { $0.email.lowercased() == lowered } }
+        if byEmail.count == 1 { return byEmail[0] }
+        let byPrefix = accounts.filter { $0.alias.hasPrefix(reference) }
+        if byPrefix.count == 1 { return byPrefix[0] }
+        let shown = String(reference.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(80))
+        if byPrefix.count > 1 || byEmail.count > 1 {
+            throw OStackError(
+                .ambiguousAccount, context: .init(account: shown, suggestion: byPrefix.map(\.alias).joined(separator: ", ")),
+                detail: "ambiguous account reference")
+        }
+        throw OStackError(.unknownAccount, context: .init(account: shown), detail: "unknown account reference")
+    }
+}
