@@ -1,0 +1,177 @@
+import OStackCore
+
+/// The one place where errors become what the user sees (SPEC §9, SECURITY ERR-1 … ERR-5).
+///
+/// It switches over every `OStackError.Code` and returns our own message, an optional hint and the
+/// exit code of the SPEC table. It never interpolates `String(describing:)` of an error, causes,
+/// SQL, HTTP bodies or server messages; the only values it shows come from `OStackError.Context`
+/// (an alias, a host, field names/labels), and those are stripped of control characters. Anything
+/// that is not an `OStackError` becomes "Something went wrong." with a reference id.
+public struct ErrorPresenter: Sendable {
+    public struct Presentation: Sendable, Equatable {
+        public var code: String
+        public var message: String
+        public var hint: String?
+        public var exitCode: Int32
+    }
+
+    public init() {}
+
+    /// Maps any error. `referenceID` is used for unknown errors (the caller logs the redacted detail
+    /// under the same id).
+    public func present(_ error: any Error, referenceID: String) -> Presentation {
+        guard let error = error as? OStackError else {
+            return unknown(referenceID: referenceID)
+        }
+        return present(error, referenceID: referenceID)
+    }
+
+    public func present(_ error: OStackError, referenceID: String) -> Presentation {
+        let context = error.context
+        let account = context.account.map { Self.sanitize($0) }
+        let host = context.host.map { Self.sanitize($0) }
+        let named = account.map { " \($0)" } ?? ""
+        let fields = context.fields.map { Self.sanitize($0) }
+        func make(_ message: String, _ hint: String?, _ exit: Int32) -> Presentation {
+            Presentation(code: error.code.rawValue, message: message, hint: hint, exitCode: exit)
+        }
+        switch error.code {
+        case .internal:
+            return Presentation(
+                code: error.code.rawValue, message: "Something went wrong. (ref \(referenceID))",
+                hint: "Run the command again with --verbose, or report the reference id.", exitCode: 1)
+        case .notSignedIn:
+            return make(
+                "Account\(named) is not signed in.", "Run `ostack login\(account.map { " --account \($0)" } ?? "")`.",
+                3)
+        case .sessionExpired:
+            return make(
+                "The session of account\(named) has expired. Local data and queued changes are kept.",
+                "Run `ostack login` to sign in again.", 3)
+        case .locked:
+            return make("Account\(named) is locked.", "Run `ostack unlock\(account.map { " \($0)" } ?? "")`.", 4)
+        case .pinLockedOut:
+            return make(
+                "Too many wrong PINs: the PIN of account\(named) no longer works.",
+                "Unlock with the recovery key (`ostack unlock --recovery-key-stdin`) or sign in again.", 4)
+        case .wrongPIN:
+            let left = context.count.map { " \($0) attempt\($0 == 1 ? "" : "s") left." } ?? ""
+            return make("Incorrect PIN.\(left)", nil, 4)
+        case .offline:
+            return make(
+                "Cannot reach \(host ?? "the server").\(context.count.map { _ in " The change is saved and queued." } ?? "")",
+                "Check the connection; `ostack sync` pushes queued changes later.", 5)
+        case .tls:
+            return make(
+                "The secure connection to \(host ?? "the server") could not be verified.",
+                "Check the server URL and its certificate; ostack never skips certificate checks.", 5)
+        case .timeout:
+            return make("\(host ?? "The server") did not answer in time.", "Try again later.", 5)
+        case .conflict:
+            return make(
+                "The record was changed on the server since you last saw it.",
+                "Run `ostack conflicts list` to review and resolve it.", 6)
+        case .notFound:
+            return make("Not found.", nil, 7)
+        case .unknownAccount:
+            return make("No account matches \(Self.quoted(account)).", "Run `ostack accounts list` to see accounts.", 7)
+        case .ambiguousAccount:
+            return make(
+                "\(Self.quoted(account)) matches more than one account\(context.suggestion.map { ": \(Self.sanitize($0))" } ?? "").",
+                "Use more of the alias, or the account id.", 7)
+        case .noAccount:
+            return make(
+                "No account selected.",
+                context.count == 0
+                    ? "Run `ostack login` to add one." : "Run `ostack switch ACCOUNT` or pass --account.", 7)
+        case .unknownObject:
+            return make(
+                "Unknown object \(Self.quoted(context.object.map { Self.sanitize($0) })).",
+                "Run `ostack objects list` to see objects.", 7)
+        case .forbidden:
+            return make("Account\(named) is not allowed to do this.", nil, 8)
+        case .validation:
+            let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
+            return make("The data is not valid\(list).", context.suggestion.map { Self.sanitize($0) }, 9)
+        case .invalidFilter:
+            return make("The filter is not valid.", context.suggestion.map { Self.sanitize($0) }, 9)
+        case .invalidInput:
+            return make("The input is not valid.", context.suggestion.map { Self.sanitize($0) }, 9)
+        case .invalidServerURL:
+            return make("That is not a valid server URL.", "Use a host name such as crm.example.com or an https:// URL.", 9)
+        case .insecureServerURL:
+            return make(
+                "Refusing plain http:// to \(host ?? "a remote host").",
+                "Use https://, or pass --allow-insecure-http if you really mean it.", 9)
+        case .notObjectStack:
+            return make(
+                "\(host ?? "The server") does not look like an ObjectStack server.",
+                "Check the server URL (ostack looks for /api/v1/discovery).", 9)
+        case .wrongCredentials:
+            return make("Incorrect e-mail, password or API key.", nil, 3)
+        case .unsyncedChanges:
+            let count = context.count.map { "\($0) unsynced change\($0 == 1 ? "" : "s")" } ?? "unsynced changes"
+            return make(
+                "Account\(named) has \(count).", "Run `ostack sync` first, or pass --force to discard them.", 9)
+        case .inputRequired:
+            return make("This needs input, but --no-input is set or stdin is not a terminal.",
+                        context.suggestion.map { Self.sanitize($0) }, 9)
+        case .keyringUnavailable:
+            return make(
+                "No keyring (Secret Service) is available.",
+                "Start a desktop keyring such as gnome-keyring, or opt in to the encrypted file backend with --keyring file.",
+                10)
+        case .keyringLocked:
+            return make("The keyring is locked.", "Unlock your desktop keyring and try again.", 10)
+        case .keyringTimeout:
+            return make("The keyring did not answer in time.", "Check that the keyring daemon is running.", 10)
+        case .storageUnreadable:
+            return make(
+                "The local data of account\(named) cannot be read.",
+                "Run `ostack doctor`; signing in again rebuilds local data from the server.", 10)
+        case .storageFailure:
+            return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
+        case .unsupportedFormat:
+            return make(
+                "Local ostack files are in a format this version does not understand. Nothing was changed.",
+                "Use the ostack version that wrote them, or run `ostack doctor`.", 10)
+        case .serverError:
+            return make("The server had a problem.", "Try again later.", 11)
+        case .rateLimited:
+            let wait = context.retryAfterSeconds.map { "Try again in \($0) s." } ?? "Try again later."
+            return make("The server is limiting requests.", wait, 11)
+        case .unexpectedResponse:
+            return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+        }
+    }
+
+    /// The generic message for errors that are not ours.
+    public func unknown(referenceID: String) -> Presentation {
+        Presentation(
+            code: OStackError.Code.internal.rawValue, message: "Something went wrong. (ref \(referenceID))",
+            hint: "Run the command again with --verbose, or report the reference id.", exitCode: 1)
+    }
+
+    /// Strips C0/C1 control characters and ANSI escape sequences (ERR-3) and bounds the length.
+    public static func sanitize(_ text: String, maxLength: Int = 200) -> String {
+        var result = String.UnicodeScalarView()
+        var iterator = text.unicodeScalars.makeIterator()
+        while let scalar = iterator.next() {
+            if scalar == "\u{1B}" {
+                // Skip an escape sequence: ESC [ ... final byte, or ESC + one character.
+                if let next = iterator.next(), next == "[" {
+                    while let c = iterator.next(), !(0x40...0x7E).contains(c.value) {}
+                }
+                continue
+            }
+            let value = scalar.value
+            if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) { continue }
+            result.append(scalar)
+        }
+        return String(String(result).prefix(maxLength))
+    }
+
+    private static func quoted(_ value: String?) -> String {
+        value.map { "'\($0)'" } ?? "that"
+    }
+}

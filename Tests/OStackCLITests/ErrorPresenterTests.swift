@@ -1,0 +1,63 @@
+import OStackCLI
+import OStackCore
+import Testing
+
+@Suite struct ErrorPresenterTests {
+    let presenter = ErrorPresenter()
+
+    /// The exit codes SPEC §9 fixes for the codes it names.
+    static let specExitCodes: [OStackError.Code: Int32] = [
+        .internal: 1, .notSignedIn: 3, .sessionExpired: 3, .locked: 4, .pinLockedOut: 4, .wrongPIN: 4,
+        .offline: 5, .tls: 5, .timeout: 5, .conflict: 6, .notFound: 7, .unknownAccount: 7, .unknownObject: 7,
+        .forbidden: 8, .validation: 9, .invalidFilter: 9, .keyringUnavailable: 10, .keyringLocked: 10,
+        .storageUnreadable: 10, .serverError: 11, .rateLimited: 11,
+    ]
+
+    @Test(arguments: OStackError.Code.allCases)
+    func everyCodeHasItsOwnMessageAndASpecExitCode(code: OStackError.Code) {
+        let canary = "CNRY-7f3a-DETAIL"
+        let error = OStackError(code, context: .init(account: "work", host: "crm.example.com"), detail: canary)
+        let shown = presenter.present(error, referenceID: "R1")
+        #expect(shown.code == code.rawValue)
+        #expect(!shown.message.isEmpty)
+        #expect([1, 3, 4, 5, 6, 7, 8, 9, 10, 11].contains(shown.exitCode))
+        if let expected = Self.specExitCodes[code] { #expect(shown.exitCode == expected) }
+        // The developer detail never reaches the user.
+        #expect(!shown.message.contains(canary))
+        #expect(!(shown.hint ?? "").contains(canary))
+    }
+
+    @Test func foreignErrorsBecomeTheGenericMessageWithAReference() {
+        struct LeakyError: Error, CustomStringConvertible {
+            var description: String { "SELECT * FROM users WHERE token='CNRY-SQL' at /srv/CNRY-PATH/app.rb" }
+        }
+        let shown = presenter.present(LeakyError(), referenceID: "ab12cd")
+        #expect(shown.message == "Something went wrong. (ref ab12cd)")
+        #expect(shown.exitCode == 1)
+        #expect(!shown.message.contains("CNRY") && !(shown.hint ?? "").contains("CNRY"))
+    }
+
+    @Test func contextValuesAreStrippedOfControlCharacters() {
+        let error = OStackError(.unknownAccount, context: .init(account: "evil\u{1B}[2J\u{1B}]0;title\u{07}\r\nname"))
+        let shown = presenter.present(error, referenceID: "R")
+        #expect(!shown.message.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
+        #expect(shown.message.contains("evil"))
+    }
+
+    @Test(arguments: [
+        ("plain", "plain"), ("a\u{1B}[31mred\u{1B}[0m", "ared"), ("tab\there", "tabhere"),
+        ("c1\u{9B}x", "c1x"), ("bell\u{07}", "bell"), ("ünïcødé ok", "ünïcødé ok"),
+    ])
+    func sanitizeRemovesEscapesAndControls(input: String, expected: String) {
+        #expect(ErrorPresenter.sanitize(input) == expected)
+    }
+
+    @Test func sanitizeBoundsLength() {
+        #expect(ErrorPresenter.sanitize(String(repeating: "x", count: 1000)).count == 200)
+    }
+
+    @Test func validationNamesFieldLabels() {
+        let error = OStackError(.validation, context: .init(fields: ["Title", "Due date"]))
+        #expect(presenter.present(error, referenceID: "R").message == "The data is not valid: Title, Due date.")
+    }
+}
