@@ -49,7 +49,11 @@ let package = Package(
                 "OStackCore", "PlatformKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
-        .executableTarget(name: "ostack", dependencies: ["OStackCLI", "PlatformKit"]),
+        .executableTarget(
+            name: "ostack",
+            dependencies: [
+                "OStackCLI", "PlatformKit", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
 
         // MARK: Tests (test support is never linked into `ostack`)
         .target(name: "OStackTestSupport", dependencies: ["PlatformKit"]),

@@ -1,0 +1,96 @@
+import ArgumentParser
+import OStackCore
+import PlatformKit
+
+/// What a command needs from the outside world, built once per invocation. `CommandContext+Live`
+/// is the only place that builds the real dependencies; tests build their own.
+public struct CommandContext: Sendable {
+    public var global: GlobalOptions
+    public var environment: [String: String]
+    public var terminal: Terminal
+    public var layout: FileLayout
+    public var registry: AccountRegistry
+    public var configuration: ConfigurationStore
+    public var debugLog: DebugLog
+
+    public init(global: GlobalOptions, environment: [String: String], terminal: Terminal, layout: FileLayout) {
+        self.global = global
+        self.environment = environment
+        self.terminal = terminal
+        self.layout = layout
+        self.registry = AccountRegistry(layout: layout)
+        self.configuration = ConfigurationStore(layout: layout)
+        self.debugLog = DebugLog(layout: layout)
+    }
+
+    /// The account selected for this command (`--account` > `OSTACK_ACCOUNT` > default).
+    public func selectedAccount() throws(OStackError) -> (account: Account, source: SelectionSource) {
+        let accounts = try registry.accounts()
+        let defaultAccount = try configuration.load().defaultAccount
+        return try AccountSelection(accounts: accounts).select(
+            flag: global.account, environment: environment["OSTACK_ACCOUNT"], defaultAccount: defaultAccount)
+    }
+
+    /// Prints a command's result: the JSON document with `--json`, the human text otherwise.
+    public func emit<T: Encodable>(json document: T, human: @autoclosure () -> String) {
+        emit(json: document, render: human)
+    }
+
+    /// Like `emit(json:human:)`, with the human text built by a closure only when needed.
+    public func emit<T: Encodable>(json document: T, render human: () -> String) {
+        if global.json {
+            terminal.out(JSONOutput.encode(document) + "\n")
+        } else {
+            let text = human()
+            if !text.isEmpty { terminal.out(text.hasSuffix("\n") ? text : text + "\n") }
+        }
+    }
+
+    /// A note for the user on stderr (never data), suppressed under `--json`.
+    public func note(_ text: String) {
+        if !global.json { terminal.err(text + "\n") }
+    }
+}
+
+/// Runs a command body and turns every error into the user-safe presentation (SPEC §9).
+enum CommandRunner {
+    static func run(_ global: GlobalOptions, _ body: (CommandContext) async throws -> Void) async throws {
+        let context = CommandContext.live(global: global)
+        do {
+            try await body(context)
+        } catch let exit as ExitCode {
+            throw exit
+        } catch let error as CleanExit {
+            throw error
+        } catch {
+            throw ExitCode(report(error, context: context))
+        }
+    }
+
+    /// Prints the error and returns the exit code.
+    static func report(_ error: any Error, context: CommandContext) -> Int32 {
+        let reference = referenceID()
+        let presentation = ErrorPresenter().present(error, referenceID: reference)
+        let detail = (error as? OStackError)?.description ?? "unexpected \(type(of: error))"
+        context.debugLog.append(referenceID: reference, code: presentation.code, detail: detail)
+        var message = presentation.message
+        if context.global.verbose, let ostack = error as? OStackError {
+            if let status = ostack.context.httpStatus { message += " (HTTP \(status))" }
+            if let request = ostack.context.requestID { message += " (request \(ErrorPresenter.sanitize(request, maxLength: 64)))" }
+        }
+        if context.global.json {
+            let document = JSONOutput.ErrorDocument(
+                error: .init(code: presentation.code, message: message, hint: presentation.hint))
+            context.terminal.err(JSONOutput.encode(document) + "\n")
+        } else {
+            context.terminal.err("ostack: error: \(message)\n")
+            if let hint = presentation.hint { context.terminal.err("ostack: hint: \(hint)\n") }
+        }
+        return presentation.exitCode
+    }
+
+    static func referenceID() -> String {
+        let alphabet = Array("abcdefghjkmnpqrstuvwxyz23456789")
+        return String((0..<8).map { _ in alphabet.randomElement()! })
+    }
+}

@@ -1,0 +1,11 @@
+import ArgumentParser
+
+/// `ostack accounts …`
+struct AccountsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accounts",
+        abstract: "List, rename and remove accounts.",
+        subcommands: [AccountsList.self, AccountsRename.self],
+        defaultSubcommand: AccountsList.self
+    )
+}

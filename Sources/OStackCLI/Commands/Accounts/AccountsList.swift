@@ -1,0 +1,33 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack accounts list`
+struct AccountsList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List registered accounts.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let summaries = try AccountsService(layout: context.layout).summaries()
+            struct Document: Encodable { var accounts: [AccountDocument] }
+            context.emit(json: Document(accounts: summaries.map(AccountDocument.init))) { () -> String in
+                if summaries.isEmpty { return "No accounts yet. Run `ostack login` to add one." }
+                let rows = summaries.map { summary in
+                    [
+                        summary.isDefault ? "*" : "", summary.account.alias, summary.account.email,
+                        summary.account.server.absoluteString, Self.state(summary),
+                    ]
+                }
+                return Table(headers: ["", "alias", "email", "server", "state"], rows: rows).render(
+                    terminal: context.terminal)
+            }
+        }
+    }
+
+    static func state(_ summary: AccountSummary) -> String {
+        var parts = [summary.account.sessionState.rawValue]
+        if summary.locked { parts.append("locked") }
+        return parts.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import FoundationEssentials
+import OStackCore
+
+/// `ostack status [--all]` — works without the keyring or the network, also while locked.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the selected account (or all) and its state.")
+
+    @OptionGroup var global: GlobalOptions
+    @Flag(name: .long, help: "Show every account.") var all = false
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let service = AccountsService(layout: context.layout)
+            let now = Date()
+            let defaultAccount = try service.configuration.load().defaultAccount
+            if all {
+                let documents = try service.registry.accounts().map { account in
+                    Self.document(service.summary(of: account, defaultAccount: defaultAccount), selectedBy: nil, now: now)
+                }
+                struct Document: Encodable { var accounts: [StatusDocument] }
+                context.emit(json: Document(accounts: documents)) { () -> String in
+                    documents.isEmpty
+                        ? "No accounts yet. Run `ostack login` to add one."
+                        : documents.map { Self.human($0) }.joined(separator: "\n")
+                }
+                return
+            }
+            let (account, source) = try context.selectedAccount()
+            let document = Self.document(
+                service.summary(of: account, defaultAccount: defaultAccount), selectedBy: source, now: now)
+            context.emit(json: document, human: Self.human(document))
+        }
+    }
+
+    static func document(_ summary: AccountSummary, selectedBy: SelectionSource?, now: Date) -> StatusDocument {
+        let session = AccountsService.sessionStatus(of: summary.account, now: now)
+        return StatusDocument(
+            account: AccountDocument(summary), selectedBy: selectedBy?.rawValue,
+            session: .init(state: session.state.rawValue, expiresAt: session.expiresAt), queue: nil, lastSyncAt: nil)
+    }
+
+    static func human(_ document: StatusDocument) -> String {
+        var rows: [[String]] = [
+            ["account", "\(document.account.alias) (\(document.account.id))"],
+            ["server", document.account.server],
+            ["user", document.account.email],
+        ]
+        if let selectedBy = document.selectedBy {
+            let rule = ["flag": "--account", "env": "OSTACK_ACCOUNT", "default": "default account"][selectedBy] ?? selectedBy
+            rows.append(["selected by", rule])
+        }
+        var session = document.session.state
+        if let expiry = document.session.expiresAt { session += ", expires \(expiry.formatted(.iso8601))" }
+        rows.append(["session", session])
+        rows.append(["lock", document.account.hasPin ? (document.account.locked ? "locked" : "unlocked") : "no PIN"])
+        let width = rows.map { $0[0].count }.max() ?? 0
+        return rows.map { $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1]) }
+            .joined(separator: "\n") + "\n"
+    }
+}

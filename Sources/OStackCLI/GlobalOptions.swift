@@ -1,0 +1,21 @@
+import ArgumentParser
+
+/// Options every command accepts (SPEC §9, issue "CLI shape").
+public struct GlobalOptions: ParsableArguments, Sendable {
+    @Option(name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"))
+    public var account: String?
+
+    @Flag(name: .long, help: "Print one JSON document on stdout (errors as JSON on stderr).")
+    public var json = false
+
+    @Flag(name: .customLong("no-input"), help: "Never prompt; fail if input would be needed.")
+    public var noInput = false
+
+    @Flag(name: .long, help: "Add HTTP status and request ids to error output.")
+    public var verbose = false
+
+    @Flag(name: .customLong("no-color"), help: "Do not use colors (also: NO_COLOR).")
+    public var noColor = false
+
+    public init() {}
+}

@@ -1,0 +1,63 @@
+import FoundationEssentials
+import OStackCore
+
+/// The account object of SPEC §9.1 (`accounts list`, `status`, `login`).
+struct AccountDocument: Encodable {
+    var id: String
+    var alias: String
+    var server: String
+    var userId: String
+    var email: String
+    var isDefault: Bool
+    var signedIn: Bool
+    var locked: Bool
+    var hasPin: Bool
+
+    init(_ summary: AccountSummary) {
+        id = summary.account.id.rawValue
+        alias = summary.account.alias
+        server = summary.account.server.absoluteString
+        userId = summary.account.userID
+        email = summary.account.email
+        isDefault = summary.isDefault
+        signedIn = summary.signedIn
+        locked = summary.locked
+        hasPin = summary.hasPIN
+    }
+}
+
+/// `status` (SPEC §9.1). `queue` and `lastSyncAt` are null until the account has a sync queue.
+struct StatusDocument: Encodable {
+    struct Session: Encodable {
+        var state: String
+        var expiresAt: Date?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(state, forKey: .state)
+            try container.encode(expiresAt, forKey: .expiresAt)  // explicit null when absent
+        }
+        enum CodingKeys: String, CodingKey { case state, expiresAt }
+    }
+    struct Queue: Encodable {
+        var pending: Int
+        var failed: Int
+        var conflict: Int
+    }
+
+    var account: AccountDocument
+    var selectedBy: String?
+    var session: Session
+    var queue: Queue?
+    var lastSyncAt: Date?
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(account, forKey: .account)
+        try container.encode(selectedBy, forKey: .selectedBy)
+        try container.encode(session, forKey: .session)
+        try container.encode(queue, forKey: .queue)
+        try container.encode(lastSyncAt, forKey: .lastSyncAt)
+    }
+    enum CodingKeys: String, CodingKey { case account, selectedBy, session, queue, lastSyncAt }
+}
