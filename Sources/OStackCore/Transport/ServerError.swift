@@ -1,0 +1,77 @@
+import FoundationEssentials
+
+/// What ostack keeps of a non-2xx response (PROTOCOL §6 "client parsing recipe"): the status, the
+/// machine code and the names of invalid fields. The server's human text is deliberately NOT kept,
+/// so it can never reach the user or a log (ERR-2).
+public struct ServerError: Sendable, Equatable {
+    public var status: Int
+    /// `body.code` or `body.error.code`, upper-cased server vocabulary (e.g. `CONCURRENT_UPDATE`).
+    public var code: String?
+    /// Field names from `fields[].field` (allowlisted: they name our metadata's fields).
+    public var fields: [String]
+    /// Seconds from `Retry-After` / `X-Retry-After` (delta-seconds form only).
+    public var retryAfterSeconds: Int?
+    /// `X-Request-Id`, shown with `--verbose`.
+    public var requestID: String?
+    /// For 409 `CONCURRENT_UPDATE`: the server's version and record (used by sync, never printed).
+    public var currentVersion: String?
+    public var currentRecord: JSONValue?
+
+    public init(response: TransportResponse) {
+        status = response.status
+        let body = JSONValue.parse(response.body)
+        code = body?["code"]?.stringValue ?? body?["error"]?["code"]?.stringValue
+        let fieldList = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
+        fields = fieldList.compactMap { $0["field"]?.stringValue }.map { String($0.prefix(100)) }
+        let retry = response.header("Retry-After") ?? response.header("X-Retry-After")
+        retryAfterSeconds = retry.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, min($0, 86_400)) }
+        requestID = response.header("X-Request-Id").map { String($0.prefix(64)) }
+        currentVersion = body?["currentVersion"]?.stringValue
+        currentRecord = body?["currentRecord"]
+        if let code, !code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) {
+            self.code = nil
+        }
+    }
+
+    /// Maps to the core error for a call on behalf of `account` (an alias) at `host`.
+    public func asOStackError(account: String?, host: String?) -> OStackError {
+        var context = OStackError.Context(
+            account: account, host: host, fields: fields, retryAfterSeconds: retryAfterSeconds, httpStatus: status,
+            requestID: requestID)
+        let detail = "HTTP \(status) \(code ?? "-")"
+        switch status {
+        case 401: return OStackError(.sessionExpired, context: context, detail: detail)
+        case 403: return OStackError(.forbidden, context: context, detail: detail)
+        case 404:
+            return OStackError(code == "OBJECT_NOT_FOUND" ? .unknownObject : .notFound, context: context, detail: detail)
+        case 409: return OStackError(.conflict, context: context, detail: detail)
+        case 429: return OStackError(.rateLimited, context: context, detail: detail)
+        case 400, 422:
+            if code == "INVALID_FILTER" || code == "INVALID_FIELD" || code == "INVALID_SORT" {
+                return OStackError(.invalidFilter, context: context, detail: detail)
+            }
+            return OStackError(.validation, context: context, detail: detail)
+        case 500...599: return OStackError(.serverError, context: context, detail: detail)
+        default:
+            context.fields = []
+            return OStackError(.unexpectedResponse, context: context, detail: detail)
+        }
+    }
+}
+
+extension TransportFailure {
+    /// Maps a transport failure to the core error (SPEC §9 exit 5 family).
+    public func asOStackError(account: String?, host: String?) -> OStackError {
+        let context = OStackError.Context(account: account, host: host)
+        switch self {
+        case .connectionRefused, .dnsFailure, .connectionDropped:
+            return OStackError(.offline, context: context, detail: "transport: \(self)")
+        case .timeout: return OStackError(.timeout, context: context, detail: "transport: timeout")
+        case .tls: return OStackError(.tls, context: context, detail: "transport: tls")
+        case .tooLarge, .tooManyRedirects:
+            return OStackError(.unexpectedResponse, context: context, detail: "transport: \(self)")
+        case .invalidURL: return OStackError(.invalidServerURL, context: context, detail: "transport: invalid url")
+        case .other(let code): return OStackError(.offline, context: context, detail: "transport: curl \(code)")
+        }
+    }
+}
