@@ -3,7 +3,7 @@ SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 DEVSERVER_DIR := DevServer
 
-.PHONY: all deps build build-release devserver test bench demo lint format clean
+.PHONY: all deps build build-release devserver test bench demo man lint format clean
 
 all: build
 
@@ -35,6 +35,11 @@ bench: deps
 ## demo: a narrated walkthrough against a local dev server in a temporary home
 demo: deps
 	./scripts/demo.sh
+
+## man: regenerate docs/man/ostack.1 from the command tree (swift-argument-parser's generate-manual)
+man: deps
+	mkdir -p docs/man
+	$(SWIFT) package --allow-writing-to-directory docs/man generate-manual --output-directory $(CURDIR)/docs/man
 
 lint: deps
 	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift

@@ -11,7 +11,7 @@ public struct OStackCommand: AsyncParsableCommand {
             database, its own sync queue and audit trail.
             """,
         version: OStackVersion.current,
-        subcommands: [AccountsCommand.self, Switch.self, Status.self]
+        subcommands: [AccountsCommand.self, Switch.self, Status.self, Completion.self]
     )
 
     public init() {}
