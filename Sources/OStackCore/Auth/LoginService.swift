@@ -1,0 +1,251 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+
+/// `ostack login`: sign in under the guest namespace, learn who signed in, migrate the session to
+/// the account namespace, register the account and create its database (SPEC §6, TOK-6).
+///
+/// Every step is journaled (`LoginJournal`) so that `kill -9` at any point ends, after the next
+/// command, in one consistent account — or none — and never leaves a guest item behind.
+public struct LoginService: Sendable {
+    public let environment: AuthEnvironment
+
+    public init(environment: AuthEnvironment) {
+        self.environment = environment
+    }
+
+    public struct Request: Sendable {
+        public var server: ServerURL
+        public var email: String
+        public var credential: LoginCredential
+        public var alias: String?
+        public var makeDefault: Bool
+
+        public init(server: ServerURL, email: String, credential: LoginCredential, alias: String?, makeDefault: Bool) {
+            self.server = server
+            self.email = email
+            self.credential = credential
+            self.alias = alias
+            self.makeDefault = makeDefault
+        }
+    }
+
+    public func login(_ request: Request) throws(OStackError) -> Account {
+        if let alias = request.alias { try AccountsService.validateAlias(alias) }
+        let api = AuthAPI(server: request.server, transport: environment.transport)
+        try api.discover()
+        return try withLoginLock { () throws(OStackError) -> Account in
+            try recoverLocked()
+            let kind: Account.CredentialKind
+            switch request.credential {
+            case .password: kind = .session
+            case .apiKey: kind = .apiKey
+            }
+            var journal = LoginJournal(
+                phase: .signingIn, server: request.server.absoluteString, credentialKind: kind, alias: request.alias,
+                makeDefault: request.makeDefault)
+            try journal.save(environment.layout)
+            FailPoint.hit("login.after-journal")
+
+            // 1. Sign in under the guest namespace.
+            let token: SecretBytes
+            switch request.credential {
+            case .password(let password): token = try api.signIn(email: request.email, password: password).token
+            case .apiKey(let key): token = key
+            }
+            let guestKey = environment.namespaces.guestKey(Self.secretKind(kind))
+            try environment.secrets.write(token, for: guestKey)
+            FailPoint.hit("login.after-guest-write")
+
+            // 2. Who signed in?
+            guard let session = try api.getSession(token: token) else {
+                try? environment.secrets.delete(guestKey)
+                try? LoginJournal.clear(environment.layout)
+                throw OStackError(.wrongCredentials, context: .init(host: request.server.authority))
+            }
+            if let rotated = session.rotatedToken {
+                try environment.secrets.write(rotated, for: guestKey)
+            }
+            journal.phase = .migrating
+            journal.accountID = try AccountID(server: request.server, userID: session.user.id)
+            journal.userID = session.user.id
+            journal.email = session.user.email.isEmpty ? request.email : session.user.email
+            journal.displayName = session.user.name
+            journal.expiresAt = kind == .session ? session.expiresAt : nil
+            try journal.save(environment.layout)
+            FailPoint.hit("login.after-identify")
+
+            // 3. Migrate, register, provision — the same code that resumes after a crash.
+            return try finish(journal)
+        }
+    }
+
+    /// Finishes or cleans a login interrupted by a crash. Cheap when there is nothing to do (one
+    /// `stat`), so every command can call it first.
+    public func recoverInterruptedLogin() throws(OStackError) {
+        guard SecureFileSystem.exists(LoginJournal.path(environment.layout)) else { return }
+        try withLoginLock { () throws(OStackError) in try recoverLocked() }
+    }
+
+    // MARK: Steps
+
+    private func recoverLocked() throws(OStackError) {
+        guard let journal = try LoginJournal.load(environment.layout) else { return }
+        switch journal.phase {
+        case .signingIn:
+            // The account is unknown: undo. The user signs in again.
+            for kind in [SecretKind.sessionToken, .apiKey] {
+                try environment.secrets.delete(environment.namespaces.guestKey(kind))
+            }
+            try LoginJournal.clear(environment.layout)
+        case .migrating:
+            _ = try finish(journal)
+        }
+    }
+
+    /// Copy → verify → delete guest → register → provision → clear journal. Idempotent.
+    private func finish(_ journal: LoginJournal) throws(OStackError) -> Account {
+        guard let accountID = journal.accountID, let userID = journal.userID else {
+            throw OStackError(.unsupportedFormat, detail: "login journal without an account")
+        }
+        let server = try ServerURL(parsing: journal.server, allowInsecureHTTP: true)
+        let kind = Self.secretKind(journal.credentialKind)
+        let secrets = environment.secrets
+        let guestKey = environment.namespaces.guestKey(kind)
+        let accountKey = environment.namespaces.key(accountID, kind)
+
+        if let guestToken = try secrets.read(guestKey) {
+            try secrets.write(guestToken, for: accountKey)
+            FailPoint.hit("login.after-copy")
+            guard let readBack = try secrets.read(accountKey), readBack == guestToken else {
+                throw OStackError(.keyringUnavailable, detail: "the copied session did not read back")
+            }
+            try secrets.delete(guestKey)
+            FailPoint.hit("login.after-guest-delete")
+        } else if try secrets.read(accountKey) == nil {
+            // Neither copy exists: nothing to finish.
+            try LoginJournal.clear(environment.layout)
+            throw OStackError(.notSignedIn, detail: "interrupted login lost its session")
+        }
+
+        // Register (or update) the account, keeping an existing account's alias and data.
+        let now = environment.clock.now()
+        let account = try environment.registry.update { (accounts: inout [Account]) throws(OStackError) -> Account in
+            if let index = accounts.firstIndex(where: { $0.id == accountID }) {
+                accounts[index].sessionState = .signedIn
+                accounts[index].sessionExpiresAt = journal.expiresAt
+                accounts[index].sessionRefreshedAt = now
+                accounts[index].lastUsedAt = now
+                accounts[index].credentialKind = journal.credentialKind
+                if let email = journal.email { accounts[index].email = email }
+                if let name = journal.displayName { accounts[index].displayName = name }
+                return accounts[index]
+            }
+            let alias = try Self.uniqueAlias(
+                preferred: journal.alias, email: journal.email ?? userID, host: server.host, taken: Set(accounts.map(\.alias)))
+            let account = Account(
+                id: accountID, alias: alias, server: server, userID: userID, email: journal.email ?? "",
+                displayName: journal.displayName ?? "", createdAt: now, lastUsedAt: now,
+                keyringBackend: environment.keyringBackend, dataDirectory: Self.newDirectoryName(),
+                credentialKind: journal.credentialKind, sessionState: .signedIn, sessionExpiresAt: journal.expiresAt,
+                sessionRefreshedAt: now)
+            accounts.append(account)
+            return account
+        }
+        FailPoint.hit("login.after-register")
+
+        try provisionStorage(account)
+        FailPoint.hit("login.after-provision")
+
+        if journal.makeDefault {
+            try environment.configuration.update { $0.defaultAccount = account.id; $0.lastServer = server.absoluteString }
+        } else {
+            try environment.configuration.update { $0.lastServer = server.absoluteString }
+        }
+        try LoginJournal.clear(environment.layout)
+        return account
+    }
+
+    /// Creates the account directory, its DEK (keyring `db-key`) and its database on first sign-in;
+    /// on re-login opens the existing database with the existing key (data is kept).
+    func provisionStorage(_ account: Account) throws(OStackError) {
+        let directory = environment.layout.accountDirectory(account.dataDirectory)
+        do {
+            try SecureFileSystem.createDirectory(directory)
+        } catch {
+            throw OStackError(.storageFailure, detail: "creating the account directory: \(error)")
+        }
+        let keyKey = environment.namespaces.key(account.id, .dbKey)
+        let databasePath = environment.databasePath(account)
+        if let existing = try environment.secrets.read(keyKey) {
+            try environment.provisionDatabase(databasePath, existing)
+            return
+        }
+        if SecureFileSystem.exists(directory + "/pin.env") {
+            return  // The DEK is sealed behind the PIN; the database exists and stays as it is.
+        }
+        if SecureFileSystem.exists(databasePath) {
+            // A database without its key cannot be read: keep the file, report it (never re-key blindly).
+            throw OStackError(
+                .storageUnreadable, context: .init(account: account.alias), detail: "database present, db-key missing")
+        }
+        let key = SecretBytes(randomCount: 32)
+        try environment.secrets.write(key, for: keyKey)
+        guard let readBack = try environment.secrets.read(keyKey), readBack == key else {
+            throw OStackError(.keyringUnavailable, detail: "the database key did not read back")
+        }
+        try environment.provisionDatabase(databasePath, key)
+    }
+
+    // MARK: Helpers
+
+    private func withLoginLock<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
+        let lock: FileLock
+        do {
+            try environment.layout.createDirectories()
+            lock = try FileLock(path: environment.loginLockPath, timeout: environment.lockTimeout)
+        } catch {
+            throw OStackError(.storageFailure, detail: "taking the login lock: \(error)")
+        }
+        return try withExtendedLifetime(lock) { () throws(OStackError) -> R in try body() }
+    }
+
+    static func secretKind(_ kind: Account.CredentialKind) -> SecretKind {
+        kind == .apiKey ? .apiKey : .sessionToken
+    }
+
+    static func newDirectoryName() -> String {
+        let hex = Array("0123456789abcdef")
+        return "acct-" + String((0..<16).map { _ in hex[Int(SecureRandomIndex.below(16))] })
+    }
+
+    /// The alias: the preferred one, else the e-mail's local part, made unique with the host or a number.
+    static func uniqueAlias(preferred: String?, email: String, host: String, taken: Set<String>) throws(OStackError)
+        -> String
+    {
+        if let preferred {
+            guard !taken.contains(preferred) else {
+                throw OStackError(.invalidInput, context: .init(suggestion: "The alias '\(preferred)' is already used."))
+            }
+            return preferred
+        }
+        let local = email.split(separator: "@").first.map(String.init) ?? "account"
+        let base = String(local.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }.prefix(40))
+        let start = base.isEmpty ? "account" : base
+        if !taken.contains(start) { return start }
+        let withHost = "\(start)-\(host.split(separator: ".").first.map(String.init) ?? "server")"
+        if !taken.contains(withHost) { return withHost }
+        var counter = 2
+        while taken.contains("\(start)-\(counter)") { counter += 1 }
+        return "\(start)-\(counter)"
+    }
+}
+
+/// Uniform random numbers from libsodium's CSPRNG for identifiers.
+enum SecureRandomIndex {
+    static func below(_ bound: UInt32) -> UInt32 {
+        let bytes = SecretBytes(randomCount: 4)
+        let value = bytes.withUnsafeBytes { $0.load(as: UInt32.self) }
+        return value % bound  // bound is a power of two here, so this is uniform
+    }
+}

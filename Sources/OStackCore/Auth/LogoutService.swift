@@ -1,0 +1,80 @@
+import PlatformKit
+import SodiumKit
+
+/// `ostack logout` and `ostack accounts remove` (SPEC §6, TOK-8).
+public struct LogoutService: Sendable {
+    public let environment: AuthEnvironment
+
+    public init(environment: AuthEnvironment) {
+        self.environment = environment
+    }
+
+    public struct Outcome: Sendable, Equatable {
+        public var account: Account
+        /// Whether the server confirmed the sign-out (best effort; local sign-out happens anyway).
+        public var serverSignedOut: Bool
+    }
+
+    /// Signs out: best-effort `POST /sign-out`, then the session token is deleted from the keyring
+    /// and its absence verified, then the account is marked signed out. Data stays.
+    public func logout(_ account: Account) throws(OStackError) -> Outcome {
+        let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
+        let key = environment.namespaces.key(account.id, kind)
+        var serverSignedOut = false
+        if let token = try environment.secrets.read(key), account.credentialKind == .session {
+            do {
+                try AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)
+                serverSignedOut = true
+            } catch {
+                serverSignedOut = false  // offline or refused: the local sign-out still happens
+            }
+        }
+        try environment.secrets.delete(key)
+        guard try environment.secrets.read(key) == nil else {
+            throw OStackError(.keyringUnavailable, detail: "the session token is still in the keyring")
+        }
+        let updated = try environment.registry.update { (accounts: inout [Account]) throws(OStackError) -> Account in
+            guard let index = accounts.firstIndex(where: { $0.id == account.id }) else {
+                throw OStackError(.unknownAccount, context: .init(account: account.alias))
+            }
+            accounts[index].sessionState = .signedOut
+            accounts[index].sessionExpiresAt = nil
+            return accounts[index]
+        }
+        return Outcome(account: updated, serverSignedOut: serverSignedOut)
+    }
+
+    /// Crypto-erase: every keyring item of the account is deleted and verified gone FIRST (without the
+    /// DEK the database is unreadable), then its files, then its registry entry. Refuses while
+    /// `unsyncedChanges > 0` unless `force`. A locked or missing keyring stops it before anything
+    /// is deleted.
+    public func remove(_ account: Account, unsyncedChanges: Int, force: Bool) throws(OStackError) {
+        if unsyncedChanges > 0 && !force {
+            throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: unsyncedChanges))
+        }
+        let namespace = environment.namespaces.account(account.id)
+        let items = try environment.secrets.list(namespace: namespace)
+        if account.sessionState == .signedIn, account.credentialKind == .session,
+            let token = try environment.secrets.read(environment.namespaces.key(account.id, .sessionToken))
+        {
+            try? AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)
+        }
+        for item in items { try environment.secrets.delete(item) }
+        guard try environment.secrets.list(namespace: namespace).isEmpty else {
+            throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
+        }
+        FailPoint.hit("remove.after-keyring")
+        do {
+            try SecureFileSystem.removeTree(environment.layout.accountDirectory(account.dataDirectory))
+            try SecureFileSystem.removeFile(environment.sessionLockPath(account))
+        } catch {
+            throw OStackError(.storageFailure, detail: "removing account files: \(error)")
+        }
+        try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+            accounts.removeAll { $0.id == account.id }
+        }
+        try environment.configuration.update { configuration in
+            if configuration.defaultAccount == account.id { configuration.defaultAccount = nil }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+
+/// Keeps one account's session alive (SPEC §6 "Refresh", "Single flight across processes"; TOK-1,
+/// TOK-2, TOK-4).
+///
+/// - A session inside the refresh window (less than `refreshWindow` left, or last confirmed longer
+///   than `updateAge` ago) is refreshed through `GET /get-session` before use.
+/// - Refresh and rotation hold an exclusive `flock` on the account's session lock. Inside the lock
+///   the registry and the keyring are re-read: if another process refreshed moments ago, or the
+///   token we used has already been replaced, that result is adopted without a new request.
+/// - A rotated token is written to the keyring and read back before the lock is released.
+/// - A 401 refreshes once and retries once; a second 401 marks the account `expired` (local data
+///   and queued changes are kept).
+/// - API-key accounts never refresh.
+public struct SessionKeeper: Sendable {
+    public let environment: AuthEnvironment
+    /// Refresh when less than this is left of the session (default 1 day).
+    public var refreshWindow: TimeInterval = 86_400
+    /// Refresh when the server last confirmed the session longer ago than this (better-auth's
+    /// update age, default 1 day).
+    public var updateAge: TimeInterval = 86_400
+    /// A refresh by any process this recently counts as fresh: no new request.
+    public var minimumInterval: TimeInterval = 30
+
+    public init(environment: AuthEnvironment) {
+        self.environment = environment
+    }
+
+    /// The credential to use for `account`, refreshed first when it is inside the refresh window.
+    public func credential(for account: Account) throws(OStackError) -> SecretBytes {
+        let account = try current(account)
+        try requireSignedIn(account)
+        if account.credentialKind == .apiKey || !needsRefresh(account) {
+            return try storedToken(account)
+        }
+        return try refresh(account, force: false, replacing: nil)
+    }
+
+    /// `ostack auth refresh`: refresh now unless another process just did (or it is an API key).
+    @discardableResult
+    public func refreshNow(_ account: Account) throws(OStackError) -> Account {
+        let account = try current(account)
+        try requireSignedIn(account)
+        if account.credentialKind == .apiKey { return account }
+        _ = try refresh(account, force: true, replacing: nil)
+        return try current(account)
+    }
+
+    /// Sends an authorised request for `account`: refresh-before-use, and on a 401 one refresh and
+    /// one retry. `build` makes the request for a given bearer header.
+    public func send(
+        _ account: Account, _ build: (_ authorization: (String, String)) -> TransportRequest
+    ) throws(OStackError) -> TransportResponse {
+        let token = try credential(for: account)
+        let first = try transmit(build(AuthAPI.authorization(token)), account: account)
+        guard first.status == 401 else { return first }
+        guard account.credentialKind == .session else {
+            try markExpired(account)
+            throw OStackError(.sessionExpired, context: .init(account: account.alias))
+        }
+        let fresh = try refresh(account, force: true, replacing: token)
+        let second = try transmit(build(AuthAPI.authorization(fresh)), account: account)
+        if second.status == 401 {
+            try markExpired(account)
+            throw OStackError(.sessionExpired, context: .init(account: account.alias), detail: "401 after refresh")
+        }
+        return second
+    }
+
+    // MARK: Refresh
+
+    func needsRefresh(_ account: Account) -> Bool {
+        let now = environment.clock.now()
+        if let refreshed = account.sessionRefreshedAt, now.timeIntervalSince(refreshed) < minimumInterval {
+            return false
+        }
+        if let expiry = account.sessionExpiresAt, expiry.timeIntervalSince(now) < refreshWindow { return true }
+        guard let refreshed = account.sessionRefreshedAt else { return true }
+        return now.timeIntervalSince(refreshed) > updateAge
+    }
+
+    /// Single-flight refresh. `replacing`: the token that just got a 401 — if the keyring already
+    /// holds a different one, another process rotated it: adopt it without a request.
+    func refresh(_ account: Account, force: Bool, replacing: SecretBytes?) throws(OStackError) -> SecretBytes {
+        let lock: FileLock
+        do {
+            try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
+            lock = try FileLock(path: environment.sessionLockPath(account), timeout: environment.lockTimeout)
+        } catch {
+            throw OStackError(.storageFailure, detail: "taking the session lock: \(error)")
+        }
+        return try withExtendedLifetime(lock) { () throws(OStackError) -> SecretBytes in
+            let latest = try current(account)
+            try requireSignedIn(latest)
+            let token = try storedToken(latest)
+            if let replacing, !(token == replacing) { return token }  // rotated by someone else meanwhile
+            let now = environment.clock.now()
+            if let refreshed = latest.sessionRefreshedAt, now.timeIntervalSince(refreshed) < minimumInterval,
+                replacing == nil
+            {
+                return token  // another process refreshed moments ago
+            }
+            if !force && !needsRefresh(latest) { return token }
+
+            let api = AuthAPI(server: latest.server, transport: environment.transport)
+            guard let session = try api.getSession(token: token) else {
+                try markExpired(latest)
+                throw OStackError(.sessionExpired, context: .init(account: latest.alias), detail: "get-session: none")
+            }
+            var result = token
+            if let rotated = session.rotatedToken {
+                let key = environment.namespaces.key(latest.id, .sessionToken)
+                try environment.secrets.write(rotated, for: key)
+                guard let readBack = try environment.secrets.read(key), readBack == rotated else {
+                    throw OStackError(.keyringUnavailable, detail: "rotated token did not read back")
+                }
+                FailPoint.hit("refresh.after-rotate-write")
+                result = rotated
+            }
+            try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+                guard let index = accounts.firstIndex(where: { $0.id == latest.id }) else { return }
+                accounts[index].sessionExpiresAt = session.expiresAt ?? accounts[index].sessionExpiresAt
+                accounts[index].sessionRefreshedAt = now
+                accounts[index].sessionState = .signedIn
+            }
+            return result
+        }
+    }
+
+    // MARK: Helpers
+
+    func transmit(_ request: TransportRequest, account: Account) throws(OStackError) -> TransportResponse {
+        do {
+            return try environment.transport.send(request)
+        } catch {
+            throw error.asOStackError(account: account.alias, host: account.server.authority)
+        }
+    }
+
+    func current(_ account: Account) throws(OStackError) -> Account {
+        guard let latest = try environment.registry.accounts().first(where: { $0.id == account.id }) else {
+            throw OStackError(.unknownAccount, context: .init(account: account.alias))
+        }
+        return latest
+    }
+
+    func requireSignedIn(_ account: Account) throws(OStackError) {
+        switch account.sessionState {
+        case .signedIn: return
+        case .expired: throw OStackError(.sessionExpired, context: .init(account: account.alias))
+        case .signedOut: throw OStackError(.notSignedIn, context: .init(account: account.alias))
+        }
+    }
+
+    func storedToken(_ account: Account) throws(OStackError) -> SecretBytes {
+        let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
+        guard let token = try environment.secrets.read(environment.namespaces.key(account.id, kind)) else {
+            throw OStackError(.notSignedIn, context: .init(account: account.alias), detail: "no token in the keyring")
+        }
+        return token
+    }
+
+    func markExpired(_ account: Account) throws(OStackError) {
+        try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+            guard let index = accounts.firstIndex(where: { $0.id == account.id }) else { return }
+            accounts[index].sessionState = .expired
+        }
+    }
+}

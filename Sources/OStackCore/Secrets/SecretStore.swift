@@ -1,0 +1,76 @@
+import SodiumKit
+
+/// What the core needs from a keyring (SPEC §4), in core terms. The live implementations adapt
+/// KeyringKit's Secret Service and file backends and map their failures to `OStackError`
+/// (`keyring-locked`, `keyring-unavailable`, `keyring-timeout`) in one place.
+///
+/// "Not found" is `nil`, never an error, and never a reason to delete anything (KR-3).
+public protocol SecretStore: Sendable {
+    func read(_ key: SecretKey) throws(OStackError) -> SecretBytes?
+    func write(_ secret: SecretBytes, for key: SecretKey) throws(OStackError)
+    /// Deletes the item and verifies it is gone (KR-7).
+    func delete(_ key: SecretKey) throws(OStackError)
+    /// Every item of one namespace (exact match on app + namespace).
+    func list(namespace: String) throws(OStackError) -> [SecretKey]
+}
+
+/// The kinds of keyring items (SPEC §4; each is documented in docs/keyring.md).
+public enum SecretKind: String, Sendable, Hashable, CaseIterable {
+    case sessionToken = "session-token"
+    case apiKey = "api-key"
+    case dbKey = "db-key"
+    case pinRing = "pin-ring"
+    case recoveryRing = "recovery-ring"
+    case auditAnchor = "audit-anchor"
+}
+
+/// The address of one keyring item: namespace, account, kind and item format version.
+public struct SecretKey: Sendable, Hashable, CustomStringConvertible {
+    public static let currentVersion = 1
+
+    public var namespace: String
+    public var account: String
+    public var kind: SecretKind
+    public var version: Int
+
+    public init(namespace: String, account: String, kind: SecretKind, version: Int = SecretKey.currentVersion) {
+        self.namespace = namespace
+        self.account = account
+        self.kind = kind
+        self.version = version
+    }
+
+    public var description: String { "\(namespace)/\(kind.rawValue)/v\(version)" }
+}
+
+/// Keyring namespaces (SPEC §4): `<prefix>:auth:<accountId>` and `<prefix>:guest`.
+public struct KeyringNamespaces: Sendable, Equatable {
+    public static let guestAccount = "guest"
+
+    public let prefix: String
+
+    /// `OSTACK_KEYRING_PREFIX` (letters, digits, `-`, `_`, `.`), default `ostack`.
+    public init(environment: [String: String]) {
+        let candidate = environment["OSTACK_KEYRING_PREFIX"] ?? ""
+        let valid = !candidate.isEmpty && candidate.count <= 64
+            && candidate.unicodeScalars.allSatisfy {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
+            }
+        prefix = valid ? candidate : "ostack"
+    }
+
+    public init(prefix: String) {
+        self.prefix = prefix
+    }
+
+    public var guest: String { "\(prefix):guest" }
+    public func account(_ id: AccountID) -> String { "\(prefix):auth:\(id.rawValue)" }
+
+    public func key(_ id: AccountID, _ kind: SecretKind) -> SecretKey {
+        SecretKey(namespace: account(id), account: id.rawValue, kind: kind)
+    }
+
+    public func guestKey(_ kind: SecretKind) -> SecretKey {
+        SecretKey(namespace: guest, account: Self.guestAccount, kind: kind)
+    }
+}
