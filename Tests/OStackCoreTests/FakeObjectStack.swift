@@ -1,0 +1,76 @@
+import FoundationEssentials
+import OStackCore
+import Synchronization
+
+/// A scripted in-process ObjectStack auth server for unit tests of the core (the end-to-end tests use
+/// the real `ostack-devserver`). It issues opaque tokens, rotates them on `get-session` when asked,
+/// and counts requests.
+final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
+    struct State {
+        var tokens: [String: String] = [:]  // token → user id
+        var rotate = false
+        var getSessionCount = 0
+        var signInCount = 0
+        var signOutCount = 0
+        var failure: TransportFailure?
+        var expiresAt = "2030-01-01T00:00:00.000Z"
+    }
+
+    let state = Mutex(State())
+    let users: [String: (password: String, id: String, name: String)] = [
+        "alice@example.com": ("alice-pass", "usr_alice", "Alice"),
+        "bob@example.com": ("bob-pass", "usr_bob", "Bob"),
+    ]
+
+    func send(_ request: TransportRequest) throws(TransportFailure) -> TransportResponse {
+        if let failure = state.withLock({ $0.failure }) { throw failure }
+        let afterScheme = request.url.firstRange(of: "://").map { request.url[$0.upperBound...] } ?? request.url[...]
+        let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+        let bearer = request.headers.first { $0.0 == "Authorization" }?.1.replacing("Bearer ", with: "")
+        switch (request.method, path) {
+        case ("GET", "/api/v1/discovery"):
+            return json(200, #"{"name":"ObjectStack API","version":"1.0","routes":{"data":"/api/v1/data","metadata":"/api/v1/meta"}}"#)
+        case ("POST", "/api/v1/auth/sign-in/email"):
+            let body = (try? JSONDecoder().decode([String: String].self, from: Data(request.body ?? []))) ?? [:]
+            guard let email = body["email"], let user = users[email], body["password"] == user.password else {
+                return json(401, #"{"code":"INVALID_EMAIL_OR_PASSWORD","message":"Invalid email or password"}"#)
+            }
+            let token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+            state.withLock { $0.tokens[token] = user.id; $0.signInCount += 1 }
+            return json(200, #"{"token":"\#(token)","user":{"id":"\#(user.id)","email":"\#(email)","name":"\#(user.name)"}}"#)
+        case ("GET", "/api/v1/auth/get-session"):
+            return state.withLock { state -> TransportResponse in
+                state.getSessionCount += 1
+                guard let bearer, let userID = state.tokens[bearer] else { return json(200, "null") }
+                let (email, user) = users.first { $0.value.id == userID }!
+                var token = bearer
+                if state.rotate {
+                    state.tokens[bearer] = nil
+                    token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+                    state.tokens[token] = userID
+                }
+                return json(
+                    200,
+                    #"{"session":{"token":"\#(token)","expiresAt":"\#(state.expiresAt)"},"user":{"id":"\#(userID)","email":"\#(email)","name":"\#(user.name)"}}"#)
+            }
+        case ("POST", "/api/v1/auth/sign-out"):
+            state.withLock {
+                $0.signOutCount += 1
+                if let bearer { $0.tokens[bearer] = nil }
+            }
+            return json(200, #"{"success":true}"#)
+        case ("GET", "/api/v1/data/task"):
+            let known = state.withLock { state in bearer.map { state.tokens[$0] != nil } ?? false }
+            if !known {
+                return json(401, #"{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":"Authentication is required to access this endpoint."}"#)
+            }
+            return json(200, #"{"object":"task","records":[],"total":0,"hasMore":false}"#)
+        default:
+            return json(404, #"{"error":"not found","code":"ROUTE_NOT_FOUND"}"#)
+        }
+    }
+
+    func json(_ status: Int, _ text: String) -> TransportResponse {
+        TransportResponse(status: status, headers: [("Content-Type", "application/json")], body: Array(text.utf8))
+    }
+}

@@ -1,0 +1,193 @@
+import FoundationEssentials
+import OStackCore
+import OStackTestSupport
+import PlatformKit
+import SodiumKit
+import Synchronization
+import Testing
+
+/// Unit tests of login, refresh and logout against an in-memory keyring and a scripted server.
+/// (End-to-end tests drive the real binary against the real dev server and gnome-keyring.)
+@Suite struct LoginServiceTests {
+    let home = TemporaryDirectory()
+    let secrets = MemorySecretStore()
+    let server = FakeObjectStack()
+    let provisioned = ProvisionLog()
+    let namespaces = KeyringNamespaces(prefix: "test")
+
+    var environment: AuthEnvironment {
+        let provisioned = self.provisioned
+        return AuthEnvironment(
+            layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1), secrets: secrets,
+            namespaces: namespaces, transport: server, keyringBackend: "secret-service",
+            provisionDatabase: { path, _ in provisioned.record(path) })
+    }
+
+    func request(_ email: String = "alice@example.com", _ password: String = "alice-pass", alias: String? = nil)
+        throws -> LoginService.Request
+    {
+        LoginService.Request(
+            server: try ServerURL(parsing: "http://127.0.0.1:9"), email: email,
+            credential: .password(SecretBytes(copying: Array(password.utf8))), alias: alias, makeDefault: true)
+    }
+
+    @Test func signInRegistersTheAccountAndLeavesNothingInTheGuestNamespace() throws {
+        let account = try LoginService(environment: environment).login(request(alias: "work"))
+        #expect(account.id.rawValue == "127.0.0.1:9::usr_alice")
+        #expect(account.alias == "work")
+        #expect(account.sessionState == .signedIn)
+        #expect(account.sessionExpiresAt != nil)
+        #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
+        let kinds = Set(try secrets.list(namespace: namespaces.account(account.id)).map(\.kind))
+        #expect(kinds == [.sessionToken, .dbKey])
+        #expect(provisioned.count == 1)
+        #expect(try environment.configuration.load().defaultAccount == account.id)
+        #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
+    }
+
+    @Test func wrongPasswordIsRefusedAndLeavesNoTrace() throws {
+        let error = #expect(throws: OStackError.self) {
+            try LoginService(environment: environment).login(request("alice@example.com", "nope"))
+        }
+        #expect(error?.code == .wrongCredentials)
+        #expect(secrets.count == 0)
+        #expect(try environment.registry.accounts().isEmpty)
+    }
+
+    @Test func reloginKeepsAliasDataAndKey() throws {
+        let service = LoginService(environment: environment)
+        let first = try service.login(request(alias: "work"))
+        let key = try #require(try secrets.read(namespaces.key(first.id, .dbKey)))
+        let second = try service.login(request())
+        #expect(second.alias == "work")
+        #expect(second.dataDirectory == first.dataDirectory)
+        #expect(try secrets.read(namespaces.key(first.id, .dbKey)) == key)
+        #expect(try environment.registry.accounts().count == 1)
+    }
+
+    @Test func lockedKeyringStopsLoginBeforeAnythingIsRegistered() throws {
+        secrets.failAll(with: .keyringLocked)
+        let error = #expect(throws: OStackError.self) { try LoginService(environment: environment).login(request()) }
+        #expect(error?.code == .keyringLocked)
+        #expect(try environment.registry.accounts().isEmpty)
+    }
+
+    @Test func rotationAdoptsTheNewTokenAndPersistsIt() throws {
+        var keeper = SessionKeeper(environment: environment)
+        keeper.minimumInterval = 0
+        let account = try LoginService(environment: environment).login(request())
+        let before = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        server.state.withLock { $0.rotate = true }
+        try keeper.refreshNow(account)
+        let after = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        #expect(!(after == before))
+        // The new token works; the old one was revoked by the server.
+        let response = try keeper.send(account) { TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0]) }
+        #expect(response.status == 200)
+    }
+
+    @Test func aRecentRefreshByAnotherProcessIsAdoptedWithoutARequest() throws {
+        let account = try LoginService(environment: environment).login(request())
+        let before = server.state.withLock { $0.getSessionCount }
+        try SessionKeeper(environment: environment).refreshNow(account)  // refreshed moments ago by login
+        #expect(server.state.withLock { $0.getSessionCount } == before)
+    }
+
+    @Test func revokedSessionEndsSignedOutAsExpiredWithDataKept() throws {
+        var keeper = SessionKeeper(environment: environment)
+        keeper.minimumInterval = 0
+        let account = try LoginService(environment: environment).login(request())
+        server.state.withLock { $0.tokens.removeAll() }
+        let error = #expect(throws: OStackError.self) {
+            try keeper.send(account) { TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0]) }
+        }
+        #expect(error?.code == .sessionExpired)
+        #expect(try environment.registry.accounts().first?.sessionState == .expired)
+        #expect(try secrets.read(namespaces.key(account.id, .dbKey)) != nil)
+    }
+
+    @Test func apiKeyAccountsNeverRefresh() throws {
+        // The fake accepts API keys the same way as tokens.
+        server.state.withLock { $0.tokens["osk_test_key_123456"] = "usr_bob" }
+        var login = try request("bob@example.com", "unused")
+        login.credential = .apiKey(SecretBytes(copying: Array("osk_test_key_123456".utf8)))
+        let account = try LoginService(environment: environment).login(login)
+        #expect(account.credentialKind == .apiKey)
+        #expect(account.sessionExpiresAt == nil)
+        let before = server.state.withLock { $0.getSessionCount }
+        _ = try SessionKeeper(environment: environment).credential(for: account)
+        try SessionKeeper(environment: environment).refreshNow(account)
+        #expect(server.state.withLock { $0.getSessionCount } == before)
+    }
+
+    @Test func interruptedMigrationIsFinishedByTheNextCommand() throws {
+        let account = try LoginService(environment: environment).login(request())
+        // Simulate a crash after identify: guest token present, journal in the migrating phase.
+        let token = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        try secrets.delete(namespaces.key(account.id, .sessionToken))
+        try secrets.write(token, for: namespaces.guestKey(.sessionToken))
+        let journal = #"{"version":1,"phase":"migrating","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true,"accountID":"127.0.0.1:9::usr_alice","userID":"usr_alice","email":"alice@example.com","displayName":"Alice"}"#
+        try SecureFileSystem.writeAtomically(Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
+
+        try LoginService(environment: environment).recoverInterruptedLogin()
+        #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
+        #expect(try secrets.read(namespaces.key(account.id, .sessionToken)) == token)
+        #expect(try environment.registry.accounts().count == 1)
+        #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
+    }
+
+    @Test func interruptedSignInIsCleanedByTheNextCommand() throws {
+        try environment.layout.createDirectories()
+        try secrets.write(SecretBytes(copying: Array("tok_orphan_0001".utf8)), for: namespaces.guestKey(.sessionToken))
+        let journal = #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
+        try SecureFileSystem.writeAtomically(Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
+        try LoginService(environment: environment).recoverInterruptedLogin()
+        #expect(secrets.count == 0)
+        #expect(try environment.registry.accounts().isEmpty)
+    }
+
+    @Test func logoutDeletesTheTokenAndKeepsTheAccount() throws {
+        let account = try LoginService(environment: environment).login(request())
+        let outcome = try LogoutService(environment: environment).logout(account)
+        #expect(outcome.serverSignedOut)
+        #expect(outcome.account.sessionState == .signedOut)
+        #expect(try secrets.read(namespaces.key(account.id, .sessionToken)) == nil)
+        #expect(try secrets.read(namespaces.key(account.id, .dbKey)) != nil)
+    }
+
+    @Test func removeRefusesUnsyncedChangesThenCryptoErases() throws {
+        let account = try LoginService(environment: environment).login(request())
+        let directory = environment.layout.accountDirectory(account.dataDirectory)
+        #expect(SecureFileSystem.isDirectory(directory))
+        let refused = #expect(throws: OStackError.self) {
+            try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: false)
+        }
+        #expect(refused?.code == .unsyncedChanges)
+        #expect(secrets.count == 2)
+
+        try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: true)
+        #expect(try secrets.list(namespace: namespaces.account(account.id)).isEmpty)
+        #expect(!SecureFileSystem.exists(directory))
+        #expect(try environment.registry.accounts().isEmpty)
+        #expect(try environment.configuration.load().defaultAccount == nil)
+    }
+
+    @Test func removeWithALockedKeyringDeletesNothing() throws {
+        let account = try LoginService(environment: environment).login(request())
+        secrets.failAll(with: .keyringLocked)
+        #expect(throws: OStackError.self) {
+            try LogoutService(environment: environment).remove(account, unsyncedChanges: 0, force: false)
+        }
+        secrets.failAll(with: nil)
+        #expect(secrets.count == 2)
+        #expect(SecureFileSystem.isDirectory(environment.layout.accountDirectory(account.dataDirectory)))
+        #expect(try environment.registry.accounts().count == 1)
+    }
+}
+
+/// Records the database paths a test's provisioning closure was asked for.
+final class ProvisionLog: Sendable {
+    private let paths = Mutex<[String]>([])
+    func record(_ path: String) { paths.withLock { $0.append(path) } }
+    var count: Int { paths.withLock { $0.count } }
+}
