@@ -10,6 +10,7 @@ extension CommandContext {
             homeDirectory: ProcessEnvironment.passwordHomeDirectory)
         return CommandContext(
             global: global, environment: environment,
-            terminal: Terminal(environment: environment, noColorFlag: global.noColor), layout: layout)
+            terminal: Terminal(environment: environment, noColorFlag: global.noColor), layout: layout,
+            makeAuthEnvironment: LiveDependencies.authEnvironment)
     }
 }

@@ -12,8 +12,15 @@ public struct CommandContext: Sendable {
     public var registry: AccountRegistry
     public var configuration: ConfigurationStore
     public var debugLog: DebugLog
+    /// Builds the keyring, HTTP and database dependencies on first use (commands that only read the
+    /// registry never touch the keyring).
+    public var makeAuthEnvironment: @Sendable (CommandContext) throws(OStackError) -> AuthEnvironment
 
-    public init(global: GlobalOptions, environment: [String: String], terminal: Terminal, layout: FileLayout) {
+    public init(
+        global: GlobalOptions, environment: [String: String], terminal: Terminal, layout: FileLayout,
+        makeAuthEnvironment: @escaping @Sendable (CommandContext) throws(OStackError) -> AuthEnvironment
+    ) {
+        self.makeAuthEnvironment = makeAuthEnvironment
         self.global = global
         self.environment = environment
         self.terminal = terminal
@@ -23,6 +30,13 @@ public struct CommandContext: Sendable {
         self.debugLog = DebugLog(layout: layout)
     }
 
+    /// The side effects of account and session use cases, after finishing any interrupted login.
+    public func authEnvironment() throws(OStackError) -> AuthEnvironment {
+        let environment = try makeAuthEnvironment(self)
+        try LoginService(environment: environment).recoverInterruptedLogin()
+        return environment
+    }
+
     /// The account selected for this command (`--account` > `OSTACK_ACCOUNT` > default).
     public func selectedAccount() throws(OStackError) -> (account: Account, source: SelectionSource) {
         let accounts = try registry.accounts()
@@ -30,6 +44,17 @@ public struct CommandContext: Sendable {
         return try AccountSelection(accounts: accounts).select(
             flag: global.account, environment: environment["OSTACK_ACCOUNT"], defaultAccount: defaultAccount)
     }
+
+    /// The accounts a command acts on: one reference, the selected account, or all of them.
+    public func accounts(target: String?, all: Bool) throws(OStackError) -> [Account] {
+        if all { return try registry.accounts() }
+        if let target { return [try AccountSelection(accounts: registry.accounts()).resolve(target)] }
+        return [try selectedAccount().account]
+    }
+
+    /// Queued changes not yet on the server. Accounts have no sync queue yet (it arrives with the
+    /// sync core), so there is nothing that could be lost.
+    public func unsyncedChanges(_ account: Account) throws(OStackError) -> Int { 0 }
 
     /// Prints a command's result: the JSON document with `--json`, the human text otherwise.
     public func emit<T: Encodable>(json document: T, human: @autoclosure () -> String) {

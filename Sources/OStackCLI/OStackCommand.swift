@@ -11,7 +11,9 @@ public struct OStackCommand: AsyncParsableCommand {
             database, its own sync queue and audit trail.
             """,
         version: OStackVersion.current,
-        subcommands: [AccountsCommand.self, Switch.self, Status.self, Completion.self]
+        subcommands: [
+            Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self, Completion.self,
+        ]
     )
 
     public init() {}

@@ -5,7 +5,7 @@ struct AccountsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accounts",
         abstract: "List, rename and remove accounts.",
-        subcommands: [AccountsList.self, AccountsRename.self],
+        subcommands: [AccountsList.self, AccountsRename.self, AccountsRemove.self],
         defaultSubcommand: AccountsList.self
     )
 }

@@ -1,0 +1,24 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack accounts remove ACCOUNT [--force]` — crypto-erase.
+struct AccountsRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove",
+        abstract: "Remove an account: its keyring items first (verified), then its files, then its entry.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account (id, alias or email@host).") var target: String
+    @Flag(name: .long, help: "Remove even with unsynced changes (they are lost).") var force = false
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let environment = try context.authEnvironment()
+            guard let account = try context.accounts(target: target, all: false).first else { return }
+            let pending = try context.unsyncedChanges(account)
+            try LogoutService(environment: environment).remove(account, unsyncedChanges: pending, force: force)
+            struct Document: Encodable { var removed: String }
+            context.emit(json: Document(removed: account.id.rawValue), human: "Removed account \(account.alias).")
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack auth refresh [ACCOUNT]`
+struct AuthCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "auth", abstract: "Manage sessions.", subcommands: [AuthRefresh.self])
+}
+
+struct AuthRefresh: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "refresh",
+        abstract: "Refresh the session now (API-key accounts never need it).",
+        discussion: "Concurrent refreshes of one account are single-flight across processes.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account (default: the selected one).") var target: String?
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let environment = try context.authEnvironment()
+            guard let account = try context.accounts(target: target, all: false).first else { return }
+            let refreshed = try SessionKeeper(environment: environment).refreshNow(account)
+            let session = AccountsService.sessionStatus(of: refreshed, now: environment.clock.now())
+            let service = AccountsService(layout: context.layout)
+            let summary = service.summary(of: refreshed, defaultAccount: try service.configuration.load().defaultAccount)
+            let document = StatusDocument(
+                account: AccountDocument(summary), selectedBy: nil,
+                session: .init(state: session.state.rawValue, expiresAt: session.expiresAt), queue: nil, lastSyncAt: nil)
+            let expiry = session.expiresAt.map { ", expires \($0.formatted(.iso8601))" } ?? ""
+            context.emit(json: document, human: "Session of \(refreshed.alias): \(session.state.rawValue)\(expiry)")
+        }
+    }
+}

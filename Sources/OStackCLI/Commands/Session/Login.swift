@@ -1,0 +1,65 @@
+import ArgumentParser
+import OStackCore
+import SodiumKit
+
+/// `ostack login` — passwords and API keys come from a no-echo prompt or stdin, never argv.
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign in to an ObjectStack server and add (or refresh) the account.",
+        discussion: """
+            The password (or API key) is read from a prompt without echo, or from stdin with
+            --password-stdin / --api-key-stdin. It is never accepted as an argument.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "Server URL or host (default: the last server used).") var server: String?
+    @Option(help: "E-mail address to sign in with.") var email: String?
+    @Flag(name: .customLong("password-stdin"), help: "Read the password from stdin.") var passwordStdin = false
+    @Flag(name: .customLong("api-key-stdin"), help: "Read an API key (osk_…) from stdin instead of a password.")
+    var apiKeyStdin = false
+    @Option(help: "Alias for a new account (default: the e-mail's local part).") var alias: String?
+    @Flag(name: .customLong("no-switch"), help: "Do not make this the default account.") var noSwitch = false
+    @Flag(name: .customLong("allow-insecure-http"), help: "Allow plain http:// to a non-local server.")
+    var allowInsecureHTTP = false
+
+    func validate() throws {
+        if passwordStdin && apiKeyStdin {
+            throw ValidationError("Use either --password-stdin or --api-key-stdin, not both.")
+        }
+    }
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let environment = try context.authEnvironment()
+            guard let serverInput = try server ?? context.configuration.load().lastServer
+                ?? SecretInput.promptVisible("Server: ", noInput: global.noInput)
+            else {
+                throw OStackError(.inputRequired, context: .init(suggestion: "Pass --server URL."))
+            }
+            let url = try ServerURL(parsing: serverInput, allowInsecureHTTP: allowInsecureHTTP)
+            let credential: LoginCredential
+            var address = email ?? ""
+            if apiKeyStdin {
+                credential = .apiKey(try SecretInput.fromStdin())
+            } else {
+                if address.isEmpty {
+                    address = SecretInput.promptVisible("E-mail: ", noInput: global.noInput) ?? ""
+                }
+                guard !address.isEmpty else {
+                    throw OStackError(.inputRequired, context: .init(suggestion: "Pass --email ADDRESS."))
+                }
+                credential = .password(
+                    passwordStdin
+                        ? try SecretInput.fromStdin() : try SecretInput.prompt("Password: ", noInput: global.noInput))
+            }
+            let account = try LoginService(environment: environment).login(
+                .init(server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch))
+            let service = AccountsService(layout: context.layout)
+            let summary = service.summary(of: account, defaultAccount: try service.configuration.load().defaultAccount)
+            struct Document: Encodable { var account: AccountDocument }
+            context.emit(
+                json: Document(account: AccountDocument(summary)),
+                human: "Signed in to \(account.server.authority) as \(account.email) (account \(account.alias)).")
+        }
+    }
+}

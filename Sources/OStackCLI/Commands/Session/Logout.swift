@@ -1,0 +1,32 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack logout [ACCOUNT|--all]` — the account stays, with its data, as "signed out".
+struct Logout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Sign out: delete the session token, keep the data.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account (default: the selected one).") var target: String?
+    @Flag(name: .long, help: "Sign out of every account.") var all = false
+
+    func validate() throws {
+        if all && target != nil { throw ValidationError("Pass an account or --all, not both.") }
+    }
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let environment = try context.authEnvironment()
+            let accounts = try context.accounts(target: target, all: all)
+            var documents: [AccountDocument] = []
+            for account in accounts where account.sessionState != .signedOut || all == false {
+                let outcome = try LogoutService(environment: environment).logout(account)
+                let service = AccountsService(layout: context.layout)
+                documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: nil)))
+                context.note(
+                    "Signed out of \(outcome.account.alias)\(outcome.serverSignedOut ? "" : " (the server could not be told; the local session is gone).")")
+            }
+            struct Document: Encodable { var accounts: [AccountDocument] }
+            context.emit(json: Document(accounts: documents), human: "")
+        }
+    }
+}

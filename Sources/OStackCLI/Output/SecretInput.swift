@@ -1,0 +1,68 @@
+import Glibc
+import OStackCore
+import SodiumKit
+
+/// Reads secrets (passwords, API keys, PINs) from a no-echo terminal prompt or from stdin — never
+/// from arguments (TOK-5, MAP-16). Bytes go straight into `SecretBytes`; the staging buffer is wiped.
+enum SecretInput {
+    /// Reads one line from stdin (for `--password-stdin` and friends); a trailing newline is dropped.
+    static func fromStdin(maxBytes: Int = 4096) throws(OStackError) -> SecretBytes {
+        try readLine(fd: STDIN_FILENO, maxBytes: maxBytes)
+    }
+
+    /// Prompts on the controlling terminal with echo off.
+    static func prompt(_ text: String, noInput: Bool) throws(OStackError) -> SecretBytes {
+        if noInput {
+            throw OStackError(.inputRequired, context: .init(suggestion: "Pass the secret on stdin with the *-stdin flag."))
+        }
+        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw OStackError(.inputRequired, context: .init(suggestion: "No terminal: pass the secret on stdin with the *-stdin flag."))
+        }
+        defer { close(fd) }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        var original = termios()
+        let haveTerminal = tcgetattr(fd, &original) == 0
+        if haveTerminal {
+            var silent = original
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            silent.c_lflag |= tcflag_t(ICANON)
+            tcsetattr(fd, TCSAFLUSH, &silent)
+        }
+        defer {
+            if haveTerminal { tcsetattr(fd, TCSAFLUSH, &original) }
+            _ = "\n".withCString { write(fd, $0, 1) }
+        }
+        return try readLine(fd: fd, maxBytes: 4096)
+    }
+
+    /// Reads a visible line from the terminal (e-mail, server), or nil without a terminal.
+    static func promptVisible(_ text: String, noInput: Bool) -> String? {
+        if noInput { return nil }
+        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        guard let secret = try? readLine(fd: fd, maxBytes: 1024) else { return nil }
+        return secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private static func readLine(fd: Int32, maxBytes: Int) throws(OStackError) -> SecretBytes {
+        var staging = [UInt8](repeating: 0, count: maxBytes)
+        defer { SecretBytes.wipe(&staging) }
+        var count = 0
+        while count < maxBytes {
+            var byte: UInt8 = 0
+            let n = read(fd, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || byte == UInt8(ascii: "\n") { break }
+            staging[count] = byte
+            count += 1
+        }
+        if count > 0 && staging[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        guard count > 0 else {
+            throw OStackError(.invalidInput, context: .init(suggestion: "The secret was empty."))
+        }
+        return SecretBytes(copying: staging[0..<count])
+    }
+}
