@@ -1,1 +1,145 @@
 #include "CSecretShims.h"
+#include <gio/gio.h>
+#include <string.h>
+
+static const SecretSchema ostack_schema = {
+    "io.ostack.Secret",
+    SECRET_SCHEMA_DONT_MATCH_NAME,
+    {
+        {"app", SECRET_SCHEMA_ATTRIBUTE_STRING},
+        {"namespace", SECRET_SCHEMA_ATTRIBUTE_STRING},
+        {"account", SECRET_SCHEMA_ATTRIBUTE_STRING},
+        {"kind", SECRET_SCHEMA_ATTRIBUTE_STRING},
+        {"version", SECRET_SCHEMA_ATTRIBUTE_STRING},
+        {NULL, 0},
+    },
+};
+
+const SecretSchema *csecret_schema(void) { return &ostack_schema; }
+
+GHashTable *csecret_attributes(const char *app, const char *namespace_, const char *account, const char *kind,
+                               const char *version) {
+    GHashTable *table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    if (app) g_hash_table_insert(table, g_strdup("app"), g_strdup(app));
+    if (namespace_) g_hash_table_insert(table, g_strdup("namespace"), g_strdup(namespace_));
+    if (account) g_hash_table_insert(table, g_strdup("account"), g_strdup(account));
+    if (kind) g_hash_table_insert(table, g_strdup("kind"), g_strdup(kind));
+    if (version) g_hash_table_insert(table, g_strdup("version"), g_strdup(version));
+    return table;
+}
+
+char *csecret_item_attribute(gpointer item, const char *name) {
+    if (!SECRET_IS_ITEM(item)) return NULL;
+    GHashTable *attributes = secret_item_get_attributes(SECRET_ITEM(item));
+    if (!attributes) return NULL;
+    const char *value = g_hash_table_lookup(attributes, name);
+    char *copy = value ? g_strdup(value) : NULL;
+    g_hash_table_unref(attributes);
+    return copy;
+}
+
+gboolean csecret_item_is_locked(gpointer item) {
+    return SECRET_IS_ITEM(item) ? secret_item_get_locked(SECRET_ITEM(item)) : FALSE;
+}
+
+SecretValue *csecret_value_new(const unsigned char *bytes, gsize length) {
+    return secret_value_new((const gchar *)bytes, (gssize)length, "application/octet-stream");
+}
+
+int csecret_classify(const GError *error) {
+    if (!error) return CSECRET_ERROR_OTHER;
+    if (error->domain == SECRET_ERROR && error->code == SECRET_ERROR_IS_LOCKED) return CSECRET_ERROR_LOCKED;
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) return CSECRET_ERROR_TIMEOUT;
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) return CSECRET_ERROR_TIMEOUT;
+    if (g_dbus_error_is_remote_error(error)) {
+        gchar *name = g_dbus_error_get_remote_error(error);
+        int result = CSECRET_ERROR_OTHER;
+        if (name) {
+            if (strcmp(name, "org.freedesktop.Secret.Error.IsLocked") == 0) result = CSECRET_ERROR_LOCKED;
+            else if (strcmp(name, "org.freedesktop.DBus.Error.ServiceUnknown") == 0 ||
+                     strcmp(name, "org.freedesktop.DBus.Error.NameHasNoOwner") == 0 ||
+                     strcmp(name, "org.freedesktop.DBus.Error.Spawn.ChildExited") == 0 ||
+                     strcmp(name, "org.freedesktop.DBus.Error.UnknownMethod") == 0)
+                result = CSECRET_ERROR_NO_SERVICE;
+            else if (strcmp(name, "org.freedesktop.DBus.Error.NoReply") == 0 ||
+                     strcmp(name, "org.freedesktop.DBus.Error.Timeout") == 0)
+                result = CSECRET_ERROR_TIMEOUT;
+            else if (strcmp(name, "org.freedesktop.DBus.Error.AccessDenied") == 0 ||
+                     strcmp(name, "org.freedesktop.Secret.Error.IsLocked") == 0)
+                result = CSECRET_ERROR_DENIED;
+            g_free(name);
+        }
+        return result;
+    }
+    if (error->domain == G_DBUS_ERROR) {
+        switch (error->code) {
+        case G_DBUS_ERROR_NO_REPLY:
+        case G_DBUS_ERROR_TIMEOUT: return CSECRET_ERROR_TIMEOUT;
+        case G_DBUS_ERROR_ACCESS_DENIED: return CSECRET_ERROR_DENIED;
+        default: return CSECRET_ERROR_NO_SERVICE;
+        }
+    }
+    // Connecting to the session bus failed (no address, socket missing, autolaunch impossible).
+    if (error->domain == G_IO_ERROR || error->domain == G_SPAWN_ERROR) return CSECRET_ERROR_NO_SERVICE;
+    return CSECRET_ERROR_OTHER;
+}
+
+int csecret_default_collection_locked(GCancellable *cancellable, GError **error) {
+    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
+    if (!service) return -1;
+    SecretCollection *collection =
+        secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT, SECRET_COLLECTION_NONE, cancellable, error);
+    g_object_unref(service);
+    if (!collection) {
+        if (error && *error) return -1;
+        return 0;  // no default collection yet: storing creates it
+    }
+    gboolean locked = secret_collection_get_locked(collection);
+    g_object_unref(collection);
+    return locked ? 1 : 0;
+}
+
+typedef struct {
+    GCancellable *cancellable;
+    GMutex mutex;
+    GCond cond;
+    gboolean stopped;
+    guint64 deadline_us;
+    GThread *thread;
+} Deadline;
+
+static gpointer deadline_run(gpointer data) {
+    Deadline *d = data;
+    g_mutex_lock(&d->mutex);
+    while (!d->stopped) {
+        if (!g_cond_wait_until(&d->cond, &d->mutex, (gint64)d->deadline_us)) {
+            if (!d->stopped) g_cancellable_cancel(d->cancellable);
+            break;
+        }
+    }
+    g_mutex_unlock(&d->mutex);
+    return NULL;
+}
+
+gpointer csecret_deadline_start(GCancellable *cancellable, unsigned int milliseconds) {
+    Deadline *d = g_new0(Deadline, 1);
+    d->cancellable = g_object_ref(cancellable);
+    g_mutex_init(&d->mutex);
+    g_cond_init(&d->cond);
+    d->deadline_us = (guint64)g_get_monotonic_time() + (guint64)milliseconds * 1000;
+    d->thread = g_thread_new("ostack-keyring-deadline", deadline_run, d);
+    return d;
+}
+
+void csecret_deadline_stop(gpointer deadline) {
+    Deadline *d = deadline;
+    g_mutex_lock(&d->mutex);
+    d->stopped = TRUE;
+    g_cond_signal(&d->cond);
+    g_mutex_unlock(&d->mutex);
+    g_thread_join(d->thread);
+    g_object_unref(d->cancellable);
+    g_mutex_clear(&d->mutex);
+    g_cond_clear(&d->cond);
+    g_free(d);
+}

@@ -1,5 +1,47 @@
-// The static SecretSchema of ostack (SPEC §4) and non-variadic helpers. Filled in by KeyringKit.
+// ostack's Secret Service schema and the few helpers Swift needs around libsecret's
+// non-variadic calls: the SecretSchema must be a static C struct, GHashTable construction and
+// GError classification use GLib macros (quarks, type checks) that Swift cannot call.
 #ifndef OSTACK_CSECRETSHIMS_H
 #define OSTACK_CSECRETSHIMS_H
 #include <libsecret/secret.h>
+
+/// The schema of every ostack item (SPEC §4): name "io.ostack.Secret", flag
+/// SECRET_SCHEMA_DONT_MATCH_NAME, string attributes app, namespace, account, kind, version.
+const SecretSchema *csecret_schema(void);
+
+/// Builds an attribute table; NULL arguments are left out (a search on app + namespace passes
+/// NULL for account, kind and version). Free with g_hash_table_unref.
+GHashTable *csecret_attributes(const char *app, const char *namespace_, const char *account, const char *kind,
+                               const char *version);
+
+/// Copies one attribute of a search result (NULL when absent). Free with g_free.
+char *csecret_item_attribute(gpointer item, const char *name);
+
+/// Whether a search result is a locked item.
+gboolean csecret_item_is_locked(gpointer item);
+
+/// A binary secret value (content type application/octet-stream). libsecret copies the bytes.
+SecretValue *csecret_value_new(const unsigned char *bytes, gsize length);
+
+/// Outcome classes for a GError (see csecret_classify).
+enum {
+    CSECRET_ERROR_OTHER = 0,
+    CSECRET_ERROR_LOCKED = 1,
+    CSECRET_ERROR_NO_SERVICE = 2,
+    CSECRET_ERROR_TIMEOUT = 3,
+    CSECRET_ERROR_DENIED = 4,
+};
+
+/// Classifies a GError from libsecret / GDBus into one of the CSECRET_ERROR_* values.
+int csecret_classify(const GError *error);
+
+/// Whether the default collection exists and is locked (1), unlocked (0), or it could not be
+/// determined (-1, with *error set).
+int csecret_default_collection_locked(GCancellable *cancellable, GError **error);
+
+/// Cancels `cancellable` after `milliseconds` from a private thread. Returns a handle to stop the
+/// timer with csecret_deadline_stop (always call it). g_cancellable_cancel is thread-safe.
+gpointer csecret_deadline_start(GCancellable *cancellable, unsigned int milliseconds);
+void csecret_deadline_stop(gpointer deadline);
+
 #endif

@@ -1,0 +1,268 @@
+internal import CCurl
+internal import CCurlShims
+import Synchronization
+
+/// An HTTP/1.1 client over one reused libcurl easy handle (keep-alive across requests).
+///
+/// - TLS verification is always on; only `http` and `https` are allowed; no cookie engine.
+/// - Every request is bounded by the connect and total timeouts.
+/// - The response body is capped while it is received (`HTTPError.tooLarge`).
+/// - Redirects are followed by this class, not by libcurl, so credential headers are dropped when
+///   the scheme, host or port changes, and an https → http downgrade is refused.
+/// - Requests on one client are serialised (one handle); use several clients for parallelism.
+public final class HTTPClient: @unchecked Sendable {
+    // @unchecked Sendable: the easy handle is only touched while `lock` is held.
+    public struct Configuration: Sendable {
+        public var connectTimeout: Double = 10
+        public var totalTimeout: Double = 60
+        public var maxResponseBytes: Int = 64 << 20
+        public var userAgent: String = "ostack"
+        public var maxRedirects: Int = 5
+
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private let handle: UnsafeMutableRawPointer
+    private let lock = Mutex(())
+
+    private static let globalInit: Bool = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    }()
+
+    public init(configuration: Configuration = Configuration()) {
+        precondition(Self.globalInit, "curl_global_init failed")
+        guard let handle = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        self.handle = handle
+        self.configuration = configuration
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+    }
+
+    /// Sends a request and returns the final response (after redirects this class follows).
+    public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        try lock.withLock { _ throws(HTTPError) -> HTTPResponse in
+            var current = request
+            for _ in 0...configuration.maxRedirects {
+                let response = try perform(current)
+                guard [301, 302, 303, 307, 308].contains(response.status), let location = response.header("Location")
+                else { return response }
+                current = try Self.redirect(current, status: response.status, location: location)
+            }
+            throw HTTPError.tooManyRedirects
+        }
+    }
+
+    // MARK: Redirects
+
+    static func redirect(_ request: HTTPRequest, status: Int, location: String) throws(HTTPError) -> HTTPRequest {
+        guard let from = URLParts(request.url) else { throw .invalidURL }
+        let target: String
+        if location.hasPrefix("http://") || location.hasPrefix("https://") {
+            target = location
+        } else if location.hasPrefix("//") {
+            target = from.scheme + ":" + location
+        } else if location.hasPrefix("/") {
+            target = from.origin + location
+        } else {
+            throw .tooManyRedirects  // relative-path redirects are not used by ObjectStack
+        }
+        guard let to = URLParts(target) else { throw .tooManyRedirects }
+        if from.scheme == "https" && to.scheme == "http" { throw .tooManyRedirects }
+        var next = request
+        next.url = target
+        if to.origin != from.origin {
+            next.headers.removeAll { HTTPRequest.credentialHeaders.contains($0.0.lowercased()) }
+        }
+        if status == 303 || ((status == 301 || status == 302) && request.method == .post) {
+            next.method = .get
+            next.body = nil
+            next.headers.removeAll { $0.0.lowercased() == "content-type" }
+        }
+        return next
+    }
+
+    // MARK: One transfer
+
+    private func perform(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        guard let parts = URLParts(request.url), parts.scheme == "http" || parts.scheme == "https" else {
+            throw .invalidURL
+        }
+        curl_easy_reset(handle)  // keeps live connections, DNS and TLS session caches
+        let collector = ResponseCollector(limit: configuration.maxResponseBytes)
+        let context = Unmanaged.passRetained(collector)
+        defer { context.release() }
+
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        for (name, value) in request.headers {
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        headerList = curl_slist_append(headerList, "Expect:")  // never wait for 100-continue
+        defer { curl_slist_free_all(headerList) }
+
+        var failed = false
+        func set(_ rc: CURLcode) { if rc != CURLE_OK { failed = true } }
+        set(ccurl_setopt_string(handle, CURLOPT_URL, request.url))
+        set(ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        set(ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000)))
+        set(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(configuration.totalTimeout * 1000)))
+        set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+        set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+        set(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        set(ccurl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1))
+        set(ccurl_setopt_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxResponseBytes)))
+        set(ccurl_setopt_string(handle, CURLOPT_USERAGENT, configuration.userAgent))
+        set(ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headerList)))
+        set(ccurl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, curlWriteBody))
+        set(ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, context.toOpaque()))
+        set(ccurl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlWriteHeader))
+        set(ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()))
+
+        switch request.method {
+        case .get: break
+        case .head: set(ccurl_setopt_long(handle, CURLOPT_NOBODY, 1))
+        case .post: set(ccurl_setopt_long(handle, CURLOPT_POST, 1))
+        case .put, .patch, .delete: set(ccurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method.rawValue))
+        }
+        if failed { throw .other(Int(CURLE_BAD_FUNCTION_ARGUMENT.rawValue)) }
+
+        let body = request.body ?? (request.method == .post ? [] : nil)
+        let code: CURLcode
+        if let body, body.isEmpty {
+            _ = ccurl_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, 0)
+            _ = ccurl_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, "")
+            code = curl_easy_perform(handle)
+        } else if let body {
+            code = body.withUnsafeBytes { bytes -> CURLcode in
+                // libcurl reads the body from our buffer during perform (no copy); it stays valid here.
+                _ = ccurl_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                _ = ccurl_setopt_pointer(
+                    handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress!))
+                return curl_easy_perform(handle)
+            }
+        } else {
+            code = curl_easy_perform(handle)
+        }
+        if code != CURLE_OK {
+            throw Self.map(code, overflowed: collector.overflowed)
+        }
+        var status = 0
+        _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return HTTPResponse(status: status, headers: collector.headers, body: collector.body, url: request.url)
+    }
+
+    static func map(_ code: CURLcode, overflowed: Bool) -> HTTPError {
+        switch code {
+        case CURLE_COULDNT_CONNECT: return .connectionRefused
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .dnsFailure
+        case CURLE_OPERATION_TIMEDOUT: return .timeout
+        case CURLE_WRITE_ERROR where overflowed, CURLE_FILESIZE_EXCEEDED: return .tooLarge
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: return .connectionDropped
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_ENGINE_NOTFOUND:
+            return .tls
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: return .invalidURL
+        default: return .other(Int(code.rawValue))
+        }
+    }
+
+    /// Connections opened by this client so far (for keep-alive checks and benchmarks).
+    public func connectionsOpenedByLastRequest() -> Int {
+        lock.withLock { _ in
+            var count = 0
+            _ = ccurl_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &count)
+            return count
+        }
+    }
+}
+
+/// Collects one response; its address is the callbacks' user data.
+final class ResponseCollector {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [(String, String)] = []
+    var overflowed = false
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+}
+
+/// CURLOPT_WRITEFUNCTION: append body bytes, or stop the transfer when the cap would be exceeded.
+private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?)
+    -> Int
+{
+    guard let data, let context else { return 0 }
+    let collector = Unmanaged<ResponseCollector>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    if collector.body.count + length > collector.limit {
+        collector.overflowed = true
+        return 0  // libcurl aborts with CURLE_WRITE_ERROR
+    }
+    data.withMemoryRebound(to: UInt8.self, capacity: length) {
+        collector.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+/// CURLOPT_HEADERFUNCTION: one header line per call; a new status line starts a new header set.
+private func curlWriteHeader(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
+    guard let data, let context else { return 0 }
+    let collector = Unmanaged<ResponseCollector>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
+        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+    }
+    if line.hasPrefix("HTTP/") {
+        collector.headers.removeAll()
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = String(line[..<colon]).trimmingCharacters()
+        let value = String(line[line.index(after: colon)...]).trimmingCharacters()
+        collector.headers.append((name, value))
+    }
+    return length
+}
+
+/// Scheme, host and port of an absolute URL (enough to compare origins for redirects).
+struct URLParts: Equatable {
+    var scheme: String
+    var host: String
+    var port: Int
+
+    init?(_ url: String) {
+        guard let separator = url.firstRange(of: "://") else { return nil }
+        scheme = url[..<separator.lowerBound].lowercased()
+        let rest = url[separator.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.isEmpty, !authority.contains("@") else { return nil }
+        var hostPart = Substring(authority)
+        var explicitPort: Int?
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            hostPart = authority[authority.startIndex...close]
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") { explicitPort = Int(after.dropFirst()) }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            explicitPort = Int(authority[authority.index(after: colon)...])
+            if explicitPort == nil { return nil }
+        }
+        host = hostPart.lowercased()
+        port = explicitPort ?? (scheme == "https" ? 443 : 80)
+    }
+
+    var origin: String { "\(scheme)://\(host):\(port)" }
+}
+
+extension String {
+    fileprivate func trimmingCharacters() -> String {
+        var slice = Substring(self)
+        while let first = slice.first, first.isWhitespace { slice.removeFirst() }
+        while let last = slice.last, last.isWhitespace { slice.removeLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,39 @@
+import SodiumKit
+import Synchronization
+
+/// A `KeyringStore` in process memory for unit tests, with injectable failures.
+public final class InMemoryKeyring: KeyringStore, @unchecked Sendable {
+    // @unchecked Sendable: all state is behind mutexes.
+    private let items = Mutex<[KeyringAddress: [UInt8]]>([:])
+    private let failure = Mutex<KeyringError?>(nil)
+
+    public init() {}
+
+    /// Every following call fails with `error` (nil: calls succeed again).
+    public func fail(with error: KeyringError?) { failure.withLock { $0 = error } }
+
+    private func check() throws(KeyringError) {
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    public func read(_ address: KeyringAddress) throws(KeyringError) -> SecretBytes? {
+        try check()
+        return items.withLock { $0[address] }.map { SecretBytes(copying: $0) }
+    }
+
+    public func write(_ secret: SecretBytes, for address: KeyringAddress) throws(KeyringError) {
+        try check()
+        let bytes = secret.withUnsafeBytes { Array($0) }
+        items.withLock { $0[address] = bytes }
+    }
+
+    public func delete(_ address: KeyringAddress) throws(KeyringError) {
+        try check()
+        _ = items.withLock { $0.removeValue(forKey: address) }
+    }
+
+    public func list(namespace: String) throws(KeyringError) -> [KeyringAddress] {
+        try check()
+        return items.withLock { $0.keys.filter { $0.namespace == namespace } }
+    }
+}
