@@ -56,7 +56,7 @@ let package = Package(
             ]),
 
         // MARK: Tests (test support is never linked into `ostack`)
-        .target(name: "OStackTestSupport", dependencies: ["PlatformKit"]),
+        .target(name: "OStackTestSupport", dependencies: ["PlatformKit", "CPlatform"]),
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "SQLCipherKitTests", dependencies: ["SQLCipherKit", "SodiumKit", "OStackTestSupport"]),
         .testTarget(name: "KeyringKitTests", dependencies: ["KeyringKit", "SodiumKit", "OStackTestSupport"]),

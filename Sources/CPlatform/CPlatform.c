@@ -1,6 +1,16 @@
+#define _GNU_SOURCE 1
 #include "CPlatform.h"
 #include <sys/prctl.h>
 
 int cplatform_set_non_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int cplatform_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
+
+#include <fcntl.h>
+#include <unistd.h>
+
+int cplatform_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
+}

@@ -9,4 +9,12 @@ int cplatform_set_non_dumpable(void);
 /// prctl(PR_GET_DUMPABLE). Returns the dumpable flag (0 or 1) or -1 on error.
 int cplatform_get_dumpable(void);
 
+#include <spawn.h>
+
+/// pipe2(fds, O_CLOEXEC): a GNU extension Glibc's Swift overlay does not expose.
+int cplatform_pipe_cloexec(int fds[2]);
+
+/// posix_spawn_file_actions_addchdir_np: a GNU extension Glibc's Swift overlay does not expose.
+int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
+
 #endif
