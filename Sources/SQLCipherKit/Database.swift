@@ -1,0 +1,243 @@
+internal import CSQLCipher
+import PlatformKit
+import SodiumKit
+
+/// One SQLCipher connection to one encrypted database file.
+///
+/// Opening (SQLC-1 … SQLC-8): the file is created 0600 before SQLite touches it; the raw key is
+/// passed with `sqlite3_key` from secret memory; `PRAGMA cipher_version` must answer (or plain
+/// SQLite was loaded by mistake: refuse); a read right after keying makes a wrong key fail at open
+/// with `.unreadable`; then WAL, busy timeout, `secure_delete=ON` (asserted), foreign keys on,
+/// temp store in memory.
+///
+/// Threading: a `Database` is used by one thread at a time (SQLite's multi-thread mode); hand it
+/// between tasks, don't share it. Use one connection per process or task.
+public final class Database: @unchecked Sendable {
+    // @unchecked Sendable: callers must not use one connection from two threads at once (see
+    // above); moving it between tasks is safe.
+    public struct Options: Sendable {
+        /// How long to wait for a lock held by another connection.
+        public var busyTimeout: Double = 5
+        public var walMode = true
+
+        public init() {}
+    }
+
+    let handle: OpaquePointer
+    public let path: String
+    private var savepointDepth = 0
+
+    /// Opens (creating if needed) the database at `path` with `key`.
+    public init(path: String, key: DatabaseKey, options: Options = Options()) throws(SQLiteError) {
+        do {
+            try SecureFileSystem.createFileIfMissing(path)
+        } catch {
+            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "create", message: "cannot create file")
+        }
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(kind: .other, code: rc, extendedCode: rc, operation: "open", message: message)
+        }
+        handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+        do throws(SQLiteError) {
+            try applyKey(key, rekey: false)
+            guard let version = try scalarText("PRAGMA cipher_version"), !version.isEmpty else {
+                throw SQLiteError(
+                    kind: .notSQLCipher, code: 0, extendedCode: 0, operation: "open",
+                    message: "PRAGMA cipher_version returned nothing: SQLCipher is not the loaded SQLite")
+            }
+            _ = try scalarInteger("SELECT count(*) FROM sqlite_master")  // wrong key → NOTADB here
+            sqlite3_busy_timeout(db, Int32(options.busyTimeout * 1000))
+            if options.walMode { _ = try scalarText("PRAGMA journal_mode=WAL") }
+            try execute("PRAGMA secure_delete=ON; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY")
+            guard try scalarInteger("PRAGMA secure_delete") == 1 else {
+                throw SQLiteError(kind: .other, code: 0, extendedCode: 0, operation: "open", message: "secure_delete is off")
+            }
+        } catch {
+            sqlite3_close_v2(db)
+            throw error
+        }
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// The SQLCipher version (e.g. "3.4.1").
+    public var cipherVersion: String { (try? scalarText("PRAGMA cipher_version")) ?? nil ?? "" }
+
+    // MARK: Executing SQL
+
+    /// Runs one or more statements without bindings.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        try check(rc, "exec")
+    }
+
+    /// Runs one statement with bindings and returns nothing.
+    public func execute(_ sql: String, _ bindings: [SQLValue]) throws(SQLiteError) {
+        let statement = try prepare(sql)
+        try statement.bind(bindings)
+        while try statement.step() {}
+    }
+
+    /// Prepares a statement for repeated use.
+    public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        try Statement(database: self, sql: sql)
+    }
+
+    /// Runs a query and returns every row.
+    public func query(_ sql: String, _ bindings: [SQLValue] = []) throws(SQLiteError) -> [Row] {
+        let statement = try prepare(sql)
+        try statement.bind(bindings)
+        var rows: [Row] = []
+        while try statement.step() { rows.append(statement.row()) }
+        return rows
+    }
+
+    /// The first column of the first row, as an integer.
+    public func scalarInteger(_ sql: String, _ bindings: [SQLValue] = []) throws(SQLiteError) -> Int64? {
+        if case .integer(let value)? = try query(sql, bindings).first?.values.first { return value }
+        return nil
+    }
+
+    /// The first column of the first row, as text.
+    public func scalarText(_ sql: String, _ bindings: [SQLValue] = []) throws(SQLiteError) -> String? {
+        switch try query(sql, bindings).first?.values.first {
+        case .text(let value)?: return value
+        case .integer(let value)?: return String(value)
+        default: return nil
+        }
+    }
+
+    /// Rows changed by the last statement.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// The rowid of the last insert.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Nested calls use savepoints. The outermost transaction is `BEGIN IMMEDIATE` (takes the write
+    /// lock up front, so two writers wait instead of failing at commit).
+    public func transaction<R, E: Error>(_ body: () throws(E) -> R) throws -> R {
+        let depth = savepointDepth
+        if depth == 0 {
+            try execute("BEGIN IMMEDIATE")
+        } else {
+            try execute("SAVEPOINT sp\(depth)")
+        }
+        savepointDepth += 1
+        do {
+            let result = try body()
+            savepointDepth -= 1
+            try execute(depth == 0 ? "COMMIT" : "RELEASE sp\(depth)")
+            return result
+        } catch {
+            savepointDepth -= 1
+            if depth == 0 {
+                try? execute("ROLLBACK")
+            } else {
+                try? execute("ROLLBACK TO sp\(depth); RELEASE sp\(depth)")
+            }
+            throw error
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// `PRAGMA integrity_check`: nil when "ok", else the first problem reported.
+    public func integrityProblem() throws(SQLiteError) -> String? {
+        let result = try scalarText("PRAGMA integrity_check")
+        return result == "ok" ? nil : (result ?? "no answer")
+    }
+
+    /// Writes the WAL back into the database file.
+    public func checkpoint() throws(SQLiteError) {
+        try execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    // MARK: Keys
+
+    /// Re-encrypts the database in place under `newKey` (`sqlite3_rekey`). The WAL is checkpointed
+    /// and the journal switched to DELETE for the duration, then back to WAL.
+    public func rekey(to newKey: DatabaseKey) throws(SQLiteError) {
+        try checkpoint()
+        _ = try scalarText("PRAGMA journal_mode=DELETE")
+        try applyKey(newKey, rekey: true)
+        _ = try scalarText("PRAGMA journal_mode=WAL")
+    }
+
+    /// Copies every table into a new database file under `newKey` (`sqlcipher_export`), fsyncs it
+    /// and returns its path. The caller swaps files with `Database.replace(_:with:)`.
+    public func export(to newPath: String, key newKey: DatabaseKey) throws(SQLiteError) {
+        do {
+            try SecureFileSystem.removeFile(newPath)
+            try SecureFileSystem.createFileIfMissing(newPath)
+        } catch {
+            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "export", message: "cannot create file")
+        }
+        let attach = try prepare("ATTACH DATABASE ? AS rekeyed KEY ?")
+        try attach.bind(.text(newPath), at: 1)
+        try attach.bindSecretText(newKey.rawKeyLiteral(), at: 2)
+        try attach.step()
+        defer { try? execute("DETACH DATABASE rekeyed") }
+        _ = try query("SELECT sqlcipher_export('rekeyed')")
+    }
+
+    /// Atomically replaces the database at `path` with the one at `newPath` (rename), removing the old
+    /// WAL and shared-memory files. Call with no connection open on either file.
+    public static func replace(_ path: String, with newPath: String) throws(SQLiteError) {
+        do {
+            try SecureFileSystem.removeFile(path + "-wal")
+            try SecureFileSystem.removeFile(path + "-shm")
+            guard let bytes = try SecureFileSystem.readFile(newPath) else {
+                throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "missing export")
+            }
+            try SecureFileSystem.writeAtomically(bytes, to: path)
+            try SecureFileSystem.removeFile(newPath)
+        } catch let error as SQLiteError {
+            throw error
+        } catch {
+            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "file swap failed")
+        }
+    }
+
+    private func applyKey(_ key: DatabaseKey, rekey: Bool) throws(SQLiteError) {
+        let literal = key.rawKeyLiteral()
+        let rc = literal.withUnsafeBytes { bytes in
+            rekey
+                ? sqlite3_rekey(handle, bytes.baseAddress, Int32(bytes.count))
+                : sqlite3_key(handle, bytes.baseAddress, Int32(bytes.count))
+        }
+        try check(rc, rekey ? "rekey" : "key")
+    }
+
+    // MARK: Errors
+
+    func check(_ rc: Int32, _ operation: String) throws(SQLiteError) {
+        guard rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE else { return }
+        throw makeError(rc, operation)
+    }
+
+    func makeError(_ rc: Int32, _ operation: String) -> SQLiteError {
+        let primary = rc & 0xFF
+        let kind: SQLiteError.Kind
+        switch primary {
+        case SQLITE_NOTADB: kind = .unreadable
+        case SQLITE_BUSY, SQLITE_LOCKED: kind = .busy
+        case SQLITE_CONSTRAINT: kind = .constraint
+        default: kind = .other
+        }
+        return SQLiteError(
+            kind: kind, code: primary, extendedCode: sqlite3_extended_errcode(handle), operation: operation,
+            message: String(cString: sqlite3_errmsg(handle)))
+    }
+}

@@ -1,1 +1,0 @@
-// Placeholder: the module's owner replaces this file.
