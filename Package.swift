@@ -56,6 +56,7 @@ let package = Package(
             ]),
 
         // MARK: Tests (test support is never linked into `ostack`)
+        .executableTarget(name: "keyring-probe", dependencies: ["KeyringKit", "SodiumKit"]),
         .target(name: "OStackTestSupport", dependencies: ["PlatformKit", "CPlatform"]),
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "SQLCipherKitTests", dependencies: ["SQLCipherKit", "SodiumKit", "OStackTestSupport"]),

@@ -13,6 +13,7 @@ packages=(
   gnome-keyring
   libsecret-tools
   python3
+  python3-dbus
 )
 
 missing=()

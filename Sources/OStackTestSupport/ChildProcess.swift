@@ -222,13 +222,13 @@ public final class ChildProcess: @unchecked Sendable {
         return thread
     }
 
-    static func now() -> Double {
+    public static func now() -> Double {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
-    static func currentEnvironment() -> [String: String] {
+    public static func currentEnvironment() -> [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
         while let entry = pointer.pointee {

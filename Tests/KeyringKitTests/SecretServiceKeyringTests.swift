@@ -1,0 +1,157 @@
+import KeyringKit
+import OStackTestSupport
+import SodiumKit
+import Testing
+
+/// Against the real gnome-keyring started by `scripts/with-keyring.sh` (as `make test` does). These
+/// tests FAIL, never skip, when no Secret Service is reachable.
+@Suite(.serialized) struct SecretServiceKeyringTests {
+    let keyring = SecretServiceKeyring(deadline: 5)
+    let namespace = "ostack-test-\(SecureRandom.uniform(UInt32.max)):auth:host::u1"
+
+    func address(_ kind: String, namespace: String? = nil) -> KeyringAddress {
+        KeyringAddress(namespace: namespace ?? self.namespace, account: "host::u1", kind: kind, version: 1)
+    }
+
+    func bytes(_ secret: SecretBytes?) -> [UInt8]? { secret?.withUnsafeBytes { Array($0) } }
+
+    @Test func roundTripsBinarySecrets() throws {
+        let value: [UInt8] = [0, 1, 2, 0, 255, 10, 13, 0]
+        try keyring.write(SecretBytes(copying: value), for: address("db-key"))
+        #expect(bytes(try keyring.read(address("db-key"))) == value)
+        try keyring.write(SecretBytes(copying: [9, 9]), for: address("db-key"))  // replace
+        #expect(bytes(try keyring.read(address("db-key"))) == [9, 9])
+        try keyring.delete(address("db-key"))
+        #expect(try keyring.read(address("db-key")) == nil)
+    }
+
+    @Test func missingItemIsNilNotAnError() throws {
+        #expect(try keyring.read(address("session-token")) == nil)
+        try keyring.delete(address("session-token"))  // deleting nothing succeeds
+    }
+
+    @Test func listingReturnsExactlyOneNamespace() throws {
+        let other = namespace + "-other"
+        try keyring.write(SecretBytes(copying: [1]), for: address("db-key"))
+        try keyring.write(SecretBytes(copying: [2]), for: address("session-token"))
+        try keyring.write(SecretBytes(copying: [3]), for: address("db-key", namespace: other))
+        defer {
+            try? keyring.delete(address("db-key"))
+            try? keyring.delete(address("session-token"))
+            try? keyring.delete(address("db-key", namespace: other))
+        }
+        #expect(Set(try keyring.list(namespace: namespace).map(\.kind)) == ["db-key", "session-token"])
+        #expect(try keyring.list(namespace: other).map(\.kind) == ["db-key"])
+        // Namespaces never see each other's items: same account and kind, different namespace.
+        #expect(bytes(try keyring.read(address("db-key", namespace: other))) == [3])
+        #expect(bytes(try keyring.read(address("db-key"))) == [1])
+    }
+
+    @Test func itemsCarryOnlyPublicAttributes() throws {
+        try keyring.write(SecretBytes(copying: Array("CNRY-SECRET-VALUE".utf8)), for: address("db-key"))
+        defer { try? keyring.delete(address("db-key")) }
+        let search = try runProcess(
+            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        #expect(search.stdout.contains("label = ostack credential") || search.stderr.contains("label = ostack credential"))
+        #expect((search.stdout + search.stderr).contains("attribute.app = ostack"))
+    }
+
+    @Test func probeDoesARealRoundTrip() throws {
+        try keyring.probe(namespace: namespace + ":probe")
+        #expect(try keyring.list(namespace: namespace + ":probe").isEmpty)
+    }
+
+    /// KR-3 / KR-7: with the collection locked every call says "locked" and nothing is deleted.
+    @Test func lockedCollectionReportsLockedAndDeletesNothing() throws {
+        try keyring.write(SecretBytes(copying: [42]), for: address("db-key"))
+        defer { try? keyring.delete(address("db-key")) }
+        try KeyringHarness.lockLoginCollection()
+        defer { try? KeyringHarness.unlockLoginCollection() }
+
+        #expect(throws: KeyringError.locked) { try keyring.read(address("db-key")) }
+        #expect(throws: KeyringError.locked) { try keyring.delete(address("db-key")) }
+        #expect(throws: KeyringError.locked) { try keyring.write(SecretBytes(copying: [1]), for: address("pin-ring")) }
+
+        try KeyringHarness.unlockLoginCollection()
+        #expect(bytes(try keyring.read(address("db-key"))) == [42])
+    }
+}
+
+/// Outcomes that need a process whose D-Bus environment differs from the test's.
+@Suite struct KeyringFailureModeTests {
+    static var probe: String { OStackBinary.productsDirectory + "/keyring-probe" }
+
+    @Test func noSessionBusAddressMeansNoService() throws {
+        var environment = ChildProcess.currentEnvironment()
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["DISPLAY"] = nil
+        let result = try runProcess(executable: Self.probe, arguments: ["2", "list"], environment: environment, timeout: 10)
+        #expect(result.stdout.trimmingCharacters() == "noService")
+    }
+
+    @Test func missingBusSocketMeansNoService() throws {
+        var environment = ChildProcess.currentEnvironment()
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/ostack-test-bus"
+        let result = try runProcess(executable: Self.probe, arguments: ["2", "write"], environment: environment, timeout: 10)
+        #expect(result.stdout.trimmingCharacters() == "noService")
+    }
+
+    /// A bus where the keyring daemon is only D-Bus-activated has no unlocked collection: the call
+    /// would wait for a GUI prompt. It must fail closed within the deadline, never succeed or hang.
+    @Test func busWithoutAnUnlockedKeyringFailsClosedWithinTheDeadline() throws {
+        let start = ChildProcess.now()
+        let result = try runProcess(
+            executable: "/usr/bin/dbus-run-session", arguments: ["--", Self.probe, "2", "write"], timeout: 30)
+        #expect(["timeout", "noService", "locked"].contains(result.stdout.trimmingCharacters()), "\(result.stdout)")
+        #expect(ChildProcess.now() - start < 15)
+    }
+
+    /// KR-4: a daemon that never answers costs the deadline, not D-Bus's 25 s.
+    @Test func hungServiceTimesOutAtTheDeadline() throws {
+        let script = "python3 \"$0\" 30 & for i in $(seq 50); do sleep 0.1; "
+            + "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetNameOwner "
+            + "string:org.freedesktop.secrets >/dev/null 2>&1 && break; done; \"$1\" 1 list; kill %1"
+        let start = ChildProcess.now()
+        let result = try runProcess(
+            executable: "/usr/bin/dbus-run-session",
+            arguments: ["--", "/bin/sh", "-c", script, KeyringHarness.fixture("hung_secret_service.py"), Self.probe],
+            timeout: 30)
+        #expect(result.stdout.trimmingCharacters() == "timeout", "\(result.stderr)")
+        #expect(ChildProcess.now() - start < 20)
+    }
+}
+
+enum KeyringHarness {
+    /// The password `scripts/keyring-session.sh` unlocked the login collection with.
+    static let password = "ostack-test-keyring"
+
+    static func lockLoginCollection() throws {
+        let result = try runProcess(
+            executable: "/usr/bin/dbus-send",
+            arguments: [
+                "--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+                "org.freedesktop.Secret.Service.Lock", "array:objpath:/org/freedesktop/secrets/collection/login",
+            ])
+        try #require(result.status == 0, "locking failed: \(result.stderr)")
+    }
+
+    static func unlockLoginCollection() throws {
+        let result = try runProcess(
+            executable: "/usr/bin/python3", arguments: [fixture("unlock_collection.py")], stdin: Array(password.utf8))
+        try #require(result.status == 0, "unlocking failed: \(result.stderr)")
+    }
+
+    static func fixture(_ name: String) -> String {
+        let file = #filePath
+        return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/" + name
+    }
+}
+
+extension String {
+    func trimmingCharacters() -> String {
+        var slice = Substring(self)
+        while let last = slice.last, last.isWhitespace { slice.removeLast() }
+        while let first = slice.first, first.isWhitespace { slice.removeFirst() }
+        return String(slice)
+    }
+}
