@@ -57,6 +57,7 @@ public final class HTTPClient: @unchecked Sendable {
 
     // MARK: Redirects
 
+    /// The request to send for a redirect response (exposed for tests through `HTTPClientRedirectProbe`).
     static func redirect(_ request: HTTPRequest, status: Int, location: String) throws(HTTPError) -> HTTPRequest {
         guard let from = URLParts(request.url) else { throw .invalidURL }
         let target: String
@@ -264,5 +265,12 @@ extension String {
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }
         return String(slice)
+    }
+}
+
+/// Test access to the redirect policy without a TLS server.
+public enum HTTPClientRedirectProbe {
+    public static func redirect(_ request: HTTPRequest, status: Int, location: String) throws(HTTPError) -> HTTPRequest {
+        try HTTPClient.redirect(request, status: status, location: location)
     }
 }

@@ -124,6 +124,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     public struct TimeoutError: Error, CustomStringConvertible {
+        public init() {}
         public var description: String { "timed out waiting for the child process" }
     }
 

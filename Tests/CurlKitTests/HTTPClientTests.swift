@@ -1,0 +1,145 @@
+import CurlKit
+import FoundationEssentials
+import OStackTestSupport
+import Testing
+
+/// A Python loopback server for the duration of one test.
+final class LoopbackServer {
+    let process: ChildProcess
+    let port: Int
+
+    init() throws {
+        let file = #filePath
+        let fixture = String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/test_server.py"
+        process = try ChildProcess(executable: "/usr/bin/python3", arguments: [fixture])
+        guard let line = try process.readLine(timeout: 20), let port = Int(line) else {
+            throw ChildProcess.TimeoutError()
+        }
+        self.port = port
+    }
+
+    func url(_ path: String, host: String = "127.0.0.1") -> String { "http://\(host):\(port)\(path)" }
+
+    deinit { process.kill() }
+}
+
+func json(_ response: HTTPResponse) throws -> [String: Any] {
+    try JSONSerializationLite.object(response.body)
+}
+
+@Suite struct HTTPClientTests {
+    let server: LoopbackServer
+    let client = HTTPClient()
+
+    init() throws {
+        server = try LoopbackServer()
+    }
+
+    @Test(arguments: [HTTPRequest.Method.get, .post, .patch, .put, .delete])
+    func methodsHeadersAndBodiesArrive(method: HTTPRequest.Method) throws {
+        let body = method == .get ? nil : Array(#"{"title":"Write tests"}"#.utf8)
+        let response = try client.send(
+            HTTPRequest(
+                method: method, url: server.url("/echo?a=1&b=x%20y"),
+                headers: [("Content-Type", "application/json"), ("X-Request-Id", "r-1")], body: body))
+        #expect(response.status == 200)
+        let echo = try json(response)
+        #expect(echo["method"] as? String == method.rawValue)
+        #expect(echo["path"] as? String == "/echo?a=1&b=x%20y")
+        let headers = echo["headers"] as? [String: String] ?? [:]
+        #expect(headers["x-request-id"] == "r-1")
+        #expect(headers["expect"] == nil)
+        #expect(headers["cookie"] == nil)
+        if let body { #expect(echo["body"] as? String == String(decoding: body, as: UTF8.self)) }
+        #expect(response.header("content-type") == "application/json")
+        #expect(response.headers(named: "X-Multi") == ["one", "two"])
+    }
+
+    @Test func largeBodiesAreSentWithoutWaitingForContinue() throws {
+        let body = [UInt8](repeating: UInt8(ascii: "a"), count: 200_000)
+        let response = try client.send(HTTPRequest(method: .post, url: server.url("/echo"), body: body))
+        #expect((try json(response)["body"] as? String)?.count == 200_000)
+    }
+
+    @Test func notModifiedHasAnEmptyBody() throws {
+        let response = try client.send(HTTPRequest(url: server.url("/not-modified"), headers: [("If-None-Match", "\"abc\"")]))
+        #expect(response.status == 304)
+        #expect(response.body.isEmpty)
+        #expect(response.header("ETag") == "\"abc\"")
+    }
+
+    @Test func keepAliveReusesOneConnection() throws {
+        for _ in 0..<5 { _ = try client.send(HTTPRequest(url: server.url("/echo"))) }
+        let count = try json(try client.send(HTTPRequest(url: server.url("/connections"))))["connections"] as? Int
+        #expect(count == 1)
+    }
+
+    @Test func connectionRefused() throws {
+        let closed = try LoopbackServer()
+        let port = closed.port
+        closed.process.kill()
+        #expect(throws: HTTPError.connectionRefused) {
+            try client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/echo"))
+        }
+    }
+
+    @Test func totalTimeoutIsEnforced() throws {
+        var configuration = HTTPClient.Configuration()
+        configuration.totalTimeout = 0.3
+        let impatient = HTTPClient(configuration: configuration)
+        #expect(throws: HTTPError.timeout) { try impatient.send(HTTPRequest(url: server.url("/slow?seconds=3"))) }
+    }
+
+    @Test func oversizeBodiesAreRefused() throws {
+        var configuration = HTTPClient.Configuration()
+        configuration.maxResponseBytes = 10_000
+        let capped = HTTPClient(configuration: configuration)
+        #expect(try capped.send(HTTPRequest(url: server.url("/big?bytes=10000"))).body.count == 10_000)
+        #expect(throws: HTTPError.tooLarge) { try capped.send(HTTPRequest(url: server.url("/big?bytes=10001"))) }
+    }
+
+    @Test func droppedConnectionIsReported() throws {
+        #expect(throws: HTTPError.connectionDropped) { try client.send(HTTPRequest(method: .post, url: server.url("/drop"), body: [1])) }
+    }
+
+    @Test func sameOriginRedirectKeepsCredentials() throws {
+        let target = server.url("/echo")
+        let response = try client.send(
+            HTTPRequest(url: server.url("/redirect?to=\(target)&status=307"), headers: [("Authorization", "Bearer CNRY-TOKEN")]))
+        #expect((try json(response)["headers"] as? [String: String])?["authorization"] == "Bearer CNRY-TOKEN")
+    }
+
+    @Test func crossHostRedirectDropsCredentials() throws {
+        let target = server.url("/echo", host: "localhost")
+        let response = try client.send(
+            HTTPRequest(
+                url: server.url("/redirect?to=\(target)&status=302"),
+                headers: [("Authorization", "Bearer CNRY-TOKEN"), ("X-API-Key", "osk_CNRY"), ("X-Other", "kept")]))
+        let headers = try json(response)["headers"] as? [String: String] ?? [:]
+        #expect(headers["authorization"] == nil)
+        #expect(headers["x-api-key"] == nil)
+        #expect(headers["x-other"] == "kept")
+    }
+
+    @Test func httpsToHTTPDowngradeIsRefused() throws {
+        let request = HTTPRequest(url: "https://example.invalid/a", headers: [("Authorization", "Bearer x")])
+        #expect(throws: HTTPError.self) {
+            _ = try HTTPClientRedirectProbe.redirect(request, status: 302, location: "http://example.invalid/b")
+        }
+    }
+
+    @Test func descriptionsNeverShowCredentials() {
+        let request = HTTPRequest(
+            method: .post, url: server.url("/echo?filter=secret"),
+            headers: [("Authorization", "Bearer CNRY-TOKEN"), ("X-API-Key", "osk_CNRY"), ("Accept", "application/json")])
+        #expect(!request.description.contains("CNRY"))
+        #expect(!request.description.contains("filter=secret"))
+        #expect(request.description.contains("Accept: application/json"))
+        #expect(!String(describing: HTTPError.connectionDropped).contains("127.0.0.1"))
+    }
+
+    @Test func invalidURLsAreRejected() {
+        #expect(throws: HTTPError.invalidURL) { try client.send(HTTPRequest(url: "ftp://127.0.0.1/x")) }
+        #expect(throws: HTTPError.invalidURL) { try client.send(HTTPRequest(url: "not a url")) }
+    }
+}
