@@ -62,7 +62,10 @@ public final class ChildProcess: @unchecked Sendable {
         var allSignals = sigset_t()
         sigfillset(&allSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // Its own process group, so kill() also ends grandchildren that hold our pipes.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
@@ -128,8 +131,9 @@ public final class ChildProcess: @unchecked Sendable {
         public var description: String { "timed out waiting for the child process" }
     }
 
-    /// Sends SIGKILL and reaps the child. Safe to call more than once.
+    /// Sends SIGKILL to the child's process group and reaps the child. Safe to call more than once.
     public func kill() {
+        Glibc.kill(-pid, SIGKILL)
         let alreadyReaped = box.state.withLock { $0.exitStatus != nil }
         if alreadyReaped { return }
         Glibc.kill(pid, SIGKILL)
