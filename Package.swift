@@ -57,6 +57,9 @@ let package = Package(
 
         // MARK: Tests (test support is never linked into `ostack`)
         .executableTarget(name: "keyring-probe", dependencies: ["KeyringKit", "SodiumKit"]),
+        .executableTarget(
+            name: "ostack-bench",
+            dependencies: ["OStackCore", "SQLCipherKit", "SodiumKit", "CurlKit", "PlatformKit", "OStackTestSupport"]),
         .target(name: "OStackTestSupport", dependencies: ["PlatformKit", "CPlatform"]),
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "SQLCipherKitTests", dependencies: ["SQLCipherKit", "SodiumKit", "OStackTestSupport"]),

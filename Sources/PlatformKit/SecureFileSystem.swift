@@ -46,6 +46,18 @@ public enum SecureFileSystem {
         syncDirectory(directory)
     }
 
+    /// Atomically replaces `path` with the existing file `source`: fsync `source`, rename it over
+    /// `path`, fsync the directory. Both must be on the same file system.
+    public static func replace(_ path: String, with source: String) throws(PlatformError) {
+        let fd = open(source, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: source) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        if !synced { throw PlatformError(.fsync, errno: errno, path: source) }
+        if rename(source, path) != 0 { throw PlatformError(.rename, errno: errno, path: path) }
+        syncDirectory(parentDirectory(of: path))
+    }
+
     /// Reads the whole file, or returns `nil` when it does not exist.
     public static func readFile(_ path: String) throws(PlatformError) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

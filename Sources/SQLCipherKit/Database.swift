@@ -175,9 +175,12 @@ public final class Database: @unchecked Sendable {
         _ = try scalarText("PRAGMA journal_mode=WAL")
     }
 
-    /// Copies every table into a new database file under `newKey` (`sqlcipher_export`), fsyncs it
-    /// and returns its path. The caller swaps files with `Database.replace(_:with:)`.
+    /// Copies every table into a new database file under `newKey` (`sqlcipher_export`). The caller
+    /// closes this connection and swaps the files with `Database.replace(_:with:)`.
     public func export(to newPath: String, key newKey: DatabaseKey) throws(SQLiteError) {
+        // Empty the WAL first: `replace` may then delete it without losing a frame, and a stale WAL
+        // can never be replayed onto the new file.
+        try checkpoint()
         do {
             try SecureFileSystem.removeFile(newPath)
             try SecureFileSystem.createFileIfMissing(newPath)
@@ -192,19 +195,15 @@ public final class Database: @unchecked Sendable {
         _ = try query("SELECT sqlcipher_export('rekeyed')")
     }
 
-    /// Atomically replaces the database at `path` with the one at `newPath` (rename), removing the old
-    /// WAL and shared-memory files. Call with no connection open on either file.
+    /// Atomically replaces the database at `path` with the exported one at `newPath`: the old WAL
+    /// and shared-memory files are removed (the export is complete on its own), then the export is
+    /// fsynced and renamed over the old file. Call with no connection open on either file. A crash
+    /// before the rename leaves the old database intact; after it, the new one.
     public static func replace(_ path: String, with newPath: String) throws(SQLiteError) {
         do {
             try SecureFileSystem.removeFile(path + "-wal")
             try SecureFileSystem.removeFile(path + "-shm")
-            guard let bytes = try SecureFileSystem.readFile(newPath) else {
-                throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "missing export")
-            }
-            try SecureFileSystem.writeAtomically(bytes, to: path)
-            try SecureFileSystem.removeFile(newPath)
-        } catch let error as SQLiteError {
-            throw error
+            try SecureFileSystem.replace(path, with: newPath)
         } catch {
             throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "file swap failed")
         }

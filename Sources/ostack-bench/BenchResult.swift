@@ -1,0 +1,10 @@
+/// One row of `bench-results.json` (SPEC §12).
+struct BenchResult: Encodable {
+    var name: String
+    var value: Double
+    var unit: String
+    var baseline: Double?
+    var ratio: Double?
+    var target: String
+    var ok: Bool
+}
