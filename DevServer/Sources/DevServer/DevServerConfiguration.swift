@@ -1,0 +1,42 @@
+/// Everything `ostack-devserver`'s flags can set.
+public struct DevServerConfiguration: Sendable {
+    public struct User: Sendable {
+        public var email: String
+        public var password: String
+        public var name: String
+        public var id: String
+
+        public init(email: String, password: String, name: String, id: String? = nil) {
+            self.email = email
+            self.password = password
+            self.name = name
+            self.id = id ?? "usr_" + String(email.prefix { $0 != "@" }.filter { $0.isLetter || $0.isNumber })
+        }
+    }
+
+    public var host = "127.0.0.1"
+    public var port = 0
+    public var users: [User] = [
+        User(email: "alice@example.com", password: "alice-pass", name: "Alice"),
+        User(email: "bob@example.com", password: "bob-pass", name: "Bob"),
+    ]
+    /// Pre-seeded API keys: key → user e-mail.
+    public var apiKeys: [String: String] = [:]
+    /// Session lifetime (better-auth default 7 days).
+    public var sessionTTL: Double = 7 * 86_400
+    /// Sliding update age (default 1 day): a session older than this is extended when read.
+    public var updateAge: Double = 86_400
+    /// `get-session` issues a new token each time; the previous one works for `rotationGrace` s.
+    public var rotateTokens = false
+    public var rotationGrace: Double = 10
+    public var batchCap = 200
+    /// Added to every response.
+    public var latencyMilliseconds = 0
+
+    public init() {}
+
+    /// Only loopback: the dev server never listens on another interface.
+    public static func isLoopback(_ host: String) -> Bool {
+        host == "127.0.0.1" || host == "localhost" || host == "::1"
+    }
+}

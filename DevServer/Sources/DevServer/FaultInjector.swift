@@ -1,0 +1,55 @@
+import DevServerCore
+import Synchronization
+
+/// Faults injected through `POST /__control__/faults` for the next N matching requests.
+final class FaultInjector: @unchecked Sendable {
+    // @unchecked Sendable: rules are behind the mutex.
+    enum Action: String {
+        case status, delay
+        case dropBefore = "drop-before"
+        case dropAfter = "drop-after"
+    }
+
+    struct Rule {
+        var method: String?
+        var pathPrefix: String?
+        var remaining: Int
+        var action: Action
+        var status = 503
+        var retryAfter: Int?
+        var delayMilliseconds = 0
+        var body: JSONValue?
+    }
+
+    let rules = Mutex<[Rule]>([])
+
+    /// Parses `{"match":{"method","pathPrefix"},"count","action","status","retryAfter","delayMs","body"}`.
+    func add(_ json: JSONValue) -> Bool {
+        guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else { return false }
+        var rule = Rule(
+            method: json["match"]?["method"]?.stringValue?.uppercased(), pathPrefix: json["match"]?["pathPrefix"]?.stringValue,
+            remaining: Int(json["count"]?.numberValue ?? 1), action: action)
+        if let status = json["status"]?.numberValue { rule.status = Int(status) }
+        if let retry = json["retryAfter"]?.numberValue { rule.retryAfter = Int(retry) }
+        if let delay = json["delayMs"]?.numberValue { rule.delayMilliseconds = Int(delay) }
+        rule.body = json["body"]
+        rules.withLock { $0.append(rule) }
+        return true
+    }
+
+    func clear() { rules.withLock { $0.removeAll() } }
+
+    /// The fault for this request, consuming one use of the first matching rule.
+    func take(method: String, path: String) -> Rule? {
+        rules.withLock { rules in
+            guard let index = rules.firstIndex(where: { rule in
+                (rule.method == nil || rule.method == method) && (rule.pathPrefix.map { path.hasPrefix($0) } ?? true)
+                    && rule.remaining > 0
+            }) else { return nil }
+            rules[index].remaining -= 1
+            let rule = rules[index]
+            if rules[index].remaining == 0 { rules.remove(at: index) }
+            return rule
+        }
+    }
+}

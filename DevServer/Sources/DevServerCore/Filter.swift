@@ -1,0 +1,297 @@
+/// A parsed filter (PROTOCOL §8): both the array AST and the object FilterCondition lower to this.
+indirect enum Condition: Sendable {
+    case all([Condition])
+    case any([Condition])
+    case not(Condition)
+    case compare(field: String, op: Operator, operand: Operand)
+    case constant(Bool)
+
+    enum Operator: String, Sendable {
+        case eq, ne, gt, gte, lt, lte, `in`, nin, contains, icontains, notContains, startsWith, endsWith, like, ilike
+        case between, null, exists
+    }
+
+    enum Operand: Sendable {
+        case value(JSONValue)
+        case field(String)
+    }
+
+    /// Every field the condition mentions (for INVALID_FIELD checks).
+    var fields: [String] {
+        switch self {
+        case .all(let children), .any(let children): return children.flatMap(\.fields)
+        case .not(let child): return child.fields
+        case .compare(let field, _, let operand):
+            if case .field(let other) = operand { return [field, other] }
+            return [field]
+        case .constant: return []
+        }
+    }
+}
+
+/// Why a filter was refused (→ 400 INVALID_FILTER).
+struct FilterError: Error {
+    var message: String
+}
+
+enum FilterParser {
+    static let arrayOperators: [String: Condition.Operator] = [
+        "=": .eq, "==": .eq, "eq": .eq, "equals": .eq,
+        "!=": .ne, "<>": .ne, "ne": .ne, "neq": .ne, "not_equals": .ne, "notequals": .ne,
+        ">": .gt, "gt": .gt, "greater_than": .gt, "greaterthan": .gt, "after": .gt,
+        ">=": .gte, "gte": .gte, "greater_than_or_equal": .gte, "greaterthanorequal": .gte, "greaterorequal": .gte,
+        "<": .lt, "lt": .lt, "less_than": .lt, "lessthan": .lt, "before": .lt,
+        "<=": .lte, "lte": .lte, "less_than_or_equal": .lte, "lessthanorequal": .lte, "lessorequal": .lte,
+        "in": .in, "nin": .nin, "not_in": .nin, "notin": .nin,
+        "contains": .contains, "icontains": .icontains, "notcontains": .notContains, "not_contains": .notContains,
+        "startswith": .startsWith, "starts_with": .startsWith, "endswith": .endsWith, "ends_with": .endsWith,
+        "like": .like, "ilike": .ilike, "between": .between,
+        "is_null": .null, "isnull": .null, "is_empty": .null, "isempty": .null,
+        "is_not_null": .null, "isnotnull": .null, "is_not_empty": .null, "isnotempty": .null,
+    ]
+
+    static let objectOperators: [String: Condition.Operator] = [
+        "$eq": .eq, "$ne": .ne, "$gt": .gt, "$gte": .gte, "$lt": .lt, "$lte": .lte, "$in": .in, "$nin": .nin,
+        "$contains": .contains, "$icontains": .icontains, "$notContains": .notContains,
+        "$startsWith": .startsWith, "$endsWith": .endsWith, "$like": .like, "$ilike": .ilike,
+        "$between": .between, "$null": .null, "$exists": .exists,
+    ]
+
+    static func parse(_ json: JSONValue) throws(FilterError) -> Condition {
+        switch json {
+        case .array(let items): return try parseArray(items)
+        case .object(let members): return try parseObject(members)
+        default: throw FilterError(message: "filter must be an array or an object")
+        }
+    }
+
+    // MARK: Array AST
+
+    static func parseArray(_ items: [JSONValue]) throws(FilterError) -> Condition {
+        guard let first = items.first else { throw FilterError(message: "empty filter") }
+        if case .string(let head) = first {
+            let keyword = head.lowercased()
+            if keyword == "and" || keyword == "or" {
+                let children = try items.dropFirst().map { (item) throws(FilterError) -> Condition in
+                    guard case .array(let child) = item else { throw FilterError(message: "group members must be arrays") }
+                    return try parseArray(child)
+                }
+                guard !children.isEmpty else { throw FilterError(message: "a group needs a member") }
+                return keyword == "and" ? .all(children) : .any(children)
+            }
+            guard items.count >= 2, case .string(let opText) = items[1] else {
+                throw FilterError(message: "a comparison is [field, operator, value]")
+            }
+            let spelled = opText.lowercased()
+            guard let op = arrayOperators[spelled] else { throw FilterError(message: "unknown operator") }
+            if op == .null {
+                let negated = spelled.contains("not")
+                return .compare(field: head, op: .null, operand: .value(.bool(!negated)))
+            }
+            guard items.count == 3 else { throw FilterError(message: "a comparison is [field, operator, value]") }
+            return try comparison(field: head, op: op, raw: items[2])
+        }
+        // Legacy list of comparisons: implicit AND.
+        let children = try items.map { (item) throws(FilterError) -> Condition in
+            guard case .array(let child) = item else { throw FilterError(message: "malformed filter") }
+            return try parseArray(child)
+        }
+        return .all(children)
+    }
+
+    // MARK: Object form
+
+    static func parseObject(_ members: [(String, JSONValue)]) throws(FilterError) -> Condition {
+        var conditions: [Condition] = []
+        for (key, value) in members {
+            switch key {
+            case "$and", "$or":
+                guard case .array(let items) = value else { throw FilterError(message: "\(key) needs an array") }
+                let children = try items.map { (item) throws(FilterError) -> Condition in try parse(item) }
+                conditions.append(key == "$and" ? .all(children) : .any(children))
+            case "$not":
+                conditions.append(.not(try parse(value)))
+            default:
+                if key.hasPrefix("$") { throw FilterError(message: "unknown operator") }
+                if case .object(let ops) = value, !ops.isEmpty, ops.allSatisfy({ $0.0.hasPrefix("$") }) {
+                    for (opKey, raw) in ops {
+                        guard let op = objectOperators[opKey] else { throw FilterError(message: "unknown operator") }
+                        if op == .null || op == .exists {
+                            guard case .bool = raw else { throw FilterError(message: "\(opKey) needs a boolean") }
+                            conditions.append(.compare(field: key, op: op, operand: .value(raw)))
+                        } else {
+                            conditions.append(try comparison(field: key, op: op, raw: raw))
+                        }
+                    }
+                } else if case .object(let ops) = value, ops.isEmpty {
+                    throw FilterError(message: "empty condition for \(key)")
+                } else {
+                    conditions.append(try comparison(field: key, op: .eq, raw: value))
+                }
+            }
+        }
+        return conditions.count == 1 ? conditions[0] : .all(conditions)
+    }
+
+    static func comparison(field: String, op: Condition.Operator, raw: JSONValue) throws(FilterError) -> Condition {
+        switch op {
+        case .in, .nin:
+            guard case .array(let values) = raw else { throw FilterError(message: "in needs an array") }
+            guard values.allSatisfy(isScalar) else { throw FilterError(message: "in takes scalars") }
+            return .compare(field: field, op: op, operand: .value(raw))
+        case .between:
+            guard case .array(let values) = raw, values.count == 2, values.allSatisfy(isScalar) else {
+                throw FilterError(message: "between needs [min, max]")
+            }
+            return .compare(field: field, op: op, operand: .value(raw))
+        case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
+            guard case .string = raw else { throw FilterError(message: "a string operator needs a string") }
+            return .compare(field: field, op: op, operand: .value(raw))
+        default:
+            if case .object(let members) = raw, members.count == 1, members[0].0 == "$field",
+                case .string(let other) = members[0].1
+            {
+                return .compare(field: field, op: op, operand: .field(other))
+            }
+            guard isScalar(raw) else { throw FilterError(message: "unsupported comparand") }
+            return .compare(field: field, op: op, operand: .value(raw))
+        }
+    }
+
+    static func isScalar(_ value: JSONValue) -> Bool {
+        switch value {
+        case .null, .bool, .number, .string: return true
+        default: return false
+        }
+    }
+}
+
+/// Evaluates a condition on a record with SQL semantics: a comparison involving NULL (or a missing
+/// field) is false; `$ne` does not match NULL; `$null: true` matches missing or null; `$not` is
+/// NULL-safe (rows whose inner comparison was NULL are returned).
+enum FilterEvaluator {
+    static func matches(_ condition: Condition, _ record: Record) -> Bool {
+        evaluate(condition, record) == true
+    }
+
+    /// Three-valued logic: true, false, or nil (unknown, from NULL).
+    static func evaluate(_ condition: Condition, _ record: Record) -> Bool? {
+        switch condition {
+        case .constant(let value): return value
+        case .all(let children):
+            var unknown = false
+            for child in children {
+                switch evaluate(child, record) {
+                case false?: return false
+                case nil: unknown = true
+                default: break
+                }
+            }
+            return unknown ? nil : true
+        case .any(let children):
+            var unknown = false
+            for child in children {
+                switch evaluate(child, record) {
+                case true?: return true
+                case nil: unknown = true
+                default: break
+                }
+            }
+            return unknown ? nil : false
+        case .not(let child):
+            // NULL-safe negation (PROTOCOL §8): unknown counts as "not matching", so NOT returns it.
+            return !(evaluate(child, record) ?? false)
+        case .compare(let field, let op, let operand):
+            let value = record[field] ?? .null
+            switch op {
+            case .null:
+                let wantNull = operand.valueOrNull == .bool(true)
+                return value.isNull == wantNull
+            case .exists:
+                let wantExists = operand.valueOrNull == .bool(true)
+                return (record[field] != nil) == wantExists
+            default: break
+            }
+            let right: JSONValue
+            switch operand {
+            case .value(let literal): right = literal
+            case .field(let other): right = record[other] ?? .null
+            }
+            if value.isNull { return nil }
+            switch op {
+            case .eq: return right.isNull ? nil : compare(value, right) == 0
+            case .ne: return right.isNull ? nil : compare(value, right) != 0
+            case .gt: return compare(value, right).map { $0 > 0 }
+            case .gte: return compare(value, right).map { $0 >= 0 }
+            case .lt: return compare(value, right).map { $0 < 0 }
+            case .lte: return compare(value, right).map { $0 <= 0 }
+            case .in: return right.arrayValue?.contains { compare(value, $0) == 0 } ?? false
+            case .nin: return !(right.arrayValue?.contains { compare(value, $0) == 0 } ?? false)
+            case .between:
+                guard let bounds = right.arrayValue, bounds.count == 2,
+                    let low = compare(value, bounds[0]), let high = compare(value, bounds[1])
+                else { return nil }
+                return low >= 0 && high <= 0
+            case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
+                guard case .string(let text) = value, case .string(let needle) = right else { return nil }
+                switch op {
+                case .contains: return text.contains(needle) || needle.isEmpty
+                case .icontains: return asciiLower(text).contains(asciiLower(needle)) || needle.isEmpty
+                case .notContains: return !(text.contains(needle) || needle.isEmpty)
+                case .startsWith: return text.hasPrefix(needle)
+                case .endsWith: return text.hasSuffix(needle)
+                case .like: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
+                default: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: true)
+                }
+            case .null, .exists: return nil
+            }
+        }
+    }
+
+    /// Orders two scalars of the same kind (numbers numerically, strings by code point — ISO dates
+    /// compare correctly — booleans false < true); nil when they are not comparable.
+    static func compare(_ left: JSONValue, _ right: JSONValue) -> Int? {
+        switch (left, right) {
+        case (.number(let a), .number(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+        case (.string(let a), .string(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+        case (.bool(let a), .bool(let b)): return a == b ? 0 : (a ? 1 : -1)
+        case (.string(let a), .number(let b)): return Double(a).map { $0 < b ? -1 : ($0 > b ? 1 : 0) }
+        case (.number(let a), .string(let b)): return Double(b).map { a < $0 ? -1 : (a > $0 ? 1 : 0) }
+        default: return nil
+        }
+    }
+
+    static func asciiLower(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map {
+            ($0.value >= 65 && $0.value <= 90) ? Unicode.Scalar($0.value + 32)! : $0
+        }))
+    }
+
+    /// SQL LIKE with % and _.
+    static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar], caseInsensitive: Bool) -> Bool {
+        func fold(_ s: Unicode.Scalar) -> Unicode.Scalar {
+            caseInsensitive && s.value >= 65 && s.value <= 90 ? Unicode.Scalar(s.value + 32)! : s
+        }
+        var t = 0, p = 0, star = -1, mark = 0
+        while t < text.count {
+            if p < pattern.count && (pattern[p] == "_" || fold(pattern[p]) == fold(text[t])) {
+                t += 1; p += 1
+            } else if p < pattern.count && pattern[p] == "%" {
+                star = p; mark = t; p += 1
+            } else if star >= 0 {
+                p = star + 1; mark += 1; t = mark
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count && pattern[p] == "%" { p += 1 }
+        return p == pattern.count
+    }
+}
+
+extension Condition.Operand {
+    var valueOrNull: JSONValue {
+        if case .value(let value) = self { return value }
+        return .null
+    }
+}
