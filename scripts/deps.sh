@@ -9,6 +9,7 @@ packages=(
   libsecret-1-dev
   libsodium-dev
   libcurl4-openssl-dev
+  curl
   dbus
   gnome-keyring
   libsecret-tools

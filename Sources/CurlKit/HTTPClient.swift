@@ -122,6 +122,14 @@ public final class HTTPClient: @unchecked Sendable {
         set(ccurl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, curlWriteHeader))
         set(ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()))
 
+        // libcurl re-sends a request once, on a new connection, when a reused keep-alive connection
+        // closes before any response byte. That is only safe for writes the server can deduplicate:
+        // a POST or PATCH without an Idempotency-Key gets a fresh connection, so it is never re-sent.
+        if (request.method == .post || request.method == .patch)
+            && !request.headers.contains(where: { $0.0.lowercased() == "idempotency-key" })
+        {
+            set(ccurl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
+        }
         switch request.method {
         case .get: break
         case .head: set(ccurl_setopt_long(handle, CURLOPT_NOBODY, 1))

@@ -47,9 +47,11 @@ final class DevServerApp: @unchecked Sendable {
         auth = AuthStore(configuration: configuration)
     }
 
-    static let unauthenticated = CoreResponse.error(
-        status: 401, code: "UNAUTHENTICATED", message: "Authentication is required to access this endpoint.",
-        extra: [("message", .string("Authentication is required to access this endpoint."))])
+    /// PROTOCOL §2.4: `{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":…}`.
+    static let unauthenticated = CoreResponse(status: 401, body: .object([
+        ("error", .string("UNAUTHENTICATED")), ("code", .string("UNAUTHENTICATED")),
+        ("message", .string("Authentication is required to access this endpoint.")),
+    ]))
 
     /// The response for a request, and whether the connection must be dropped before or after it.
     func handle(_ request: AppRequest) -> (action: AppAction, delayMilliseconds: Int) {
