@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# make bench: release build, then every benchmark against its baseline measured in the same run.
+# make bench: release builds, then every benchmark against its baseline measured in the same run.
 # Prints a table and writes bench-results.json (SPEC §12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build -c release --product ostack --product ostack-bench >/dev/null 2>&1 || swift build -c release
+swift build -c release --product ostack
+swift build -c release --product ostack-bench
+swift build -c release --package-path DevServer
+export OSTACK_DEVSERVER="$PWD/DevServer/.build/release/ostack-devserver"
 exec ./scripts/with-keyring.sh .build/release/ostack-bench --json bench-results.json "$@"

@@ -27,6 +27,7 @@ var results: [BenchResult] = []
 do {
     if wanted("crypto") { results += try CryptoBench.run() }
     if wanted("rotation") { results += try RotationBench.run(rows: 100_000) }
+    if wanted("devserver") { results += try DevServerBench.run() }
     if wanted("transport") { results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000) }
 } catch {
     FileHandleLite.err("benchmark failed: \(error)\n")
