@@ -75,6 +75,7 @@ import Testing
     @Test func rotationAdoptsTheNewTokenAndPersistsIt() throws {
         var keeper = SessionKeeper(environment: environment)
         keeper.minimumInterval = 0
+        keeper.explicitInterval = 0
         let account = try LoginService(environment: environment).login(request())
         let before = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
         server.state.withLock { $0.rotate = true }
@@ -89,7 +90,9 @@ import Testing
     @Test func aRecentRefreshByAnotherProcessIsAdoptedWithoutARequest() throws {
         let account = try LoginService(environment: environment).login(request())
         let before = server.state.withLock { $0.getSessionCount }
-        try SessionKeeper(environment: environment).refreshNow(account)  // refreshed moments ago by login
+        var keeper = SessionKeeper(environment: environment)
+        keeper.explicitInterval = 60
+        try keeper.refreshNow(account)  // refreshed moments ago by login
         #expect(server.state.withLock { $0.getSessionCount } == before)
     }
 
@@ -115,8 +118,10 @@ import Testing
         #expect(account.credentialKind == .apiKey)
         #expect(account.sessionExpiresAt == nil)
         let before = server.state.withLock { $0.getSessionCount }
-        _ = try SessionKeeper(environment: environment).credential(for: account)
-        try SessionKeeper(environment: environment).refreshNow(account)
+        var keeper = SessionKeeper(environment: environment)
+        keeper.explicitInterval = 0
+        _ = try keeper.credential(for: account)
+        try keeper.refreshNow(account)
         #expect(server.state.withLock { $0.getSessionCount } == before)
     }
 

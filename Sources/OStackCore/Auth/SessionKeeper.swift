@@ -23,6 +23,8 @@ public struct SessionKeeper: Sendable {
     public var updateAge: TimeInterval = 86_400
     /// A refresh by any process this recently counts as fresh: no new request.
     public var minimumInterval: TimeInterval = 30
+    /// For an explicit `auth refresh`: only a refresh this recent (by a concurrent process) is adopted.
+    public var explicitInterval: TimeInterval = 2
 
     public init(environment: AuthEnvironment) {
         self.environment = environment
@@ -35,7 +37,7 @@ public struct SessionKeeper: Sendable {
         if account.credentialKind == .apiKey || !needsRefresh(account) {
             return try storedToken(account)
         }
-        return try refresh(account, force: false, replacing: nil)
+        return try refresh(account, force: false, replacing: nil, freshness: minimumInterval)
     }
 
     /// `ostack auth refresh`: refresh now unless another process just did (or it is an API key).
@@ -44,7 +46,7 @@ public struct SessionKeeper: Sendable {
         let account = try current(account)
         try requireSignedIn(account)
         if account.credentialKind == .apiKey { return account }
-        _ = try refresh(account, force: true, replacing: nil)
+        _ = try refresh(account, force: true, replacing: nil, freshness: explicitInterval)
         return try current(account)
     }
 
@@ -60,7 +62,7 @@ public struct SessionKeeper: Sendable {
             try markExpired(account)
             throw OStackError(.sessionExpired, context: .init(account: account.alias))
         }
-        let fresh = try refresh(account, force: true, replacing: token)
+        let fresh = try refresh(account, force: true, replacing: token, freshness: 0)
         let second = try transmit(build(AuthAPI.authorization(fresh)), account: account)
         if second.status == 401 {
             try markExpired(account)
@@ -83,7 +85,9 @@ public struct SessionKeeper: Sendable {
 
     /// Single-flight refresh. `replacing`: the token that just got a 401 — if the keyring already
     /// holds a different one, another process rotated it: adopt it without a request.
-    func refresh(_ account: Account, force: Bool, replacing: SecretBytes?) throws(OStackError) -> SecretBytes {
+    func refresh(_ account: Account, force: Bool, replacing: SecretBytes?, freshness: TimeInterval) throws(OStackError)
+        -> SecretBytes
+    {
         let lock: FileLock
         do {
             try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
@@ -97,7 +101,7 @@ public struct SessionKeeper: Sendable {
             let token = try storedToken(latest)
             if let replacing, !(token == replacing) { return token }  // rotated by someone else meanwhile
             let now = environment.clock.now()
-            if let refreshed = latest.sessionRefreshedAt, now.timeIntervalSince(refreshed) < minimumInterval,
+            if let refreshed = latest.sessionRefreshedAt, now.timeIntervalSince(refreshed) < freshness,
                 replacing == nil
             {
                 return token  // another process refreshed moments ago

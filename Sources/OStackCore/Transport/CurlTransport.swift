@@ -1,0 +1,36 @@
+import CurlKit
+
+/// `HTTPTransport` over CurlKit (one reused libcurl handle: keep-alive across a command's requests).
+public final class CurlTransport: HTTPTransport, @unchecked Sendable {
+    // @unchecked Sendable: HTTPClient serialises its own access.
+    let client: HTTPClient
+
+    public init(connectTimeout: Double = 10, totalTimeout: Double = 60) {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectTimeout = connectTimeout
+        configuration.totalTimeout = totalTimeout
+        configuration.userAgent = "ostack"
+        client = HTTPClient(configuration: configuration)
+    }
+
+    public func send(_ request: TransportRequest) throws(TransportFailure) -> TransportResponse {
+        guard let method = HTTPRequest.Method(rawValue: request.method) else { throw .invalidURL }
+        do {
+            let response = try client.send(
+                HTTPRequest(method: method, url: request.url, headers: request.headers, body: request.body))
+            return TransportResponse(status: response.status, headers: response.headers, body: response.body)
+        } catch {
+            switch error {
+            case .connectionRefused: throw .connectionRefused
+            case .dnsFailure: throw .dnsFailure
+            case .timeout: throw .timeout
+            case .tls: throw .tls
+            case .tooLarge: throw .tooLarge
+            case .connectionDropped: throw .connectionDropped
+            case .invalidURL: throw .invalidURL
+            case .tooManyRedirects: throw .tooManyRedirects
+            case .other(let code): throw .other(code)
+            }
+        }
+    }
+}
