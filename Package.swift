@@ -66,6 +66,7 @@ let package = Package(
         .testTarget(name: "KeyringKitTests", dependencies: ["KeyringKit", "SodiumKit", "OStackTestSupport"]),
         .testTarget(name: "CurlKitTests", dependencies: ["CurlKit", "OStackTestSupport"]),
         .testTarget(name: "PlatformKitTests", dependencies: ["PlatformKit", "OStackTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["OStackTestSupport"]),
         .testTarget(name: "DevServerContractTests", dependencies: ["CurlKit", "OStackTestSupport"]),
         .testTarget(name: "OStackCoreTests", dependencies: ["OStackCore", "PlatformKit", "OStackTestSupport"]),
         .testTarget(name: "OStackCLITests", dependencies: ["OStackCLI", "OStackTestSupport"]),

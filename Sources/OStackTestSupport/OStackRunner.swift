@@ -1,0 +1,64 @@
+/// Runs the built `ostack` binary in an isolated home (temp `OSTACK_HOME`) with its own keyring
+/// prefix, as a user would, and returns exit code, stdout and stderr.
+public final class OStackRunner: @unchecked Sendable {
+    // @unchecked Sendable: immutable after init.
+    public let home: TemporaryDirectory
+    public let keyringPrefix: String
+    public let baseEnvironment: [String: String]
+
+    public init() {
+        home = TemporaryDirectory(prefix: "ostack-e2e")
+        keyringPrefix = "ostack-e2e-\(UInt32.random(in: 0...UInt32.max))"
+        var environment = ChildProcess.currentEnvironment()
+        environment["OSTACK_HOME"] = home.path
+        environment["OSTACK_KEYRING_PREFIX"] = keyringPrefix
+        environment["OSTACK_ACCOUNT"] = nil
+        environment["NO_COLOR"] = "1"
+        baseEnvironment = environment
+    }
+
+    /// `ostack <arguments>` with optional stdin and extra environment (nil values unset a variable).
+    @discardableResult
+    public func run(_ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:], timeout: Double = 60)
+        throws -> ProcessResult
+    {
+        var env = baseEnvironment
+        for (key, value) in environment { env[key] = value }
+        return try runProcess(
+            executable: OStackBinary.path, arguments: arguments, environment: env, stdin: stdin.map { Array($0.utf8) },
+            timeout: timeout)
+    }
+
+    /// Starts `ostack` without waiting (for concurrency and kill tests).
+    public func start(_ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:]) throws -> ChildProcess {
+        var env = baseEnvironment
+        for (key, value) in environment { env[key] = value }
+        return try ChildProcess(executable: OStackBinary.path, arguments: arguments, environment: env,
+                                stdin: stdin.map { Array($0.utf8) })
+    }
+
+    /// Signs in through `--password-stdin`.
+    @discardableResult
+    public func login(_ server: String, _ email: String, _ password: String, extra: [String] = [],
+                      environment: [String: String?] = [:]) throws -> ProcessResult
+    {
+        try run(["login", "--server", server, "--email", email, "--password-stdin"] + extra, stdin: password + "\n",
+                environment: environment)
+    }
+
+    /// `secret-tool search --all namespace <ns>` output (items of one namespace).
+    public func keyringItems(namespace: String) throws -> String {
+        let result = try runProcess(executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        return result.stdout + result.stderr
+    }
+
+    /// Every file below the home directory, concatenated (for canary scans).
+    public func allFileBytes() throws -> [UInt8] {
+        let listing = try runProcess(executable: "/usr/bin/find", arguments: [home.path, "-type", "f"])
+        var bytes: [UInt8] = []
+        for path in listing.stdout.split(separator: "\n") {
+            bytes += (try? runProcess(executable: "/bin/cat", arguments: [String(path)]))?.stdout.utf8.map { $0 } ?? []
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,211 @@
+import FoundationEssentials
+import OStackTestSupport
+import Testing
+
+/// The built `ostack` binary against `ostack-devserver` and the real gnome-keyring of
+/// `scripts/with-keyring.sh`, each test in its own home and keyring prefix.
+@Suite(.serialized) struct AccountsEndToEndTests {
+    @Test func accountsOnTwoServersSwitchAndPerProcessSelection() throws {
+        let first = try DevServerProcess()
+        let second = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(first.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        #expect(try ostack.login(first.url, "bob@example.com", "bob-pass", extra: ["--no-switch"]).status == 0)
+        #expect(try ostack.login(second.url, "alice@example.com", "alice-pass", extra: ["--alias", "staging", "--no-switch"]).status == 0)
+
+        let list = try ostack.run(["accounts", "list", "--json"])
+        #expect(list.status == 0)
+        let accounts = try JSONDecoder().decode(AccountsDocument.self, from: Data(list.stdout.utf8)).accounts
+        #expect(accounts.map(\.alias).sorted() == ["bob", "staging", "work"])
+        #expect(accounts.filter(\.isDefault).map(\.alias) == ["work"])
+        #expect(Set(accounts.map(\.server)) == [first.url, second.url])
+        #expect(accounts.allSatisfy { $0.signedIn && !$0.locked && !$0.hasPin })
+
+        func status(_ arguments: [String] = [], env: String? = nil) throws -> StatusDocument {
+            let result = try ostack.run(["status", "--json"] + arguments, environment: ["OSTACK_ACCOUNT": env])
+            try #require(result.status == 0, "\(result.stderr)")
+            return try JSONDecoder().decode(StatusDocument.self, from: Data(result.stdout.utf8))
+        }
+        #expect(try status().selectedBy == "default")
+        #expect(try status().account.alias == "work")
+        #expect(try status(env: "bob").account.alias == "bob")
+        #expect(try status(env: "bob").selectedBy == "env")
+        #expect(try status(["--account", "staging"], env: "bob").selectedBy == "flag")
+        #expect(try status(["--account", "staging"], env: "bob").account.alias == "staging")
+
+        #expect(try ostack.run(["switch", "bob"]).status == 0)
+        #expect(try status().account.alias == "bob")
+        // Another "shell" with OSTACK_ACCOUNT is unaffected by the switch.
+        #expect(try status(env: "staging").account.alias == "staging")
+    }
+
+    @Test func signInLeavesNothingInTheGuestNamespace() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("attribute"))
+        let account = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+        #expect(account.contains("attribute.kind = session-token"))
+        #expect(account.contains("attribute.kind = db-key"))
+        #expect(!account.contains("alice@example.com"))  // KR-2: no e-mail in public attributes
+    }
+
+    /// `kill -9` at every step of sign-in and migration; the next command ends with one consistent
+    /// account (or none, when the account was not yet known) and an empty guest namespace.
+    @Test(arguments: [
+        "login.after-journal", "login.after-guest-write", "login.after-identify", "login.after-copy",
+        "login.after-guest-delete", "login.after-register", "login.after-provision",
+    ])
+    func killedAtEveryMigrationStep(failpoint: String) throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let killed = try ostack.login(server.url, "alice@example.com", "alice-pass", environment: ["OSTACK_FAILPOINT": failpoint])
+        #expect(killed.status == 137, "\(failpoint): \(killed.stderr)")
+
+        // Any command that needs the keyring finishes or cleans up first.
+        _ = try ostack.run(["auth", "refresh"])
+        #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("attribute"))
+        let accounts = try JSONDecoder().decode(AccountsDocument.self, from: Data(try ostack.run(["accounts", "list", "--json"]).stdout.utf8)).accounts
+        let known = ["login.after-identify", "login.after-copy", "login.after-guest-delete", "login.after-register",
+                     "login.after-provision"].contains(failpoint)
+        #expect(accounts.count == (known ? 1 : 0), "\(failpoint)")
+        if known {
+            #expect(try ostack.run(["auth", "refresh"]).status == 0)
+            let items = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+            #expect(items.contains("session-token") && items.contains("db-key"))
+        }
+        // And signing in again always works and keeps one account.
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.components("\"id\"") == 1)
+    }
+
+    /// Eight processes refresh at once against a rotating server with a short session: all succeed,
+    /// nobody is signed out, and the server sees one refresh, not eight.
+    @Test func concurrentRefreshesWithRotationAreSingleFlight() throws {
+        let server = try DevServerProcess(arguments: ["--rotate-tokens", "--rotation-grace", "5", "--session-ttl", "120"])
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        usleepSeconds(2.5)  // past the explicit-refresh freshness window of the login itself
+        let before = try refreshes(server)
+        let processes = try (0..<8).map { _ in try ostack.start(["auth", "refresh", "--json"]) }
+        let statuses = try processes.map { try $0.waitForExit(timeout: 60) }
+        #expect(statuses == Array(repeating: 0, count: 8), "\(processes.map { $0.stderrText() })")
+        #expect(try refreshes(server) - before == 1)
+        let status = try ostack.run(["status", "--json"])
+        #expect(status.stdout.contains("\"state\":\"valid\""))
+        // The rotated token is the one in the keyring: a further refresh is accepted by the server.
+        usleepSeconds(2.5)
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+    }
+
+    @Test func expiredSessionExitsThreeNamingTheAccountAndKeepsData() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        try server.control("POST", "expire-sessions")
+        usleepSeconds(2.5)
+        let result = try ostack.run(["auth", "refresh"])
+        #expect(result.status == 3)
+        #expect(result.stderr.contains("work"))
+        #expect(result.stderr.contains("expired"))
+        let status = try ostack.run(["status", "--json"])
+        #expect(status.stdout.contains("\"state\":\"expired\""))
+        let items = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+        #expect(items.contains("db-key"))
+        let files = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "data.db"])
+        #expect(files.stdout.contains("data.db"))
+    }
+
+    /// Error bodies full of server internals and a canary never reach output, logs or files.
+    @Test func serverInternalsNeverLeak() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let canary = "CNRY-\(UInt32.random(in: 0...UInt32.max))"
+        let body = #"{"error":"\#(canary) at /srv/\#(canary)-PATH/app.rb:12 SELECT * FROM users WHERE x='\#(canary)-SQL'","code":"INTERNAL_ERROR","stack":"Error: \#(canary)\n    at db-\#(canary).internal"}"#
+        try server.control("POST", "faults", #"{"count":10,"action":"status","status":500,"body":\#(body)}"#)
+        usleepSeconds(2.5)
+        for arguments in [["auth", "refresh"], ["auth", "refresh", "--verbose"], ["auth", "refresh", "--json"]] {
+            let result = try ostack.run(arguments)
+            #expect(result.status == 11)
+            #expect(!result.stdout.contains(canary) && !result.stderr.contains(canary), "\(arguments)")
+            #expect(!result.stderr.contains("SELECT") && !result.stderr.contains("/srv/"))
+        }
+        try server.control("DELETE", "faults")
+        try server.control("POST", "faults", #"{"count":1,"action":"status","status":401,"body":\#(body)}"#)
+        #expect(!(try ostack.login(server.url, "alice@example.com", "alice-pass").stderr.contains(canary)))
+        let everything = String(decoding: try ostack.allFileBytes(), as: UTF8.self)
+        #expect(!everything.contains(canary))
+    }
+
+    @Test func noKeyringFailsClosedWithExitTenAndDeletesNothing() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        let noBus: [String: String?] = ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus", "OSTACK_KEYRING_TIMEOUT": "2"]
+        let login = try ostack.login(server.url, "bob@example.com", "bob-pass", environment: noBus)
+        #expect(login.status == 10)
+        #expect(login.stderr.contains("ostack: hint:"))
+        let remove = try ostack.run(["accounts", "remove", "work"], environment: noBus)
+        #expect(remove.status == 10)
+        #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
+        #expect(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice").contains("db-key"))
+        // Metadata-only commands keep working without a keyring.
+        #expect(try ostack.run(["status"], environment: noBus).status == 0)
+    }
+
+    @Test func removeLeavesNoKeyringItemAndLogoutKeepsData() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home"]).status == 0)
+        let namespace = "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+        #expect(try ostack.run(["logout", "work"]).status == 0)
+        let afterLogout = try ostack.keyringItems(namespace: namespace)
+        #expect(!afterLogout.contains("session-token") && afterLogout.contains("db-key"))
+        #expect(try ostack.run(["status", "--account", "work", "--json"]).stdout.contains("\"state\":\"signed-out\""))
+        #expect(try ostack.run(["accounts", "remove", "work"]).status == 0)
+        #expect(!(try ostack.keyringItems(namespace: namespace)).contains("attribute"))
+        #expect(!(try ostack.run(["accounts", "list"])).stdout.contains("work"))
+        #expect(try ostack.run(["status", "--account", "home"]).status == 0)
+    }
+
+    func refreshes(_ server: DevServerProcess) throws -> Int {
+        let counters = try server.control("GET", "counters")
+        let digits = counters.split(separator: "\"refreshes\":").dropFirst().first?.prefix { $0.isNumber } ?? ""
+        return Int(digits) ?? -1
+    }
+}
+
+struct AccountsDocument: Decodable {
+    struct Account: Decodable {
+        var id: String
+        var alias: String
+        var server: String
+        var userId: String
+        var email: String
+        var isDefault: Bool
+        var signedIn: Bool
+        var locked: Bool
+        var hasPin: Bool
+    }
+    var accounts: [Account]
+}
+
+struct StatusDocument: Decodable {
+    struct Session: Decodable {
+        var state: String
+    }
+    var account: AccountsDocument.Account
+    var selectedBy: String?
+    var session: Session
+}
+
+func usleepSeconds(_ seconds: Double) {
+    var remaining = timespecLite(seconds)
+    _ = nanosleepLite(&remaining)
+}
+
+extension String {
+    func components(_ separator: String) -> Int { split(separator: separator, omittingEmptySubsequences: false).count - 1 }
+}
