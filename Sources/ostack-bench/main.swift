@@ -7,6 +7,7 @@ import PlatformKit
 var only: Set<String>?
 var jsonPath = "bench-results.json"
 var fixtures = "Tests/CurlKitTests/Fixtures"
+var ostackBinary = ".build/release/ostack"
 var arguments = Array(CommandLine.arguments.dropFirst())
 while !arguments.isEmpty {
     let flag = arguments.removeFirst()
@@ -14,6 +15,7 @@ while !arguments.isEmpty {
     case "--only": only = Set(arguments.removeFirst().split(separator: ",").map(String.init))
     case "--json": jsonPath = arguments.removeFirst()
     case "--fixtures": fixtures = arguments.removeFirst()
+    case "--ostack": ostackBinary = arguments.removeFirst()
     default:
         FileHandleLite.err("unknown flag \(flag)\n")
         exit(64)
@@ -27,6 +29,7 @@ var results: [BenchResult] = []
 do {
     if wanted("crypto") { results += try CryptoBench.run() }
     if wanted("rotation") { results += try RotationBench.run(rows: 100_000) }
+    if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
     if wanted("transport") { results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000) }
 } catch {
