@@ -177,7 +177,7 @@ public struct LoginService: Sendable {
         }
         let keyKey = environment.namespaces.key(account.id, .dbKey)
         let databasePath = environment.databasePath(account)
-        if let existing = try environment.secrets.read(keyKey) {
+        if let existing = try environment.secrets.readUpgrading(keyKey) {
             try environment.provisionDatabase(databasePath, existing)
             return
         }

@@ -160,7 +160,7 @@ public struct SessionKeeper: Sendable {
 
     func storedToken(_ account: Account) throws(OStackError) -> SecretBytes {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
-        guard let token = try environment.secrets.read(environment.namespaces.key(account.id, kind)) else {
+        guard let token = try environment.secrets.readUpgrading(environment.namespaces.key(account.id, kind)) else {
             throw OStackError(.notSignedIn, context: .init(account: account.alias), detail: "no token in the keyring")
         }
         return token
