@@ -35,7 +35,7 @@ let package = Package(
         // MARK: Platform wrappers: one Swift module per C library, C types never public
         .target(name: "SodiumKit", dependencies: ["CSodium"]),
         .target(name: "SQLCipherKit", dependencies: ["CSQLCipher", "SodiumKit", "PlatformKit"]),
-        .target(name: "KeyringKit", dependencies: ["CLibsecret", "CSecretShims", "SodiumKit"]),
+        .target(name: "KeyringKit", dependencies: ["CLibsecret", "CSecretShims", "SodiumKit", "PlatformKit"]),
         .target(name: "CurlKit", dependencies: ["CCurl", "CCurlShims"]),
         .target(name: "PlatformKit", dependencies: ["CPlatform"]),
 

@@ -8,6 +8,10 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
     case timeout
     /// The service refused the call.
     case denied
+    /// The file backend's passphrase does not open its file.
+    case wrongPassphrase
+    /// A passphrase was needed but none could be read (no terminal, `--no-input`).
+    case passphraseRequired
     /// Anything else: a short, secret-free description (error domain and code).
     case other(String)
 
@@ -17,6 +21,8 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noService: "no Secret Service"
         case .timeout: "keyring timeout"
         case .denied: "keyring access denied"
+        case .wrongPassphrase: "wrong keyring passphrase"
+        case .passphraseRequired: "keyring passphrase required"
         case .other(let detail): "keyring error (\(detail))"
         }
     }

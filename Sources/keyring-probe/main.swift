@@ -25,6 +25,6 @@ do {
     case .noService: print("noService")
     case .timeout: print("timeout")
     case .denied: print("denied")
-    case .other: print("other")
+    case .other, .wrongPassphrase, .passphraseRequired: print("other")
     }
 }

@@ -61,19 +61,35 @@ import Testing
         #expect(try keyring.list(namespace: namespace + ":probe").isEmpty)
     }
 
-    /// KR-3 / KR-7: with the collection locked every call says "locked" and nothing is deleted.
+}
+
+/// KR-3 / KR-7: with the collection locked every call says "locked" and nothing is deleted. Locking
+/// the collection would disturb every other keyring test running in parallel, so this runs in its
+/// own D-Bus session with its own gnome-keyring.
+@Suite struct LockedKeyringTests {
     @Test func lockedCollectionReportsLockedAndDeletesNothing() throws {
-        try keyring.write(SecretBytes(copying: [42]), for: address("db-key"))
-        defer { try? keyring.delete(address("db-key")) }
-        try KeyringHarness.lockLoginCollection()
-        defer { try? KeyringHarness.unlockLoginCollection() }
-
-        #expect(throws: KeyringError.locked) { try keyring.read(address("db-key")) }
-        #expect(throws: KeyringError.locked) { try keyring.delete(address("db-key")) }
-        #expect(throws: KeyringError.locked) { try keyring.write(SecretBytes(copying: [1]), for: address("pin-ring")) }
-
-        try KeyringHarness.unlockLoginCollection()
-        #expect(bytes(try keyring.read(address("db-key"))) == [42])
+        let script = """
+            P="$1"; U="$2"
+            "$P" 5 write ns-lock >/dev/null
+            dbus-send --session --print-reply --dest=org.freedesktop.secrets /org/freedesktop/secrets \\
+              org.freedesktop.Secret.Service.Lock array:objpath:/org/freedesktop/secrets/collection/login >/dev/null
+            echo "read: $("$P" 5 read ns-lock | tr '\\n' ' ')"
+            echo "delete: $("$P" 5 delete ns-lock | tr '\\n' ' ')"
+            echo "write: $("$P" 5 write ns-lock-2 | tr '\\n' ' ')"
+            printf %s "\(KeyringHarness.password)" | /usr/bin/python3 "$U" >/dev/null
+            echo "after: $("$P" 5 read ns-lock | tr '\\n' ' ')"
+            """
+        let result = try runProcess(
+            executable: "/usr/bin/dbus-run-session",
+            arguments: [
+                "--", "/bin/bash", KeyringHarness.repository + "/scripts/keyring-session.sh", "/bin/bash", "-c", script, "_",
+                KeyringFailureModeTests.probe, KeyringHarness.fixture("unlock_collection.py"),
+            ], timeout: 60)
+        let lines = result.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: " ") }
+        #expect(lines.contains("read: locked"), "\(result.stdout) \(result.stderr)")
+        #expect(lines.contains("delete: locked"))
+        #expect(lines.contains("write: locked"))
+        #expect(lines.contains("after: found ok"))
     }
 }
 
@@ -108,9 +124,12 @@ import Testing
 
     /// KR-4: a daemon that never answers costs the deadline, not D-Bus's 25 s.
     @Test func hungServiceTimesOutAtTheDeadline() throws {
-        let script = "python3 \"$0\" 30 & for i in $(seq 50); do sleep 0.1; "
+        // Debian's python3 (python3-dbus); the script must really own the name, or the test fails.
+        let script = "/usr/bin/python3 \"$0\" 30 >/dev/null 2>&1 & fake=$!; for i in $(seq 50); do sleep 0.1; "
             + "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetNameOwner "
-            + "string:org.freedesktop.secrets >/dev/null 2>&1 && break; done; \"$1\" 1 list; kill %1"
+            + "string:org.freedesktop.secrets >/dev/null 2>&1 && break; done; "
+            + "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetNameOwner "
+            + "string:org.freedesktop.secrets >/dev/null 2>&1 || { echo no-fake-service; exit 1; }; \"$1\" 1 list; kill $fake"
         let start = ChildProcess.now()
         let result = try runProcess(
             executable: "/usr/bin/dbus-run-session",
@@ -141,9 +160,23 @@ enum KeyringHarness {
         try #require(result.status == 0, "unlocking failed: \(result.stderr)")
     }
 
+    static var repository: String {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<path.lastIndex(of: "/")!]) }
+        return path
+    }
+
     static func fixture(_ name: String) -> String {
         let file = #filePath
         return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/" + name
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: Character) -> String {
+        var slice = self
+        while slice.last == set { slice.removeLast() }
+        return String(slice)
     }
 }
 

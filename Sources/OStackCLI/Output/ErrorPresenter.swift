@@ -125,6 +125,8 @@ public struct ErrorPresenter: Sendable {
             return make("The keyring is locked.", "Unlock your desktop keyring and try again.", 10)
         case .keyringTimeout:
             return make("The keyring did not answer in time.", "Check that the keyring daemon is running.", 10)
+        case .wrongPassphrase:
+            return make("The keyring passphrase is incorrect.", nil, 10)
         case .storageUnreadable:
             return make(
                 "The local data of account\(named) cannot be read.",

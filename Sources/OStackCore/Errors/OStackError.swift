@@ -36,6 +36,7 @@ public struct OStackError: Error, Sendable {
         case keyringUnavailable = "keyring-unavailable"
         case keyringLocked = "keyring-locked"
         case keyringTimeout = "keyring-timeout"
+        case wrongPassphrase = "wrong-passphrase"
         case storageUnreadable = "storage-unreadable"
         case storageFailure = "storage-failure"
         case unsupportedFormat = "unsupported-format"

@@ -20,6 +20,11 @@ public struct KeyringSecretStore: SecretStore {
         case .locked: OStackError(.keyringLocked, detail: "keyring: \(error)")
         case .timeout: OStackError(.keyringTimeout, detail: "keyring: \(error)")
         case .denied, .other: OStackError(.keyringUnavailable, detail: "keyring: \(error)")
+        case .wrongPassphrase: OStackError(.wrongPassphrase, detail: "keyring: \(error)")
+        case .passphraseRequired:
+            OStackError(
+                .inputRequired, context: .init(suggestion: "Give the file keyring passphrase on a terminal or via OSTACK_KEYRING_PASSPHRASE_FD."),
+                detail: "keyring: \(error)")
         }
     }
 

@@ -1,0 +1,219 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+import Synchronization
+
+/// The opt-in `file` backend (SPEC §4): every item in one encrypted file, keyed by a passphrase.
+///
+/// - Key: Argon2id(passphrase) with the parameters and salt stored in the file (MODERATE for a new
+///   file); derived once per process and kept in secret memory.
+/// - Items: a binary table (namespace, account, kind, version, secret) sealed with
+///   XChaCha20-Poly1305 under a fresh nonce on every write; the header is the associated data.
+/// - Writes are read-modify-write under an exclusive `flock` and replace the file atomically (0600).
+/// - A wrong passphrase is `.wrongPassphrase`; nothing is ever written without a verified key.
+public final class FileKeyring: KeyringStore, @unchecked Sendable {
+    // @unchecked Sendable: mutable state (the derived key) is behind `cache`'s mutex.
+    public let path: String
+    let passphrase: @Sendable () throws(KeyringError) -> SecretBytes
+    let newFileParameters: @Sendable () -> Argon2id.Parameters
+    private let cache = Mutex<(key: SecretBytes, parameters: Argon2id.Parameters)?>(nil)
+
+    struct Header: Codable {
+        var format = "ostack-file-keyring"
+        var version = 1
+        var kdf: Argon2id.Parameters
+        var nonce: [UInt8]
+        var ciphertext: [UInt8]
+
+        var associatedData: [UInt8] {
+            Array("\(format)/v\(version)/\(kdf.algorithm)/\(kdf.opsLimit)/\(kdf.memLimit)".utf8) + kdf.salt
+        }
+    }
+
+    struct Item {
+        var address: KeyringAddress
+        var secret: SecretBytes
+    }
+
+    /// - Parameters:
+    ///   - passphrase: asked only when the file must be opened or created.
+    ///   - parameters: Argon2id parameters for a new file (default MODERATE).
+    public init(
+        path: String, passphrase: @escaping @Sendable () throws(KeyringError) -> SecretBytes,
+        parameters: @escaping @Sendable () -> Argon2id.Parameters = { .moderate() }
+    ) {
+        self.path = path
+        self.passphrase = passphrase
+        self.newFileParameters = parameters
+    }
+
+    public func read(_ address: KeyringAddress) throws(KeyringError) -> SecretBytes? {
+        try withLockedFile { items in items.first { $0.address == address }?.secret.copy() }
+    }
+
+    public func write(_ secret: SecretBytes, for address: KeyringAddress) throws(KeyringError) {
+        try modify { items in
+            items.removeAll { $0.address == address }
+            items.append(Item(address: address, secret: secret.copy()))
+        }
+    }
+
+    public func delete(_ address: KeyringAddress) throws(KeyringError) {
+        try modify { items in items.removeAll { $0.address == address } }
+        if try read(address) != nil { throw KeyringError.other("item still present after delete") }
+    }
+
+    public func list(namespace: String) throws(KeyringError) -> [KeyringAddress] {
+        try withLockedFile { items in items.map(\.address).filter { $0.namespace == namespace } }
+    }
+
+    // MARK: File access
+
+    private func modify(_ change: (inout [Item]) -> Void) throws(KeyringError) {
+        try withLockedFile(writing: true) { (items: inout [Item]) in change(&items) }
+    }
+
+    private func withLockedFile<R>(_ body: ([Item]) throws(KeyringError) -> R) throws(KeyringError) -> R {
+        var result: R?
+        try withLockedFile(writing: false) { (items: inout [Item]) throws(KeyringError) in result = try body(items) }
+        return result!
+    }
+
+    private func withLockedFile(writing: Bool, _ body: (inout [Item]) throws(KeyringError) -> Void) throws(KeyringError) {
+        let lock: FileLock
+        do {
+            try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: path))
+            lock = try FileLock(path: path + ".lock", timeout: 10)
+        } catch {
+            throw KeyringError.other("file keyring lock: errno \(error.errno)")
+        }
+        try withExtendedLifetime(lock) { () throws(KeyringError) in
+            var (items, parameters) = try load()
+            try body(&items)
+            if writing { try save(items, parameters: parameters) }
+        }
+    }
+
+    private func load() throws(KeyringError) -> ([Item], Argon2id.Parameters) {
+        let bytes: [UInt8]?
+        do {
+            bytes = try SecureFileSystem.readFile(path)
+        } catch {
+            throw KeyringError.other("file keyring read: errno \(error.errno)")
+        }
+        guard let bytes else {
+            let parameters = newFileParameters()
+            _ = try key(for: parameters)
+            return ([], parameters)
+        }
+        guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes)),
+            header.format == "ostack-file-keyring", header.version == 1
+        else { throw KeyringError.other("file keyring: unknown format") }
+        let key = try key(for: header.kdf)
+        let plaintext: SecretBytes
+        do {
+            plaintext = try AEAD.open(
+                AEAD.SealedBox(nonce: header.nonce, ciphertext: header.ciphertext), key: key,
+                associatedData: header.associatedData)
+        } catch {
+            cache.withLock { $0 = nil }
+            throw KeyringError.wrongPassphrase
+        }
+        return (try Self.decode(plaintext), header.kdf)
+    }
+
+    private func save(_ items: [Item], parameters: Argon2id.Parameters) throws(KeyringError) {
+        let key = try key(for: parameters)
+        var header = Header(kdf: parameters, nonce: [], ciphertext: [])
+        do {
+            let box = try AEAD.seal(Self.encode(items), key: key, associatedData: header.associatedData)
+            header.nonce = box.nonce
+            header.ciphertext = box.ciphertext
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            try SecureFileSystem.writeAtomically(Array(encoder.encode(header)), to: path)
+        } catch {
+            throw KeyringError.other("file keyring write failed")
+        }
+    }
+
+    /// The derived key for `parameters` (derived once per process).
+    private func key(for parameters: Argon2id.Parameters) throws(KeyringError) -> SecretBytes {
+        if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return cached.key }
+        let secret = try passphrase()
+        let key: SecretBytes
+        do {
+            key = try Argon2id.deriveKey(password: secret, parameters: parameters)
+        } catch {
+            throw KeyringError.other("file keyring key derivation failed")
+        }
+        cache.withLock { $0 = (key, parameters) }
+        return key
+    }
+
+    // MARK: Binary item table (secrets never pass through String)
+
+    static func encode(_ items: [Item]) -> SecretBytes {
+        var size = 4
+        for item in items {
+            size += 2 + item.address.namespace.utf8.count + 2 + item.address.account.utf8.count + 2
+                + item.address.kind.utf8.count + 4 + 4 + item.secret.count
+        }
+        return SecretBytes(count: size) { out in
+            var offset = 0
+            func put32(_ value: UInt32) {
+                for shift in stride(from: 24, through: 0, by: -8) { out[offset] = UInt8(truncatingIfNeeded: value >> UInt32(shift)); offset += 1 }
+            }
+            func putText(_ text: String) {
+                let bytes = Array(text.utf8)
+                out[offset] = UInt8(bytes.count >> 8); out[offset + 1] = UInt8(bytes.count & 0xFF); offset += 2
+                for byte in bytes { out[offset] = byte; offset += 1 }
+            }
+            put32(UInt32(items.count))
+            for item in items {
+                putText(item.address.namespace)
+                putText(item.address.account)
+                putText(item.address.kind)
+                put32(UInt32(item.address.version))
+                put32(UInt32(item.secret.count))
+                item.secret.withUnsafeBytes { secret in
+                    for byte in secret { out[offset] = byte; offset += 1 }
+                }
+            }
+        }
+    }
+
+    static func decode(_ plaintext: SecretBytes) throws(KeyringError) -> [Item] {
+        var items: [Item] = []
+        var failed = false
+        plaintext.withUnsafeBytes { bytes in
+            var offset = 0
+            func need(_ count: Int) -> Bool { offset + count <= bytes.count }
+            func get32() -> UInt32? {
+                guard need(4) else { return nil }
+                var value: UInt32 = 0
+                for _ in 0..<4 { value = value << 8 | UInt32(bytes[offset]); offset += 1 }
+                return value
+            }
+            func getText() -> String? {
+                guard need(2) else { return nil }
+                let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+                offset += 2
+                guard need(length) else { return nil }
+                defer { offset += length }
+                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
+            }
+            guard let count = get32() else { failed = true; return }
+            for _ in 0..<count {
+                guard let namespace = getText(), let account = getText(), let kind = getText(), let version = get32(),
+                    let length = get32(), need(Int(length))
+                else { failed = true; return }
+                let secret = SecretBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]))
+                offset += Int(length)
+                items.append(Item(address: KeyringAddress(namespace: namespace, account: account, kind: kind, version: Int(version)), secret: secret))
+            }
+        }
+        if failed { throw KeyringError.other("file keyring: damaged item table") }
+        return items
+    }
+}
