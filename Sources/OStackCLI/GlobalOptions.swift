@@ -17,5 +17,12 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Flag(name: .customLong("no-color"), help: "Do not use colors (also: NO_COLOR).")
     public var noColor = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Keyring backend for new accounts: secret-service (default) or file (also OSTACK_KEYRING_BACKEND).",
+            valueName: "backend"))
+    public var keyring: String?
+
     public init() {}
 }

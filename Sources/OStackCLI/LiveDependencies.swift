@@ -1,22 +1,80 @@
+import Glibc
 import KeyringKit
 import OStackCore
+import PlatformKit
+import SodiumKit
 
 /// Builds the real keyring, HTTP and database dependencies for a command.
 enum LiveDependencies {
+    static let backendNames = ["secret-service", "file"]
+
     static func authEnvironment(_ context: CommandContext) throws(OStackError) -> AuthEnvironment {
-        let backend = context.environment["OSTACK_KEYRING_BACKEND"] ?? "secret-service"
-        guard backend == "secret-service" else {
-            throw OStackError(
-                .keyringUnavailable, context: .init(suggestion: "Only the secret-service keyring backend is available."),
-                detail: "keyring backend \(backend) is not available")
-        }
+        let defaultBackend = try self.defaultBackend(context)
+        let namespaces = KeyringNamespaces(environment: context.environment)
         let deadline = context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init) ?? 5
+        let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
+        let backends: [String: any SecretStore] = [
+            "secret-service": KeyringSecretStore(keyring: SecretServiceKeyring(app: "ostack", deadline: deadline)),
+            "file": KeyringSecretStore(
+                keyring: FileKeyring(path: fileKeyringPath(context, namespaces), passphrase: { () throws(KeyringError) in
+                    try passphrase.read()
+                })),
+        ]
+        let store = RoutingSecretStore(
+            defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
         return AuthEnvironment(
-            layout: context.layout,
-            secrets: KeyringSecretStore(keyring: SecretServiceKeyring(app: "ostack", deadline: deadline)),
-            namespaces: KeyringNamespaces(environment: context.environment),
-            transport: CurlTransport(),
-            keyringBackend: backend,
-            provisionDatabase: AccountDatabase.provision)
+            layout: context.layout, secrets: store, namespaces: namespaces, transport: CurlTransport(),
+            keyringBackend: defaultBackend, provisionDatabase: AccountDatabase.provision)
+    }
+
+    /// `--keyring` > `OSTACK_KEYRING_BACKEND` > config `keyring.backend` > secret-service.
+    static func defaultBackend(_ context: CommandContext) throws(OStackError) -> String {
+        let configured = try context.configuration.load().settings["keyring.backend"]
+        let chosen = context.global.keyring ?? context.environment["OSTACK_KEYRING_BACKEND"] ?? configured ?? "secret-service"
+        guard backendNames.contains(chosen) else {
+            throw OStackError(.invalidInput, context: .init(suggestion: "Keyring backends: secret-service, file."))
+        }
+        return chosen
+    }
+
+    /// `keyring.enc` (or `keyring-<prefix>.enc` for another keyring prefix) in the data directory.
+    static func fileKeyringPath(_ context: CommandContext, _ namespaces: KeyringNamespaces) -> String {
+        let name = namespaces.prefix == "ostack" ? "keyring.enc" : "keyring-\(namespaces.prefix).enc"
+        return context.layout.dataDirectory + "/" + name
+    }
+}
+
+/// The file keyring's passphrase: from the file descriptor named by `OSTACK_KEYRING_PASSPHRASE_FD`
+/// (for scripts: never argv, environment values or files), else a no-echo prompt on the terminal.
+struct PassphraseSource: Sendable {
+    let descriptor: Int32?
+    let noInput: Bool
+
+    init(environment: [String: String], noInput: Bool) {
+        descriptor = environment["OSTACK_KEYRING_PASSPHRASE_FD"].flatMap { Int32($0) }
+        self.noInput = noInput
+    }
+
+    func read() throws(KeyringError) -> SecretBytes {
+        if let descriptor {
+            var staging = [UInt8](repeating: 0, count: 1024)
+            defer { SecretBytes.wipe(&staging) }
+            var count = 0
+            while count < staging.count {
+                var byte: UInt8 = 0
+                let n = Glibc.read(descriptor, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 || byte == UInt8(ascii: "\n") { break }
+                staging[count] = byte
+                count += 1
+            }
+            guard count > 0 else { throw KeyringError.passphraseRequired }
+            return SecretBytes(copying: staging[0..<count])
+        }
+        do {
+            return try SecretInput.prompt("Keyring passphrase: ", noInput: noInput)
+        } catch {
+            throw KeyringError.passphraseRequired
+        }
     }
 }

@@ -34,7 +34,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// environment when given. stdin is /dev/null unless `stdin` bytes are given.
     public init(
         executable: String, arguments: [String], environment: [String: String]? = nil,
-        workingDirectory: String? = nil, stdin: [UInt8]? = nil
+        workingDirectory: String? = nil, stdin: [UInt8]? = nil, fd3: [UInt8]? = nil
     ) throws {
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
@@ -50,6 +50,20 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        // Optional extra input on file descriptor 3 (e.g. a passphrase for OSTACK_KEYRING_PASSPHRASE_FD=3).
+        var extraPipe: [Int32] = [-1, -1]
+        if let fd3 {
+            guard cplatform_pipe_cloexec(&extraPipe) == 0 else { throw SpawnError(errno: errno) }
+            posix_spawn_file_actions_adddup2(&actions, extraPipe[0], 3)
+            var offset = 0
+            while offset < fd3.count {  // small payloads fit the pipe buffer
+                let n = fd3.withUnsafeBytes { write(extraPipe[1], $0.baseAddress! + offset, $0.count - offset) }
+                if n <= 0 { break }
+                offset += n
+            }
+            close(extraPipe[1])
+        }
+        defer { if extraPipe[0] >= 0 { close(extraPipe[0]) } }
         if let workingDirectory { cplatform_spawn_addchdir(&actions, workingDirectory) }
 
         var attributes = posix_spawnattr_t()

@@ -19,14 +19,18 @@ public final class OStackRunner: @unchecked Sendable {
 
     /// `ostack <arguments>` with optional stdin and extra environment (nil values unset a variable).
     @discardableResult
-    public func run(_ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:], timeout: Double = 60)
-        throws -> ProcessResult
-    {
+    public func run(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:], passphrase: String? = nil,
+        timeout: Double = 60
+    ) throws -> ProcessResult {
         var env = baseEnvironment
         for (key, value) in environment { env[key] = value }
-        return try runProcess(
+        if passphrase != nil { env["OSTACK_KEYRING_PASSPHRASE_FD"] = "3" }
+        let child = try ChildProcess(
             executable: OStackBinary.path, arguments: arguments, environment: env, stdin: stdin.map { Array($0.utf8) },
-            timeout: timeout)
+            fd3: passphrase.map { Array(($0 + "\n").utf8) })
+        let status = try child.waitForExit(timeout: timeout)
+        return ProcessResult(status: status, stdout: child.remainingStdout(), stderr: child.stderrText())
     }
 
     /// Starts `ostack` without waiting (for concurrency and kill tests).
