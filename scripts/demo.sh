@@ -1,28 +1,83 @@
 #!/usr/bin/env bash
-# make demo: a narrated walkthrough in a temporary OSTACK_HOME and a private keyring namespace.
+# make demo: a narrated walkthrough against a local ostack-devserver, in a temporary OSTACK_HOME and
+# a private keyring namespace (inside its own D-Bus session and gnome-keyring when no Secret Service
+# is usable here). Cleans up after itself.
 #
-# The full walkthrough (two accounts, login, records, offline change, sync, PIN lock/unlock, switch,
-# audit, doctor) grows with the product. Today it shows what exists.
+# The walkthrough grows with the product: PIN lock/unlock, records, offline changes, sync, audit and
+# doctor join it as they land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "${OSTACK_KEYRING_SESSION:-}" != "1" ] && ! secret-tool search --all app ostack-demo-probe >/dev/null 2>&1; then
-  # No usable Secret Service here: run the demo inside its own D-Bus session and gnome-keyring.
-  exec ./scripts/with-keyring.sh "$0" "$@"
+if [ "${OSTACK_KEYRING_SESSION:-}" != "1" ]; then
+  if ! { printf probe | secret-tool store --label="ostack demo probe" app ostack-demo-probe k v >/dev/null 2>&1 \
+         && secret-tool clear app ostack-demo-probe k v >/dev/null 2>&1; }; then
+    echo "No usable Secret Service here: running the demo in its own D-Bus session and gnome-keyring."
+    exec ./scripts/with-keyring.sh "$0" "$@"
+  fi
 fi
 
+echo "Building ostack and ostack-devserver…"
 swift build --product ostack >/dev/null
+swift build --package-path DevServer >/dev/null
 ostack="$PWD/.build/debug/ostack"
+devserver="$PWD/DevServer/.build/debug/ostack-devserver"
+
 home="$(mktemp -d "${TMPDIR:-/tmp}/ostack-demo.XXXXXX")"
-trap 'rm -rf "$home"' EXIT
-export OSTACK_HOME="$home" OSTACK_KEYRING_PREFIX="ostack-demo-$$"
+export OSTACK_HOME="$home" OSTACK_KEYRING_PREFIX="ostack-demo-$$" NO_COLOR=1
+unset OSTACK_ACCOUNT
+server_log="$home/devserver.log"
+"$devserver" --port 0 >"$server_log" 2>&1 &
+server_pid=$!
+cleanup() {
+  "$ostack" accounts remove work --force >/dev/null 2>&1 || true
+  "$ostack" accounts remove personal --force >/dev/null 2>&1 || true
+  kill "$server_pid" 2>/dev/null || true
+  rm -rf "$home"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do grep -q "listening on" "$server_log" 2>/dev/null && break; sleep 0.05; done
+server="$(sed -n 's/^listening on //p' "$server_log")"
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+say() { printf '\n\033[1m# %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
 
-echo "ostack demo — temporary home $home, keyring prefix $OSTACK_KEYRING_PREFIX"
-step "$ostack" --version
-step "$ostack" --help
-step "$ostack" accounts list
-step "$ostack" status || true
+echo "ostack demo — server $server, home $home, keyring prefix $OSTACK_KEYRING_PREFIX"
+
+say "Sign in to two accounts (passwords come from stdin or a no-echo prompt, never argv)"
+printf 'alice-pass\n' | run "$ostack" login --server "$server" --email alice@example.com --password-stdin --alias work
+printf 'bob-pass\n' | run "$ostack" login --server "$server" --email bob@example.com --password-stdin --alias personal --no-switch
+
+say "Every account, the default marked with *"
+run "$ostack" accounts list
+
+say "Which account a command uses: the default…"
+run "$ostack" status
+say "…or per shell with OSTACK_ACCOUNT, or per command with --account"
+printf '$ OSTACK_ACCOUNT=personal %s status\n' "$ostack"
+OSTACK_ACCOUNT=personal "$ostack" status
+run "$ostack" status --account work --json
 echo
-echo "The account, sync, PIN and audit walkthrough arrives with the next issues."
+
+say "Switch the default"
+run "$ostack" switch personal
+run "$ostack" accounts list
+
+say "Refresh a session (single flight across processes; rotated tokens are adopted)"
+run "$ostack" auth refresh --account work
+
+say "Each account has its own keyring namespace (secrets), database and key"
+secret-tool search --all namespace "$OSTACK_KEYRING_PREFIX:auth:${server#http://}::usr_alice" 2>&1 \
+  | grep -E "attribute.(namespace|kind)" | sort -u
+find "$home/data/accounts" -name data.db | sed "s|$home|\$OSTACK_HOME|"
+
+say "Errors are ours, with a hint and a stable exit code"
+run "$ostack" switch nobody || echo "(exit $?)"
+printf 'wrong\n' | run "$ostack" login --server "$server" --email alice@example.com --password-stdin || echo "(exit $?)"
+
+say "Sign out (data kept) and remove (crypto-erase)"
+run "$ostack" logout personal
+run "$ostack" accounts remove personal
+run "$ostack" status --all
+
+echo
+echo "Done. PIN lock, offline records and sync, audit and doctor join this walkthrough as they land."
