@@ -18,7 +18,25 @@ chmod 700 "$keyring_home" "$XDG_RUNTIME_DIR"
 # A non-empty password creates and unlocks a "login" collection that becomes the default.
 printf '%s' "ostack-test-keyring" | gnome-keyring-daemon --unlock --components=secrets >/dev/null
 
-# Wait (bounded) until the default collection exists and is unlocked.
+# Wait (bounded) until the daemon owns org.freedesktop.secrets. GetNameOwner never D-Bus-activates
+# a service; asking the collection first could activate a second, empty gnome-keyring that wins the
+# race for the name and never has an unlocked login collection.
+owned=""
+for _ in $(seq 1 200); do
+  if dbus-send --session --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+      org.freedesktop.DBus.GetNameOwner string:org.freedesktop.secrets >/dev/null 2>&1; then
+    owned=1
+    break
+  fi
+  sleep 0.05
+done
+if [ -z "$owned" ]; then
+  echo "keyring-session: gnome-keyring did not register on the session bus" >&2
+  exit 1
+fi
+
+# Then until the default collection exists and is unlocked.
+locked=""
 for _ in $(seq 1 100); do
   locked="$(dbus-send --session --print-reply --dest=org.freedesktop.secrets \
     /org/freedesktop/secrets/aliases/default org.freedesktop.DBus.Properties.Get \
@@ -26,7 +44,7 @@ for _ in $(seq 1 100); do
   if [ "$locked" = "false" ]; then break; fi
   sleep 0.1
 done
-if [ "${locked:-}" != "false" ]; then
+if [ "$locked" != "false" ]; then
   echo "keyring-session: the default collection did not come up unlocked" >&2
   exit 1
 fi
