@@ -9,6 +9,9 @@ public final class InMemoryKeyring: KeyringStore, @unchecked Sendable {
 
     public init() {}
 
+    /// How many items are stored.
+    public var count: Int { items.withLock { $0.count } }
+
     /// Every following call fails with `error` (nil: calls succeed again).
     public func fail(with error: KeyringError?) { failure.withLock { $0 = error } }
 

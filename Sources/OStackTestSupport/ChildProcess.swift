@@ -1,5 +1,6 @@
 internal import CPlatform
 import Glibc
+import PlatformKit
 import Synchronization
 
 /// A child process for end-to-end tests, started with `posix_spawn` (not `Foundation.Process`,
@@ -248,16 +249,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     public static func currentEnvironment() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
+        ProcessEnvironment.current()
     }
 }
 

@@ -1,9 +1,11 @@
+import KeyringKit
 import OStackCore
 import SodiumKit
 import Testing
 
 @Suite struct KeyringFormatTests {
-    let secrets = MemorySecretStore()
+    let keyring = InMemoryKeyring()
+    var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
     let namespaces = KeyringNamespaces(prefix: "t")
     let account = AccountID(rawValue: "crm.example.com::u1")!
 

@@ -1,3 +1,4 @@
+import KeyringKit
 import FoundationEssentials
 import OStackCore
 import OStackTestSupport
@@ -10,7 +11,8 @@ import Testing
 /// (End-to-end tests drive the real binary against the real dev server and gnome-keyring.)
 @Suite struct LoginServiceTests {
     let home = TemporaryDirectory()
-    let secrets = MemorySecretStore()
+    let keyring = InMemoryKeyring()
+    var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
     let server = FakeObjectStack()
     let provisioned = ProvisionLog()
     let namespaces = KeyringNamespaces(prefix: "test")
@@ -50,7 +52,7 @@ import Testing
             try LoginService(environment: environment).login(request("alice@example.com", "nope"))
         }
         #expect(error?.code == .wrongCredentials)
-        #expect(secrets.count == 0)
+        #expect(keyring.count == 0)
         #expect(try environment.registry.accounts().isEmpty)
     }
 
@@ -66,7 +68,7 @@ import Testing
     }
 
     @Test func lockedKeyringStopsLoginBeforeAnythingIsRegistered() throws {
-        secrets.failAll(with: .keyringLocked)
+        keyring.fail(with: .locked)
         let error = #expect(throws: OStackError.self) { try LoginService(environment: environment).login(request()) }
         #expect(error?.code == .keyringLocked)
         #expect(try environment.registry.accounts().isEmpty)
@@ -147,7 +149,7 @@ import Testing
         let journal = #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
         try SecureFileSystem.writeAtomically(Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
         try LoginService(environment: environment).recoverInterruptedLogin()
-        #expect(secrets.count == 0)
+        #expect(keyring.count == 0)
         #expect(try environment.registry.accounts().isEmpty)
     }
 
@@ -168,7 +170,7 @@ import Testing
             try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: false)
         }
         #expect(refused?.code == .unsyncedChanges)
-        #expect(secrets.count == 2)
+        #expect(keyring.count == 2)
 
         try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: true)
         #expect(try secrets.list(namespace: namespaces.account(account.id)).isEmpty)
@@ -179,12 +181,12 @@ import Testing
 
     @Test func removeWithALockedKeyringDeletesNothing() throws {
         let account = try LoginService(environment: environment).login(request())
-        secrets.failAll(with: .keyringLocked)
+        keyring.fail(with: .locked)
         #expect(throws: OStackError.self) {
             try LogoutService(environment: environment).remove(account, unsyncedChanges: 0, force: false)
         }
-        secrets.failAll(with: nil)
-        #expect(secrets.count == 2)
+        keyring.fail(with: nil)
+        #expect(keyring.count == 2)
         #expect(SecureFileSystem.isDirectory(environment.layout.accountDirectory(account.dataDirectory)))
         #expect(try environment.registry.accounts().count == 1)
     }
