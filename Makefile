@@ -42,10 +42,10 @@ man: deps
 	$(SWIFT) package --allow-writing-to-directory docs/man generate-manual --output-directory $(CURDIR)/docs/man
 
 lint: deps
-	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift
+	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift DevServer/Sources DevServer/Tests DevServer/Package.swift
 
 format: deps
-	$(SWIFT) format --in-place --recursive Sources Tests Package.swift
+	$(SWIFT) format --in-place --recursive Sources Tests Package.swift DevServer/Sources DevServer/Tests DevServer/Package.swift
 
 clean:
 	rm -rf .build $(DEVSERVER_DIR)/.build

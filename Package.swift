@@ -68,7 +68,8 @@ let package = Package(
         .testTarget(name: "PlatformKitTests", dependencies: ["PlatformKit", "OStackTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["OStackTestSupport"]),
         .testTarget(name: "DevServerContractTests", dependencies: ["CurlKit", "OStackTestSupport"]),
-        .testTarget(name: "OStackCoreTests", dependencies: ["OStackCore", "KeyringKit", "PlatformKit", "OStackTestSupport"]),
+        .testTarget(
+            name: "OStackCoreTests", dependencies: ["OStackCore", "KeyringKit", "PlatformKit", "OStackTestSupport"]),
         .testTarget(name: "OStackCLITests", dependencies: ["OStackCLI", "OStackTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

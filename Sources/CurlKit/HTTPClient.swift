@@ -201,7 +201,9 @@ final class ResponseCollector {
 }
 
 /// CURLOPT_WRITEFUNCTION: append body bytes, or stop the transfer when the cap would be exceeded.
-private func curlWriteBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?)
+private func curlWriteBody(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+)
     -> Int
 {
     guard let data, let context else { return 0 }
@@ -278,7 +280,8 @@ extension String {
 
 /// Test access to the redirect policy without a TLS server.
 public enum HTTPClientRedirectProbe {
-    public static func redirect(_ request: HTTPRequest, status: Int, location: String) throws(HTTPError) -> HTTPRequest {
+    public static func redirect(_ request: HTTPRequest, status: Int, location: String) throws(HTTPError) -> HTTPRequest
+    {
         try HTTPClient.redirect(request, status: status, location: location)
     }
 }

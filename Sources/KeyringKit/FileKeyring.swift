@@ -79,7 +79,8 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         return result!
     }
 
-    private func withLockedFile(writing: Bool, _ body: (inout [Item]) throws(KeyringError) -> Void) throws(KeyringError) {
+    private func withLockedFile(writing: Bool, _ body: (inout [Item]) throws(KeyringError) -> Void) throws(KeyringError)
+    {
         let lock: FileLock
         do {
             try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: path))
@@ -156,13 +157,16 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     static func encode(_ items: [Item]) -> SecretBytes {
         var size = 4
         for item in items {
-            size += 2 + item.address.namespace.utf8.count + 2 + item.address.account.utf8.count + 2
+            size +=
+                2 + item.address.namespace.utf8.count + 2 + item.address.account.utf8.count + 2
                 + item.address.kind.utf8.count + 4 + 4 + item.secret.count
         }
         return SecretBytes(count: size) { out in
             var offset = 0
             func put32(_ value: UInt32) {
-                for shift in stride(from: 24, through: 0, by: -8) { out[offset] = UInt8(truncatingIfNeeded: value >> UInt32(shift)); offset += 1 }
+                for shift in stride(from: 24, through: 0, by: -8) {
+                    out[offset] = UInt8(truncatingIfNeeded: value >> UInt32(shift)); offset += 1
+                }
             }
             func putText(_ text: String) {
                 let bytes = Array(text.utf8)
@@ -201,16 +205,21 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
                 offset += 2
                 guard need(length) else { return nil }
                 defer { offset += length }
-                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
+                return String(
+                    decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
             }
             guard let count = get32() else { failed = true; return }
             for _ in 0..<count {
                 guard let namespace = getText(), let account = getText(), let kind = getText(), let version = get32(),
                     let length = get32(), need(Int(length))
                 else { failed = true; return }
-                let secret = SecretBytes(copying: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]))
+                let secret = SecretBytes(
+                    copying: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]))
                 offset += Int(length)
-                items.append(Item(address: KeyringAddress(namespace: namespace, account: account, kind: kind, version: Int(version)), secret: secret))
+                items.append(
+                    Item(
+                        address: KeyringAddress(
+                            namespace: namespace, account: account, kind: kind, version: Int(version)), secret: secret))
             }
         }
         if failed { throw KeyringError.other("file keyring: damaged item table") }

@@ -101,7 +101,9 @@ enum CommandRunner {
         var message = presentation.message
         if context.global.verbose, let ostack = error as? OStackError {
             if let status = ostack.context.httpStatus { message += " (HTTP \(status))" }
-            if let request = ostack.context.requestID { message += " (request \(ErrorPresenter.sanitize(request, maxLength: 64)))" }
+            if let request = ostack.context.requestID {
+                message += " (request \(ErrorPresenter.sanitize(request, maxLength: 64)))"
+            }
         }
         if context.global.json {
             let document = JSONOutput.ErrorDocument(

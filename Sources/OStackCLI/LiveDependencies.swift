@@ -16,9 +16,11 @@ enum LiveDependencies {
         let backends: [String: any SecretStore] = [
             "secret-service": KeyringSecretStore(keyring: SecretServiceKeyring(app: "ostack", deadline: deadline)),
             "file": KeyringSecretStore(
-                keyring: FileKeyring(path: fileKeyringPath(context, namespaces), passphrase: { () throws(KeyringError) in
-                    try passphrase.read()
-                })),
+                keyring: FileKeyring(
+                    path: fileKeyringPath(context, namespaces),
+                    passphrase: { () throws(KeyringError) in
+                        try passphrase.read()
+                    })),
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
@@ -30,7 +32,8 @@ enum LiveDependencies {
     /// `--keyring` > `OSTACK_KEYRING_BACKEND` > config `keyring.backend` > secret-service.
     static func defaultBackend(_ context: CommandContext) throws(OStackError) -> String {
         let configured = try context.configuration.load().settings["keyring.backend"]
-        let chosen = context.global.keyring ?? context.environment["OSTACK_KEYRING_BACKEND"] ?? configured ?? "secret-service"
+        let chosen =
+            context.global.keyring ?? context.environment["OSTACK_KEYRING_BACKEND"] ?? configured ?? "secret-service"
         guard backendNames.contains(chosen) else {
             throw OStackError(.invalidInput, context: .init(suggestion: "Keyring backends: secret-service, file."))
         }

@@ -12,7 +12,8 @@ public struct OStackCommand: AsyncParsableCommand {
             """,
         version: OStackVersion.current,
         subcommands: [
-            Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self, KeyringCommand.self,
+            Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self,
+            KeyringCommand.self,
             Completion.self,
         ]
     )

@@ -226,19 +226,21 @@ public final class ChildProcess: @unchecked Sendable {
         }
         var thread = pthread_t()
         let opaque = Unmanaged.passRetained(context).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            let context = Unmanaged<ReaderContext>.fromOpaque(raw!).takeRetainedValue()
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = buffer.withUnsafeMutableBytes { read(context.fd, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                context.sink(context.isStdout, Array(buffer[0..<n]))
-            }
-            close(context.fd)
-            context.sink(context.isStdout, nil)
-            return nil
-        }, opaque)
+        pthread_create(
+            &thread, nil,
+            { raw in
+                let context = Unmanaged<ReaderContext>.fromOpaque(raw!).takeRetainedValue()
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(context.fd, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    context.sink(context.isStdout, Array(buffer[0..<n]))
+                }
+                close(context.fd)
+                context.sink(context.isStdout, nil)
+                return nil
+            }, opaque)
         return thread
     }
 

@@ -44,7 +44,10 @@ public final class DevServerProcess: @unchecked Sendable {
     public func control(_ method: String, _ path: String, _ json: String = "{}") throws -> String {
         let result = try runProcess(
             executable: "/usr/bin/curl",
-            arguments: ["-s", "-X", method, "-H", "Content-Type: application/json", "--data-binary", "@-", url + "/__control__/" + path],
+            arguments: [
+                "-s", "-X", method, "-H", "Content-Type: application/json", "--data-binary", "@-",
+                url + "/__control__/" + path,
+            ],
             stdin: Array(json.utf8), timeout: 60)
         guard result.status == 0 else { throw LaunchError(message: "control \(path) failed: \(result.stderr)") }
         return result.stdout

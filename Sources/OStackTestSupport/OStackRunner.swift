@@ -34,25 +34,31 @@ public final class OStackRunner: @unchecked Sendable {
     }
 
     /// Starts `ostack` without waiting (for concurrency and kill tests).
-    public func start(_ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:]) throws -> ChildProcess {
+    public func start(_ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:]) throws
+        -> ChildProcess
+    {
         var env = baseEnvironment
         for (key, value) in environment { env[key] = value }
-        return try ChildProcess(executable: OStackBinary.path, arguments: arguments, environment: env,
-                                stdin: stdin.map { Array($0.utf8) })
+        return try ChildProcess(
+            executable: OStackBinary.path, arguments: arguments, environment: env,
+            stdin: stdin.map { Array($0.utf8) })
     }
 
     /// Signs in through `--password-stdin`.
     @discardableResult
-    public func login(_ server: String, _ email: String, _ password: String, extra: [String] = [],
-                      environment: [String: String?] = [:]) throws -> ProcessResult
-    {
-        try run(["login", "--server", server, "--email", email, "--password-stdin"] + extra, stdin: password + "\n",
-                environment: environment)
+    public func login(
+        _ server: String, _ email: String, _ password: String, extra: [String] = [],
+        environment: [String: String?] = [:]
+    ) throws -> ProcessResult {
+        try run(
+            ["login", "--server", server, "--email", email, "--password-stdin"] + extra, stdin: password + "\n",
+            environment: environment)
     }
 
     /// `secret-tool search --all namespace <ns>` output (items of one namespace).
     public func keyringItems(namespace: String) throws -> String {
-        let result = try runProcess(executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        let result = try runProcess(
+            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
         return result.stdout + result.stderr
     }
 

@@ -22,7 +22,11 @@ extension Database {
                     case SQLITE_TEXT:
                         let length = Int(sqlite3_value_bytes(argument))
                         let text = sqlite3_value_text(argument)
-                        values.append(.text(text.map { String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self) } ?? ""))
+                        values.append(
+                            .text(
+                                text.map {
+                                    String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+                                } ?? ""))
                     case SQLITE_BLOB:
                         let length = Int(sqlite3_value_bytes(argument))
                         let blob = sqlite3_value_blob(argument)

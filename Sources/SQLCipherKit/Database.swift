@@ -32,7 +32,8 @@ public final class Database: @unchecked Sendable {
         do {
             try SecureFileSystem.createFileIfMissing(path)
         } catch {
-            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "create", message: "cannot create file")
+            throw SQLiteError(
+                kind: .other, code: 14, extendedCode: 14, operation: "create", message: "cannot create file")
         }
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
@@ -57,7 +58,8 @@ public final class Database: @unchecked Sendable {
             if options.walMode { _ = try scalarText("PRAGMA journal_mode=WAL") }
             try execute("PRAGMA secure_delete=ON; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY")
             guard try scalarInteger("PRAGMA secure_delete") == 1 else {
-                throw SQLiteError(kind: .other, code: 0, extendedCode: 0, operation: "open", message: "secure_delete is off")
+                throw SQLiteError(
+                    kind: .other, code: 0, extendedCode: 0, operation: "open", message: "secure_delete is off")
             }
         } catch {
             sqlite3_close_v2(db)
@@ -185,7 +187,8 @@ public final class Database: @unchecked Sendable {
             try SecureFileSystem.removeFile(newPath)
             try SecureFileSystem.createFileIfMissing(newPath)
         } catch {
-            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "export", message: "cannot create file")
+            throw SQLiteError(
+                kind: .other, code: 14, extendedCode: 14, operation: "export", message: "cannot create file")
         }
         let attach = try prepare("ATTACH DATABASE ? AS rekeyed KEY ?")
         try attach.bind(.text(newPath), at: 1)
@@ -205,7 +208,8 @@ public final class Database: @unchecked Sendable {
             try SecureFileSystem.removeFile(path + "-shm")
             try SecureFileSystem.replace(path, with: newPath)
         } catch {
-            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "file swap failed")
+            throw SQLiteError(
+                kind: .other, code: 14, extendedCode: 14, operation: "replace", message: "file swap failed")
         }
     }
 

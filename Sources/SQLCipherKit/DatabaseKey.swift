@@ -9,7 +9,8 @@ public struct DatabaseKey: Sendable {
     /// Wraps existing key bytes (e.g. read from the keyring). Throws on a wrong length.
     public init(_ bytes: SecretBytes) throws(SQLiteError) {
         guard bytes.count == Self.length else {
-            throw SQLiteError(kind: .other, code: 21, extendedCode: 21, operation: "key", message: "key must be 32 bytes")
+            throw SQLiteError(
+                kind: .other, code: 21, extendedCode: 21, operation: "key", message: "key must be 32 bytes")
         }
         self.bytes = bytes
     }
@@ -25,7 +26,9 @@ public struct DatabaseKey: Sendable {
         return SecretBytes(count: hex.count + 3) { out in
             out[0] = UInt8(ascii: "x")
             out[1] = UInt8(ascii: "'")
-            hex.withUnsafeBytes { out.baseAddress!.advanced(by: 2).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            hex.withUnsafeBytes {
+                out.baseAddress!.advanced(by: 2).copyMemory(from: $0.baseAddress!, byteCount: $0.count)
+            }
             out[hex.count + 2] = UInt8(ascii: "'")
         }
     }

@@ -27,8 +27,11 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(_ database: Database) throws -> [String] {
         try database.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')))")
-        let recorded = try database.query("SELECT name FROM schema_migrations ORDER BY seq").compactMap { $0.text("name") }
+            "CREATE TABLE IF NOT EXISTS schema_migrations (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')))"
+        )
+        let recorded = try database.query("SELECT name FROM schema_migrations ORDER BY seq").compactMap {
+            $0.text("name")
+        }
         let known = migrations.map(\.name)
         guard recorded.count <= known.count, Array(known.prefix(recorded.count)) == recorded else {
             throw SQLiteError(
@@ -40,7 +43,8 @@ public struct Migrator: Sendable {
             try database.transaction { () throws -> Void in
                 try migration.apply(database)
                 try database.execute(
-                    "INSERT INTO schema_migrations (seq, name) VALUES (?, ?)", [.integer(Int64(index + 1)), .text(migration.name)])
+                    "INSERT INTO schema_migrations (seq, name) VALUES (?, ?)",
+                    [.integer(Int64(index + 1)), .text(migration.name)])
             }
             applied.append(migration.name)
         }

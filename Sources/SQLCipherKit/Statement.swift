@@ -35,8 +35,9 @@ public final class Statement {
         for (name, value) in values {
             let index = sqlite3_bind_parameter_index(handle, name)
             guard index > 0 else {
-                throw SQLiteError(kind: .other, code: SQLITE_RANGE, extendedCode: SQLITE_RANGE, operation: "bind",
-                                  message: "no parameter named \(name)")
+                throw SQLiteError(
+                    kind: .other, code: SQLITE_RANGE, extendedCode: SQLITE_RANGE, operation: "bind",
+                    message: "no parameter named \(name)")
             }
             try bind(value, at: index)
         }
@@ -58,8 +59,9 @@ public final class Statement {
             }
         case .blob(let bytes):
             rc = bytes.withUnsafeBytes { raw in
-                sqlite3_bind_blob(handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count),
-                                  csqlcipher_transient())
+                sqlite3_bind_blob(
+                    handle, index, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(raw.count),
+                    csqlcipher_transient())
             }
         }
         try database.check(rc, "bind")
@@ -68,8 +70,9 @@ public final class Statement {
     /// Binds secret bytes as text without them ever becoming a Swift `String` (SQLite copies them).
     public func bindSecretText(_ secret: SecretBytes, at index: Int32) throws(SQLiteError) {
         let rc = secret.withUnsafeBytes { raw in
-            sqlite3_bind_text(handle, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count),
-                              csqlcipher_transient())
+            sqlite3_bind_text(
+                handle, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count),
+                csqlcipher_transient())
         }
         try database.check(rc, "bind")
     }

@@ -13,11 +13,14 @@ enum CLIBench {
         try registry.update { (accounts: inout [Account]) throws(OStackError) in
             for index in 0..<50 {
                 let id = try AccountID(server: server, userID: "usr_\(index)")
-                accounts.append(Account(
-                    id: id, alias: "account\(index)", server: server, userID: "usr_\(index)",
-                    email: "user\(index)@example.com", displayName: "User \(index)", createdAt: Date(), lastUsedAt: Date(),
-                    keyringBackend: "secret-service", dataDirectory: "acct-\(index)", credentialKind: .session,
-                    sessionState: .signedIn, sessionExpiresAt: Date().addingTimeInterval(86_400 * 7), sessionRefreshedAt: Date()))
+                accounts.append(
+                    Account(
+                        id: id, alias: "account\(index)", server: server, userID: "usr_\(index)",
+                        email: "user\(index)@example.com", displayName: "User \(index)", createdAt: Date(),
+                        lastUsedAt: Date(),
+                        keyringBackend: "secret-service", dataDirectory: "acct-\(index)", credentialKind: .session,
+                        sessionState: .signedIn, sessionExpiresAt: Date().addingTimeInterval(86_400 * 7),
+                        sessionRefreshedAt: Date()))
             }
         }
         let defaultID = try AccountID(server: server, userID: "usr_7")
@@ -29,7 +32,8 @@ enum CLIBench {
             var samples: [Double] = []
             for _ in 0..<runs {
                 let start = Measure.now()
-                let result = try runProcess(executable: executable, arguments: arguments, environment: environment, stdin: stdin)
+                let result = try runProcess(
+                    executable: executable, arguments: arguments, environment: environment, stdin: stdin)
                 samples.append(Measure.now() - start)
                 precondition(result.status == 0, "\(executable) failed: \(result.stderr)")
             }
@@ -37,16 +41,20 @@ enum CLIBench {
         }
         let status = try timeRuns(ostack, ["status"])
         _ = try runProcess(
-            executable: "/usr/bin/secret-tool", arguments: ["store", "--label=ostack bench", "app", "ostack-bench", "k", "v"],
+            executable: "/usr/bin/secret-tool",
+            arguments: ["store", "--label=ostack bench", "app", "ostack-bench", "k", "v"],
             environment: environment, stdin: Array("bench-secret".utf8))
         let lookup = try timeRuns("/usr/bin/secret-tool", ["lookup", "app", "ostack-bench", "k", "v"])
-        _ = try runProcess(executable: "/usr/bin/secret-tool", arguments: ["clear", "app", "ostack-bench", "k", "v"],
-                           environment: environment)
+        _ = try runProcess(
+            executable: "/usr/bin/secret-tool", arguments: ["clear", "app", "ostack-bench", "k", "v"],
+            environment: environment)
         return [
-            BenchResult(name: "cli-status-50-accounts", value: status, unit: "ms (median)", baseline: lookup,
-                        ratio: status / lookup, target: "<= 25 ms", ok: status <= 25),
-            BenchResult(name: "cli-secret-tool-lookup", value: lookup, unit: "ms (median)", baseline: nil, ratio: nil,
-                        target: "baseline", ok: true),
+            BenchResult(
+                name: "cli-status-50-accounts", value: status, unit: "ms (median)", baseline: lookup,
+                ratio: status / lookup, target: "<= 25 ms", ok: status <= 25),
+            BenchResult(
+                name: "cli-secret-tool-lookup", value: lookup, unit: "ms (median)", baseline: nil, ratio: nil,
+                target: "baseline", ok: true),
         ]
     }
 }

@@ -8,23 +8,32 @@ enum DevServerBench {
         let server = try DevServerProcess()
         try server.control("POST", "seed", #"{"object":"task","count":100000}"#)
         let client = HTTPClient()
-        let signIn = try client.send(HTTPRequest(
-            method: .post, url: server.url + "/api/v1/auth/sign-in/email", headers: [("Content-Type", "application/json")],
-            body: Array(#"{"email":"alice@example.com","password":"alice-pass"}"#.utf8)))
-        let token = String(decoding: signIn.body, as: UTF8.self).split(separator: "\"").drop { $0 != "token" }.dropFirst(2).first
+        let signIn = try client.send(
+            HTTPRequest(
+                method: .post, url: server.url + "/api/v1/auth/sign-in/email",
+                headers: [("Content-Type", "application/json")],
+                body: Array(#"{"email":"alice@example.com","password":"alice-pass"}"#.utf8)))
+        let token =
+            String(decoding: signIn.body, as: UTF8.self).split(separator: "\"").drop { $0 != "token" }.dropFirst(2)
+            .first
             .map(String.init) ?? ""
         var received = 0
         let seconds = try Measure.time {
             for page in 0..<100 {
-                let response = try client.send(HTTPRequest(
-                    url: server.url + "/api/v1/data/task?top=1000&skip=\(page * 1000)&count=false&sort=updated_at,id",
-                    headers: [("Authorization", "Bearer \(token)")]))
+                let response = try client.send(
+                    HTTPRequest(
+                        url: server.url
+                            + "/api/v1/data/task?top=1000&skip=\(page * 1000)&count=false&sort=updated_at,id",
+                        headers: [("Authorization", "Bearer \(token)")]))
                 precondition(response.status == 200, "paging failed with \(response.status)")
                 received += response.body.count
             }
         }
         precondition(received > 1_000_000, "paging returned too little data")
-        return [BenchResult(name: "devserver-paging", value: seconds * 1000, unit: "ms", baseline: nil, ratio: nil,
-                            target: "< 2000 ms for 100 × 1000 records", ok: seconds < 2)]
+        return [
+            BenchResult(
+                name: "devserver-paging", value: seconds * 1000, unit: "ms", baseline: nil, ratio: nil,
+                target: "< 2000 ms for 100 × 1000 records", ok: seconds < 2)
+        ]
     }
 }

@@ -43,10 +43,12 @@ enum RotationBench {
             precondition(count == Int64(rows), "rotation lost rows")
         }
         return [
-            BenchResult(name: "rotation-rekey", value: rekeySeconds * 1000, unit: "ms", baseline: nil, ratio: nil,
-                        target: "informational (\(rows) rows)", ok: true),
-            BenchResult(name: "rotation-export", value: exportSeconds * 1000, unit: "ms", baseline: rekeySeconds * 1000,
-                        ratio: exportSeconds / rekeySeconds, target: "informational (\(rows) rows)", ok: true),
+            BenchResult(
+                name: "rotation-rekey", value: rekeySeconds * 1000, unit: "ms", baseline: nil, ratio: nil,
+                target: "informational (\(rows) rows)", ok: true),
+            BenchResult(
+                name: "rotation-export", value: exportSeconds * 1000, unit: "ms", baseline: rekeySeconds * 1000,
+                ratio: exportSeconds / rekeySeconds, target: "informational (\(rows) rows)", ok: true),
         ]
     }
 }

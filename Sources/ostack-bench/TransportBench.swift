@@ -37,10 +37,12 @@ enum TransportBench {
         let curlMs = curlSeconds * 1000 / Double(requests)
         let sessionMs = sessionSeconds * 1000 / Double(requests)
         return [
-            BenchResult(name: "transport-curlkit", value: curlMs, unit: "ms/request", baseline: sessionMs,
-                        ratio: curlMs / sessionMs, target: "faster than URLSession", ok: curlMs < sessionMs),
-            BenchResult(name: "transport-urlsession", value: sessionMs, unit: "ms/request", baseline: nil, ratio: nil,
-                        target: "informational", ok: true),
+            BenchResult(
+                name: "transport-curlkit", value: curlMs, unit: "ms/request", baseline: sessionMs,
+                ratio: curlMs / sessionMs, target: "faster than URLSession", ok: curlMs < sessionMs),
+            BenchResult(
+                name: "transport-urlsession", value: sessionMs, unit: "ms/request", baseline: nil, ratio: nil,
+                target: "informational", ok: true),
         ]
     }
 }

@@ -31,7 +31,9 @@ do {
     if wanted("rotation") { results += try RotationBench.run(rows: 100_000) }
     if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
-    if wanted("transport") { results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000) }
+    if wanted("transport") {
+        results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000)
+    }
 } catch {
     FileHandleLite.err("benchmark failed: \(error)\n")
     exit(1)

@@ -62,7 +62,8 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
     }
 
     @Test func notModifiedHasAnEmptyBody() throws {
-        let response = try client.send(HTTPRequest(url: server.url("/not-modified"), headers: [("If-None-Match", "\"abc\"")]))
+        let response = try client.send(
+            HTTPRequest(url: server.url("/not-modified"), headers: [("If-None-Match", "\"abc\"")]))
         #expect(response.status == 304)
         #expect(response.body.isEmpty)
         #expect(response.header("ETag") == "\"abc\"")
@@ -99,13 +100,17 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
     }
 
     @Test func droppedConnectionIsReported() throws {
-        #expect(throws: HTTPError.connectionDropped) { try client.send(HTTPRequest(method: .post, url: server.url("/drop"), body: [1])) }
+        #expect(throws: HTTPError.connectionDropped) {
+            try client.send(HTTPRequest(method: .post, url: server.url("/drop"), body: [1]))
+        }
     }
 
     @Test func sameOriginRedirectKeepsCredentials() throws {
         let target = server.url("/echo")
         let response = try client.send(
-            HTTPRequest(url: server.url("/redirect?to=\(target)&status=307"), headers: [("Authorization", "Bearer CNRY-TOKEN")]))
+            HTTPRequest(
+                url: server.url("/redirect?to=\(target)&status=307"), headers: [("Authorization", "Bearer CNRY-TOKEN")])
+        )
         #expect((try json(response)["headers"] as? [String: String])?["authorization"] == "Bearer CNRY-TOKEN")
     }
 
@@ -131,7 +136,9 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
     @Test func descriptionsNeverShowCredentials() {
         let request = HTTPRequest(
             method: .post, url: server.url("/echo?filter=secret"),
-            headers: [("Authorization", "Bearer CNRY-TOKEN"), ("X-API-Key", "osk_CNRY"), ("Accept", "application/json")])
+            headers: [
+                ("Authorization", "Bearer CNRY-TOKEN"), ("X-API-Key", "osk_CNRY"), ("Accept", "application/json"),
+            ])
         #expect(!request.description.contains("CNRY"))
         #expect(!request.description.contains("filter=secret"))
         #expect(request.description.contains("Accept: application/json"))

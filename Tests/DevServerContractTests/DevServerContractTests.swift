@@ -14,17 +14,21 @@ import Testing
         server = try DevServerProcess(arguments: ["--rotation-grace", "1"])
     }
 
-    func call(_ method: HTTPRequest.Method, _ path: String, token: String? = nil, body: String? = nil,
-              headers: [(String, String)] = []) throws -> (status: Int, json: JSONObject, response: HTTPResponse) {
+    func call(
+        _ method: HTTPRequest.Method, _ path: String, token: String? = nil, body: String? = nil,
+        headers: [(String, String)] = []
+    ) throws -> (status: Int, json: JSONObject, response: HTTPResponse) {
         var all = headers
         if let token { all.append(("Authorization", "Bearer \(token)")) }
         if body != nil { all.append(("Content-Type", "application/json")) }
-        let response = try client.send(HTTPRequest(method: method, url: server.url + path, headers: all, body: body.map { Array($0.utf8) }))
+        let response = try client.send(
+            HTTPRequest(method: method, url: server.url + path, headers: all, body: body.map { Array($0.utf8) }))
         return (response.status, JSONObject(response.body), response)
     }
 
     func signIn(_ email: String = "alice@example.com", _ password: String = "alice-pass") throws -> String {
-        let result = try call(.post, "/api/v1/auth/sign-in/email", body: #"{"email":"\#(email)","password":"\#(password)"}"#)
+        let result = try call(
+            .post, "/api/v1/auth/sign-in/email", body: #"{"email":"\#(email)","password":"\#(password)"}"#)
         try #require(result.status == 200)
         #expect(result.response.header("set-auth-token") != nil)
         return try #require(result.json["token"] as? String)
@@ -36,11 +40,14 @@ import Testing
         #expect((bare.json["routes"] as? [String: Any])?["data"] as? String == "/api/v1/data")
         let wrapped = try call(.get, "/.well-known/objectstack")
         #expect(wrapped.json["success"] as? Bool == true)
-        #expect(((wrapped.json["data"] as? [String: Any])?["routes"] as? [String: Any])?["metadata"] as? String == "/api/v1/meta")
+        #expect(
+            ((wrapped.json["data"] as? [String: Any])?["routes"] as? [String: Any])?["metadata"] as? String
+                == "/api/v1/meta")
     }
 
     @Test func signInSessionAndSignOut() throws {
-        let wrong = try call(.post, "/api/v1/auth/sign-in/email", body: #"{"email":"alice@example.com","password":"nope"}"#)
+        let wrong = try call(
+            .post, "/api/v1/auth/sign-in/email", body: #"{"email":"alice@example.com","password":"nope"}"#)
         #expect(wrong.status == 401)
         #expect(wrong.json["code"] as? String == "INVALID_EMAIL_OR_PASSWORD")
         let token = try signIn()
@@ -73,14 +80,18 @@ import Testing
         #expect(try call(.get, "/api/v1/data/task/nope", token: token).json["code"] as? String == "RECORD_NOT_FOUND")
         #expect(try call(.get, "/api/v1/data/nope", token: token).json["code"] as? String == "OBJECT_NOT_FOUND")
         try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
-        let stale = try call(.patch, "/api/v1/data/task/\(id)", token: token, body: #"{"title":"Mine"}"#, headers: [("If-Match", version)])
+        let stale = try call(
+            .patch, "/api/v1/data/task/\(id)", token: token, body: #"{"title":"Mine"}"#,
+            headers: [("If-Match", version)])
         #expect(stale.status == 409)
         #expect(stale.json["code"] as? String == "CONCURRENT_UPDATE")
         #expect((stale.json["currentRecord"] as? [String: Any])?["title"] as? String == "Theirs")
         let invalid = try call(.post, "/api/v1/data/task", token: token, body: #"{"notes":"no title"}"#)
         #expect(invalid.status == 400)
         #expect(invalid.json["code"] as? String == "VALIDATION_FAILED")
-        let list = try call(.get, "/api/v1/data/task?filter=%5B%22title%22%2C%22%3D%22%2C%22Theirs%22%5D&select=title&top=5", token: token)
+        let list = try call(
+            .get, "/api/v1/data/task?filter=%5B%22title%22%2C%22%3D%22%2C%22Theirs%22%5D&select=title&top=5",
+            token: token)
         #expect(list.json["total"] as? Int == 1)
     }
 
@@ -111,18 +122,23 @@ import Testing
     func callFresh(_ path: String, token: String, body: String, key: String? = nil) throws -> HTTPResponse {
         var headers = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
         if let key { headers.append(("Idempotency-Key", key)) }
-        return try HTTPClient().send(HTTPRequest(method: .post, url: server.url + path, headers: headers, body: Array(body.utf8)))
+        return try HTTPClient().send(
+            HTTPRequest(method: .post, url: server.url + path, headers: headers, body: Array(body.utf8)))
     }
 
     @Test func dropAfterCommitLeavesAConnectionErrorAndTheRecord() throws {
         let token = try signIn()
-        try server.control("POST", "faults", #"{"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"count":1,"action":"drop-after"}"#)
+        try server.control(
+            "POST", "faults",
+            #"{"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"count":1,"action":"drop-after"}"#)
         #expect(throws: HTTPError.connectionDropped) {
             try callFresh("/api/v1/data/task", token: token, body: #"{"title":"Committed"}"#, key: "k2")
         }
         #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":1"))
         // The retry with the same key gets the original record, not a second one.
-        let retry = try call(.post, "/api/v1/data/task", token: token, body: #"{"title":"Committed"}"#, headers: [("Idempotency-Key", "k2")])
+        let retry = try call(
+            .post, "/api/v1/data/task", token: token, body: #"{"title":"Committed"}"#,
+            headers: [("Idempotency-Key", "k2")])
         #expect(retry.response.header("Idempotent-Replayed") == "true")
         #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":1"))
     }
@@ -130,7 +146,9 @@ import Testing
     @Test func dropBeforeCommitsNothingAndStatusFaultsCarryRetryAfter() throws {
         let token = try signIn()
         try server.control("POST", "faults", #"{"match":{"method":"POST"},"count":1,"action":"drop-before"}"#)
-        #expect(throws: HTTPError.connectionDropped) { try callFresh("/api/v1/data/task", token: token, body: #"{"title":"Lost"}"#) }
+        #expect(throws: HTTPError.connectionDropped) {
+            try callFresh("/api/v1/data/task", token: token, body: #"{"title":"Lost"}"#)
+        }
         #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":0"))
         try server.control("POST", "faults", #"{"count":1,"action":"status","status":503,"retryAfter":7}"#)
         let unavailable = try call(.get, "/api/v1/data/task", token: token)
@@ -144,12 +162,17 @@ import Testing
     @Test func rotationKeepsThePreviousTokenForTheGracePeriodOnly() throws {
         let server = try DevServerProcess(arguments: ["--rotate-tokens", "--rotation-grace", "1"])
         let client = HTTPClient()
-        func send(_ method: HTTPRequest.Method, _ path: String, token: String? = nil, body: String? = nil) throws -> HTTPResponse {
+        func send(_ method: HTTPRequest.Method, _ path: String, token: String? = nil, body: String? = nil) throws
+            -> HTTPResponse
+        {
             var headers = [("Content-Type", "application/json")]
             if let token { headers.append(("Authorization", "Bearer \(token)")) }
-            return try client.send(HTTPRequest(method: method, url: server.url + path, headers: headers, body: body.map { Array($0.utf8) }))
+            return try client.send(
+                HTTPRequest(method: method, url: server.url + path, headers: headers, body: body.map { Array($0.utf8) })
+            )
         }
-        let signIn = try send(.post, "/api/v1/auth/sign-in/email", body: #"{"email":"bob@example.com","password":"bob-pass"}"#)
+        let signIn = try send(
+            .post, "/api/v1/auth/sign-in/email", body: #"{"email":"bob@example.com","password":"bob-pass"}"#)
         let first = try #require(JSONObject(signIn.body)["token"] as? String)
         let session = try send(.get, "/api/v1/auth/get-session", token: first)
         let second = try #require(session.header("set-auth-token"))
@@ -163,7 +186,8 @@ import Testing
     }
 
     @Test func refusesToBindAnythingButLoopback() throws {
-        let result = try runProcess(executable: DevServerProcess.binary, arguments: ["--host", "0.0.0.0", "--port", "0"], timeout: 20)
+        let result = try runProcess(
+            executable: DevServerProcess.binary, arguments: ["--host", "0.0.0.0", "--port", "0"], timeout: 20)
         #expect(result.status != 0)
         #expect(result.stderr.contains("refusing"))
         #expect(result.stdout.isEmpty)
@@ -186,13 +210,21 @@ enum JSONAny {
         let value: Any
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
-            if container.decodeNil() { value = NSNullLite() }
-            else if let bool = try? container.decode(Bool.self) { value = bool }
-            else if let int = try? container.decode(Int.self) { value = int }
-            else if let double = try? container.decode(Double.self) { value = double }
-            else if let string = try? container.decode(String.self) { value = string }
-            else if let array = try? container.decode([Node].self) { value = array.map(\.value) }
-            else { value = try container.decode([String: Node].self).mapValues(\.value) }
+            if container.decodeNil() {
+                value = NSNullLite()
+            } else if let bool = try? container.decode(Bool.self) {
+                value = bool
+            } else if let int = try? container.decode(Int.self) {
+                value = int
+            } else if let double = try? container.decode(Double.self) {
+                value = double
+            } else if let string = try? container.decode(String.self) {
+                value = string
+            } else if let array = try? container.decode([Node].self) {
+                value = array.map(\.value)
+            } else {
+                value = try container.decode([String: Node].self).mapValues(\.value)
+            }
         }
     }
 

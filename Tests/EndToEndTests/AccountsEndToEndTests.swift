@@ -11,7 +11,10 @@ import Testing
         let ostack = OStackRunner()
         #expect(try ostack.login(first.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
         #expect(try ostack.login(first.url, "bob@example.com", "bob-pass", extra: ["--no-switch"]).status == 0)
-        #expect(try ostack.login(second.url, "alice@example.com", "alice-pass", extra: ["--alias", "staging", "--no-switch"]).status == 0)
+        #expect(
+            try ostack.login(
+                second.url, "alice@example.com", "alice-pass", extra: ["--alias", "staging", "--no-switch"]
+            ).status == 0)
 
         let list = try ostack.run(["accounts", "list", "--json"])
         #expect(list.status == 0)
@@ -44,7 +47,8 @@ import Testing
         let ostack = OStackRunner()
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("attribute"))
-        let account = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+        let account = try ostack.keyringItems(
+            namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
         #expect(account.contains("attribute.kind = session-token"))
         #expect(account.contains("attribute.kind = db-key"))
         #expect(!account.contains("alice@example.com"))  // KR-2: no e-mail in public attributes
@@ -59,19 +63,25 @@ import Testing
     func killedAtEveryMigrationStep(failpoint: String) throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
-        let killed = try ostack.login(server.url, "alice@example.com", "alice-pass", environment: ["OSTACK_FAILPOINT": failpoint])
+        let killed = try ostack.login(
+            server.url, "alice@example.com", "alice-pass", environment: ["OSTACK_FAILPOINT": failpoint])
         #expect(killed.status == 137, "\(failpoint): \(killed.stderr)")
 
         // Any command that needs the keyring finishes or cleans up first.
         _ = try ostack.run(["auth", "refresh"])
         #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("attribute"))
-        let accounts = try JSONDecoder().decode(AccountsDocument.self, from: Data(try ostack.run(["accounts", "list", "--json"]).stdout.utf8)).accounts
-        let known = ["login.after-identify", "login.after-copy", "login.after-guest-delete", "login.after-register",
-                     "login.after-provision"].contains(failpoint)
+        let accounts = try JSONDecoder().decode(
+            AccountsDocument.self, from: Data(try ostack.run(["accounts", "list", "--json"]).stdout.utf8)
+        ).accounts
+        let known = [
+            "login.after-identify", "login.after-copy", "login.after-guest-delete", "login.after-register",
+            "login.after-provision",
+        ].contains(failpoint)
         #expect(accounts.count == (known ? 1 : 0), "\(failpoint)")
         if known {
             #expect(try ostack.run(["auth", "refresh"]).status == 0)
-            let items = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+            let items = try ostack.keyringItems(
+                namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
             #expect(items.contains("session-token") && items.contains("db-key"))
         }
         // And signing in again always works and keeps one account.
@@ -82,7 +92,9 @@ import Testing
     /// Eight processes refresh at once against a rotating server with a short session: all succeed,
     /// nobody is signed out, and the server sees one refresh, not eight.
     @Test func concurrentRefreshesWithRotationAreSingleFlight() throws {
-        let server = try DevServerProcess(arguments: ["--rotate-tokens", "--rotation-grace", "5", "--session-ttl", "120"])
+        let server = try DevServerProcess(arguments: [
+            "--rotate-tokens", "--rotation-grace", "5", "--session-ttl", "120",
+        ])
         let ostack = OStackRunner()
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         usleepSeconds(2.5)  // past the explicit-refresh freshness window of the login itself
@@ -101,7 +113,8 @@ import Testing
     @Test func expiredSessionExitsThreeNamingTheAccountAndKeepsData() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
-        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        #expect(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
         try server.control("POST", "expire-sessions")
         usleepSeconds(2.5)
         let result = try ostack.run(["auth", "refresh"])
@@ -110,7 +123,8 @@ import Testing
         #expect(result.stderr.contains("expired"))
         let status = try ostack.run(["status", "--json"])
         #expect(status.stdout.contains("\"state\":\"expired\""))
-        let items = try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+        let items = try ostack.keyringItems(
+            namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
         #expect(items.contains("db-key"))
         let files = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "data.db"])
         #expect(files.stdout.contains("data.db"))
@@ -122,7 +136,8 @@ import Testing
         let ostack = OStackRunner()
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let canary = "CNRY-\(UInt32.random(in: 0...UInt32.max))"
-        let body = #"{"error":"\#(canary) at /srv/\#(canary)-PATH/app.rb:12 SELECT * FROM users WHERE x='\#(canary)-SQL'","code":"INTERNAL_ERROR","stack":"Error: \#(canary)\n    at db-\#(canary).internal"}"#
+        let body =
+            #"{"error":"\#(canary) at /srv/\#(canary)-PATH/app.rb:12 SELECT * FROM users WHERE x='\#(canary)-SQL'","code":"INTERNAL_ERROR","stack":"Error: \#(canary)\n    at db-\#(canary).internal"}"#
         try server.control("POST", "faults", #"{"count":10,"action":"status","status":500,"body":\#(body)}"#)
         usleepSeconds(2.5)
         for arguments in [["auth", "refresh"], ["auth", "refresh", "--verbose"], ["auth", "refresh", "--json"]] {
@@ -141,15 +156,20 @@ import Testing
     @Test func noKeyringFailsClosedWithExitTenAndDeletesNothing() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
-        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
-        let noBus: [String: String?] = ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus", "OSTACK_KEYRING_TIMEOUT": "2"]
+        #expect(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        let noBus: [String: String?] = [
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus", "OSTACK_KEYRING_TIMEOUT": "2",
+        ]
         let login = try ostack.login(server.url, "bob@example.com", "bob-pass", environment: noBus)
         #expect(login.status == 10)
         #expect(login.stderr.contains("ostack: hint:"))
         let remove = try ostack.run(["accounts", "remove", "work"], environment: noBus)
         #expect(remove.status == 10)
         #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
-        #expect(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice").contains("db-key"))
+        #expect(
+            try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+                .contains("db-key"))
         // Metadata-only commands keep working without a keyring.
         #expect(try ostack.run(["status"], environment: noBus).status == 0)
     }
@@ -157,7 +177,8 @@ import Testing
     @Test func removeLeavesNoKeyringItemAndLogoutKeepsData() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
-        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        #expect(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
         #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home"]).status == 0)
         let namespace = "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
         #expect(try ostack.run(["logout", "work"]).status == 0)
@@ -207,5 +228,7 @@ func usleepSeconds(_ seconds: Double) {
 }
 
 extension String {
-    func components(_ separator: String) -> Int { split(separator: separator, omittingEmptySubsequences: false).count - 1 }
+    func components(_ separator: String) -> Int {
+        split(separator: separator, omittingEmptySubsequences: false).count - 1
+    }
 }

@@ -50,7 +50,8 @@ import Testing
         let ostack = OStackRunner()
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let killed = try ostack.run(
-            ["keyring", "migrate", "--to", "file"], environment: ["OSTACK_FAILPOINT": failpoint], passphrase: Self.passphrase)
+            ["keyring", "migrate", "--to", "file"], environment: ["OSTACK_FAILPOINT": failpoint],
+            passphrase: Self.passphrase)
         #expect(killed.status == 137)
         // Nothing is lost: the account still works from whichever backend the registry names.
         #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)

@@ -31,7 +31,8 @@ import Testing
 
     @Test func notAnObjectStackServer() throws {
         let file = #filePath
-        let fixture = String(file[..<file.firstRange(of: "/Tests/")!.lowerBound]) + "/Tests/CurlKitTests/Fixtures/test_server.py"
+        let fixture =
+            String(file[..<file.firstRange(of: "/Tests/")!.lowerBound]) + "/Tests/CurlKitTests/Fixtures/test_server.py"
         let other = try ChildProcess(executable: "/usr/bin/python3", arguments: [fixture])
         defer { other.kill() }
         let port = try #require(try other.readLine(timeout: 20))
@@ -53,7 +54,9 @@ import Testing
             ["login", "--server", server.url, "--api-key-stdin", "--alias", "bot"], stdin: "osk_e2e_key_1234567890\n")
         #expect(login.status == 0, "\(login.stderr)")
         func refreshes() throws -> Substring {
-            try server.control("GET", "counters").split(separator: "\"refreshes\":").dropFirst().first?.prefix { $0.isNumber } ?? ""
+            try server.control("GET", "counters").split(separator: "\"refreshes\":").dropFirst().first?.prefix {
+                $0.isNumber
+            } ?? ""
         }
         let before = try refreshes()
         #expect(try ostack.run(["auth", "refresh"]).status == 0)

@@ -32,7 +32,9 @@ import Testing
         try keyring("right").write(SecretBytes(copying: [42]), for: address)
         let before = try SecureFileSystem.readFile(path)
         #expect(throws: KeyringError.wrongPassphrase) { try keyring("wrong").read(address) }
-        #expect(throws: KeyringError.wrongPassphrase) { try keyring("wrong").write(SecretBytes(copying: [1]), for: address) }
+        #expect(throws: KeyringError.wrongPassphrase) {
+            try keyring("wrong").write(SecretBytes(copying: [1]), for: address)
+        }
         #expect(try SecureFileSystem.readFile(path) == before)
     }
 

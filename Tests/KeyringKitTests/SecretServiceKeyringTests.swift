@@ -52,7 +52,8 @@ import Testing
         defer { try? keyring.delete(address("db-key")) }
         let search = try runProcess(
             executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
-        #expect(search.stdout.contains("label = ostack credential") || search.stderr.contains("label = ostack credential"))
+        #expect(
+            search.stdout.contains("label = ostack credential") || search.stderr.contains("label = ostack credential"))
         #expect((search.stdout + search.stderr).contains("attribute.app = ostack"))
     }
 
@@ -82,7 +83,8 @@ import Testing
         let result = try runProcess(
             executable: "/usr/bin/dbus-run-session",
             arguments: [
-                "--", "/bin/bash", KeyringHarness.repository + "/scripts/keyring-session.sh", "/bin/bash", "-c", script, "_",
+                "--", "/bin/bash", KeyringHarness.repository + "/scripts/keyring-session.sh", "/bin/bash", "-c", script,
+                "_",
                 KeyringFailureModeTests.probe, KeyringHarness.fixture("unlock_collection.py"),
             ], timeout: 60)
         let lines = result.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: " ") }
@@ -101,14 +103,16 @@ import Testing
         var environment = ChildProcess.currentEnvironment()
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         environment["DISPLAY"] = nil
-        let result = try runProcess(executable: Self.probe, arguments: ["2", "list"], environment: environment, timeout: 10)
+        let result = try runProcess(
+            executable: Self.probe, arguments: ["2", "list"], environment: environment, timeout: 10)
         #expect(result.stdout.trimmingCharacters() == "noService")
     }
 
     @Test func missingBusSocketMeansNoService() throws {
         var environment = ChildProcess.currentEnvironment()
         environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/ostack-test-bus"
-        let result = try runProcess(executable: Self.probe, arguments: ["2", "write"], environment: environment, timeout: 10)
+        let result = try runProcess(
+            executable: Self.probe, arguments: ["2", "write"], environment: environment, timeout: 10)
         #expect(result.stdout.trimmingCharacters() == "noService")
     }
 
@@ -125,7 +129,8 @@ import Testing
     /// KR-4: a daemon that never answers costs the deadline, not D-Bus's 25 s.
     @Test func hungServiceTimesOutAtTheDeadline() throws {
         // Debian's python3 (python3-dbus); the script must really own the name, or the test fails.
-        let script = "/usr/bin/python3 \"$0\" 30 >/dev/null 2>&1 & fake=$!; for i in $(seq 50); do sleep 0.1; "
+        let script =
+            "/usr/bin/python3 \"$0\" 30 >/dev/null 2>&1 & fake=$!; for i in $(seq 50); do sleep 0.1; "
             + "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetNameOwner "
             + "string:org.freedesktop.secrets >/dev/null 2>&1 && break; done; "
             + "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetNameOwner "

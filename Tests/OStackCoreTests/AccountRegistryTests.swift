@@ -10,7 +10,8 @@ import Testing
         return Account(
             id: try AccountID(server: url, userID: user), alias: alias, server: url, userID: user,
             email: "\(alias)@example.com", displayName: alias.capitalized,
-            createdAt: Date(timeIntervalSince1970: 1_767_225_600), lastUsedAt: Date(timeIntervalSince1970: 1_767_225_600),
+            createdAt: Date(timeIntervalSince1970: 1_767_225_600),
+            lastUsedAt: Date(timeIntervalSince1970: 1_767_225_600),
             keyringBackend: "secret-service", dataDirectory: "acct-\(alias)", credentialKind: .session,
             sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
     }

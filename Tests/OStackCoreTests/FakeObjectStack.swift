@@ -29,15 +29,21 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         let bearer = request.headers.first { $0.0 == "Authorization" }?.1.replacing("Bearer ", with: "")
         switch (request.method, path) {
         case ("GET", "/api/v1/discovery"):
-            return json(200, #"{"name":"ObjectStack API","version":"1.0","routes":{"data":"/api/v1/data","metadata":"/api/v1/meta"}}"#)
+            return json(
+                200,
+                #"{"name":"ObjectStack API","version":"1.0","routes":{"data":"/api/v1/data","metadata":"/api/v1/meta"}}"#
+            )
         case ("POST", "/api/v1/auth/sign-in/email"):
             let body = (try? JSONDecoder().decode([String: String].self, from: Data(request.body ?? []))) ?? [:]
             guard let email = body["email"], let user = users[email], body["password"] == user.password else {
                 return json(401, #"{"code":"INVALID_EMAIL_OR_PASSWORD","message":"Invalid email or password"}"#)
             }
             let token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
-            state.withLock { $0.tokens[token] = user.id; $0.signInCount += 1 }
-            return json(200, #"{"token":"\#(token)","user":{"id":"\#(user.id)","email":"\#(email)","name":"\#(user.name)"}}"#)
+            state.withLock {
+                $0.tokens[token] = user.id; $0.signInCount += 1
+            }
+            return json(
+                200, #"{"token":"\#(token)","user":{"id":"\#(user.id)","email":"\#(email)","name":"\#(user.name)"}}"#)
         case ("GET", "/api/v1/auth/get-session"):
             return state.withLock { state -> TransportResponse in
                 state.getSessionCount += 1
@@ -51,7 +57,8 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                 }
                 return json(
                     200,
-                    #"{"session":{"token":"\#(token)","expiresAt":"\#(state.expiresAt)"},"user":{"id":"\#(userID)","email":"\#(email)","name":"\#(user.name)"}}"#)
+                    #"{"session":{"token":"\#(token)","expiresAt":"\#(state.expiresAt)"},"user":{"id":"\#(userID)","email":"\#(email)","name":"\#(user.name)"}}"#
+                )
             }
         case ("POST", "/api/v1/auth/sign-out"):
             state.withLock {
@@ -62,7 +69,10 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         case ("GET", "/api/v1/data/task"):
             let known = state.withLock { state in bearer.map { state.tokens[$0] != nil } ?? false }
             if !known {
-                return json(401, #"{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":"Authentication is required to access this endpoint."}"#)
+                return json(
+                    401,
+                    #"{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":"Authentication is required to access this endpoint."}"#
+                )
             }
             return json(200, #"{"object":"task","records":[],"total":0,"hasMore":false}"#)
         default:

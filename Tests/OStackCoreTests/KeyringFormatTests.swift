@@ -12,10 +12,11 @@ import Testing
     /// Fixture of the older format: a v0 db-key stored as hex text.
     func writeV0Fixture() throws -> [UInt8] {
         let raw: [UInt8] = (0..<32).map { UInt8($0 * 7 % 256) }
-        let hex = Array(raw.map { byte -> String in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-        }.joined().utf8)
+        let hex = Array(
+            raw.map { byte -> String in
+                let digits = Array("0123456789abcdef")
+                return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+            }.joined().utf8)
         var key = namespaces.key(account, .dbKey)
         key.version = 0
         try secrets.write(SecretBytes(copying: hex), for: key)
@@ -50,7 +51,9 @@ import Testing
         var key = namespaces.key(account, .dbKey)
         key.version = 0
         try secrets.write(SecretBytes(copying: Array("not hex!".utf8)), for: key)
-        #expect(throws: OStackError.self) { try KeyringFormat(secrets: secrets).upgrade(namespace: namespaces.account(account)) }
+        #expect(throws: OStackError.self) {
+            try KeyringFormat(secrets: secrets).upgrade(namespace: namespaces.account(account))
+        }
         #expect(try secrets.read(key) != nil)
         #expect(try secrets.read(namespaces.key(account, .dbKey)) == nil)
     }

@@ -85,7 +85,9 @@ import Testing
         let after = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
         #expect(!(after == before))
         // The new token works; the old one was revoked by the server.
-        let response = try keeper.send(account) { TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0]) }
+        let response = try keeper.send(account) {
+            TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+        }
         #expect(response.status == 200)
     }
 
@@ -104,7 +106,9 @@ import Testing
         let account = try LoginService(environment: environment).login(request())
         server.state.withLock { $0.tokens.removeAll() }
         let error = #expect(throws: OStackError.self) {
-            try keeper.send(account) { TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0]) }
+            try keeper.send(account) {
+                TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+            }
         }
         #expect(error?.code == .sessionExpired)
         #expect(try environment.registry.accounts().first?.sessionState == .expired)
@@ -133,8 +137,10 @@ import Testing
         let token = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
         try secrets.delete(namespaces.key(account.id, .sessionToken))
         try secrets.write(token, for: namespaces.guestKey(.sessionToken))
-        let journal = #"{"version":1,"phase":"migrating","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true,"accountID":"127.0.0.1:9::usr_alice","userID":"usr_alice","email":"alice@example.com","displayName":"Alice"}"#
-        try SecureFileSystem.writeAtomically(Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
+        let journal =
+            #"{"version":1,"phase":"migrating","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true,"accountID":"127.0.0.1:9::usr_alice","userID":"usr_alice","email":"alice@example.com","displayName":"Alice"}"#
+        try SecureFileSystem.writeAtomically(
+            Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
 
         try LoginService(environment: environment).recoverInterruptedLogin()
         #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
@@ -146,8 +152,10 @@ import Testing
     @Test func interruptedSignInIsCleanedByTheNextCommand() throws {
         try environment.layout.createDirectories()
         try secrets.write(SecretBytes(copying: Array("tok_orphan_0001".utf8)), for: namespaces.guestKey(.sessionToken))
-        let journal = #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
-        try SecureFileSystem.writeAtomically(Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
+        let journal =
+            #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
+        try SecureFileSystem.writeAtomically(
+            Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
         try LoginService(environment: environment).recoverInterruptedLogin()
         #expect(keyring.count == 0)
         #expect(try environment.registry.accounts().isEmpty)

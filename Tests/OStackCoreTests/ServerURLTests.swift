@@ -22,8 +22,10 @@ import Testing
         #expect(try ServerURL(parsing: input).absoluteString == expected)
     }
 
-    @Test(arguments: ["", "ftp://host", "https://user:pass@host", "host?x=1", "host#frag", "https://", "ho st",
-                      "https://host:99999", "https://host:abc", "[::1"])
+    @Test(arguments: [
+        "", "ftp://host", "https://user:pass@host", "host?x=1", "host#frag", "https://", "ho st",
+        "https://host:99999", "https://host:abc", "[::1",
+    ])
     func rejectsInvalidInput(input: String) {
         #expect(throws: OStackError.self) { try ServerURL(parsing: input) }
     }

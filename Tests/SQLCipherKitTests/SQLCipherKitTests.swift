@@ -73,7 +73,9 @@ import Testing
     @Test func typedValuesRoundTrip() throws {
         let database = try Database(path: directory.appending("t.db"), key: .generate())
         try database.execute("CREATE TABLE v (i INTEGER, r REAL, t TEXT, b BLOB, n TEXT)")
-        let values: [SQLValue] = [.integer(Int64.min), .real(-1.5e300), .text("ünï 🎉 \u{0}x"), .blob([0, 1, 255, 0]), .null]
+        let values: [SQLValue] = [
+            .integer(Int64.min), .real(-1.5e300), .text("ünï 🎉 \u{0}x"), .blob([0, 1, 255, 0]), .null,
+        ]
         try database.execute("INSERT INTO v VALUES (?, ?, ?, ?, ?)", values)
         try database.execute("INSERT INTO v VALUES (?, ?, ?, ?, ?)", [.integer(Int64.max), 0.0, "", .blob([]), nil])
         let rows = try database.query("SELECT * FROM v ORDER BY i")
@@ -100,7 +102,9 @@ import Testing
         let database = try Database(path: directory.appending("t.db"), key: .generate())
         try database.execute("CREATE TABLE u (x TEXT UNIQUE NOT NULL)")
         try database.execute("INSERT INTO u VALUES (?)", [.text(canary)])
-        let error = #expect(throws: SQLiteError.self) { try database.execute("INSERT INTO u VALUES (?)", [.text(canary)]) }
+        let error = #expect(throws: SQLiteError.self) {
+            try database.execute("INSERT INTO u VALUES (?)", [.text(canary)])
+        }
         #expect(error?.kind == .constraint)
         #expect(!String(describing: error).contains(canary))
         #expect(!String(reflecting: error).contains(canary))

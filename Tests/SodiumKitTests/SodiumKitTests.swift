@@ -62,7 +62,8 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
     @Test func keyedHashMatchesReference() throws {
         let key = SecretBytes(copying: (0..<32).map { UInt8($0) })
         let kPin = SecretBytes(copying: [UInt8](repeating: 7, count: 32))
-        let kek = try BLAKE2b.keyedHash(key: key, parts: [Array("ostack/pin/v1".utf8), Array("acct".utf8)], secretParts: [kPin])
+        let kek = try BLAKE2b.keyedHash(
+            key: key, parts: [Array("ostack/pin/v1".utf8), Array("acct".utf8)], secretParts: [kPin])
         #expect(hex(bytes(kek)) == "f45d0ffab0b56eb362d293b5d7ec7d2a3fa4623f45ecff5ac57ac9030839ea34")
     }
 
@@ -74,7 +75,8 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
     }
 
     @Test func unkeyedHashMatchesReference() {
-        #expect(hex(BLAKE2b.hash(Array("abc".utf8))) == "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319")
+        #expect(
+            hex(BLAKE2b.hash(Array("abc".utf8))) == "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319")
     }
 
     @Test func constantTimeEquality() {
@@ -85,7 +87,9 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
 
     @Test func rejectsBadKeysAndLengths() {
         #expect(throws: SodiumError.self) { try BLAKE2b.keyedHash(key: SecretBytes(zeroedCount: 8), parts: []) }
-        #expect(throws: SodiumError.self) { try BLAKE2b.keyedHash(key: SecretBytes(zeroedCount: 32), parts: [], length: 8) }
+        #expect(throws: SodiumError.self) {
+            try BLAKE2b.keyedHash(key: SecretBytes(zeroedCount: 32), parts: [], length: 8)
+        }
     }
 }
 
@@ -133,14 +137,17 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         let ciphertext = unhex(
             "bd6d179d3e83d43b9576579493c0e939572a1700252bfaccbed2902c21396cbb731c7f1b0b4aa6440bf3a82f4eda7e39ae64c6708c54c216cb96b72e1213b4522f8c9ba40db5d945b11b69b982c1bb9e3f3fac2bc369488f76b2383565d3fff921f9664c97637da9768812f615c68b13b52e"
                 + "c0875924c1c7987947deafd8780acf49")
-        let plaintext = try AEAD.open(AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key, associatedData: ad)
+        let plaintext = try AEAD.open(
+            AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key, associatedData: ad)
         let expected =
             "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it."
         #expect(bytes(plaintext) == Array(expected.utf8))
     }
 
     @Test func rejectsShortKeys() {
-        #expect(throws: SodiumError.self) { try AEAD.seal(secret("x"), key: SecretBytes(zeroedCount: 16), associatedData: []) }
+        #expect(throws: SodiumError.self) {
+            try AEAD.seal(secret("x"), key: SecretBytes(zeroedCount: 16), associatedData: [])
+        }
     }
 }
 
@@ -160,7 +167,9 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
     @Test func sensitiveToPasswordSaltAndLimits() throws {
         let base = try Argon2id.deriveKey(password: secret("1234"), parameters: minimal())
         #expect(!(try Argon2id.deriveKey(password: secret("1235"), parameters: minimal()) == base))
-        #expect(!(try Argon2id.deriveKey(password: secret("1234"), parameters: minimal(salt: [UInt8](repeating: 2, count: 16))) == base))
+        #expect(
+            !(try Argon2id.deriveKey(
+                password: secret("1234"), parameters: minimal(salt: [UInt8](repeating: 2, count: 16))) == base))
         var moreOps = minimal()
         moreOps.opsLimit = 2
         #expect(!(try Argon2id.deriveKey(password: secret("1234"), parameters: moreOps) == base))
@@ -182,7 +191,9 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
     }
 
     @Test func rejectsBadRecipes() {
-        #expect(throws: SodiumError.self) { try Argon2id.deriveKey(password: secret("1"), parameters: minimal(salt: [1, 2])) }
+        #expect(throws: SodiumError.self) {
+            try Argon2id.deriveKey(password: secret("1"), parameters: minimal(salt: [1, 2]))
+        }
         var wrongAlgorithm = minimal()
         wrongAlgorithm.algorithm = 1  // argon2i13
         #expect(throws: SodiumError.invalidParameters) {
@@ -193,7 +204,9 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
         #expect(throws: SodiumError.invalidParameters) {
             try Argon2id.deriveKey(password: secret("1"), parameters: tooLittleMemory)
         }
-        #expect(throws: SodiumError.self) { try Argon2id.deriveKey(password: SecretBytes(zeroedCount: 0), parameters: minimal()) }
+        #expect(throws: SodiumError.self) {
+            try Argon2id.deriveKey(password: SecretBytes(zeroedCount: 0), parameters: minimal())
+        }
     }
 }
 
@@ -210,8 +223,12 @@ func bytes(_ secret: SecretBytes) -> [UInt8] { secret.withUnsafeBytes { Array($0
 
     @Test func rejectsBadInputs() {
         #expect(throws: SodiumError.self) { try SubkeyDerivation.derive(from: master, id: 1, context: "short") }
-        #expect(throws: SodiumError.self) { try SubkeyDerivation.derive(from: SecretBytes(zeroedCount: 16), id: 1, context: "ostk-tok") }
-        #expect(throws: SodiumError.self) { try SubkeyDerivation.derive(from: master, id: 1, context: "ostk-tok", length: 8) }
+        #expect(throws: SodiumError.self) {
+            try SubkeyDerivation.derive(from: SecretBytes(zeroedCount: 16), id: 1, context: "ostk-tok")
+        }
+        #expect(throws: SodiumError.self) {
+            try SubkeyDerivation.derive(from: master, id: 1, context: "ostk-tok", length: 8)
+        }
     }
 }
 

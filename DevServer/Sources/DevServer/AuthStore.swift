@@ -52,11 +52,15 @@ final class AuthStore: @unchecked Sendable {
     func user(id: String) -> DevServerConfiguration.User? { configuration.users.first { $0.id == id } }
 
     func signIn(email: String, password: String) -> Session? {
-        guard let user = configuration.users.first(where: { $0.email.lowercased() == email.lowercased() && $0.password == password })
+        guard
+            let user = configuration.users.first(where: {
+                $0.email.lowercased() == email.lowercased() && $0.password == password
+            })
         else { return nil }
         let now = Self.now()
-        let session = Session(token: Self.randomToken(), userID: user.id, createdAt: now, updatedAt: now,
-                              expiresAt: now + configuration.sessionTTL)
+        let session = Session(
+            token: Self.randomToken(), userID: user.id, createdAt: now, updatedAt: now,
+            expiresAt: now + configuration.sessionTTL)
         state.withLock {
             $0.sessions[session.token] = session
             $0.signIns += 1
@@ -98,9 +102,11 @@ final class AuthStore: @unchecked Sendable {
             if session.expiresAt <= now { return nil }
             if let grace = session.graceUntil {
                 // A rotated-away token inside its grace period: answer with the successor.
-                guard grace > now, let successor = state.sessions.values.first(where: {
-                    $0.userID == session.userID && $0.graceUntil == nil && $0.createdAt >= session.createdAt
-                }) else { return nil }
+                guard grace > now,
+                    let successor = state.sessions.values.first(where: {
+                        $0.userID == session.userID && $0.graceUntil == nil && $0.createdAt >= session.createdAt
+                    })
+                else { return nil }
                 state.refreshes += 1
                 return (successor, false)
             }

@@ -48,10 +48,12 @@ final class DevServerApp: @unchecked Sendable {
     }
 
     /// PROTOCOL §2.4: `{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":…}`.
-    static let unauthenticated = CoreResponse(status: 401, body: .object([
-        ("error", .string("UNAUTHENTICATED")), ("code", .string("UNAUTHENTICATED")),
-        ("message", .string("Authentication is required to access this endpoint.")),
-    ]))
+    static let unauthenticated = CoreResponse(
+        status: 401,
+        body: .object([
+            ("error", .string("UNAUTHENTICATED")), ("code", .string("UNAUTHENTICATED")),
+            ("message", .string("Authentication is required to access this endpoint.")),
+        ]))
 
     /// The response for a request, and whether the connection must be dropped before or after it.
     func handle(_ request: AppRequest) -> (action: AppAction, delayMilliseconds: Int) {
@@ -69,12 +71,15 @@ final class DevServerApp: @unchecked Sendable {
                 return (.drop(commit: true), delay)
             case .delay: delay += fault.delayMilliseconds
             case .status:
-                var response = fault.body.map { CoreResponse(status: fault.status, body: $0) }
+                var response =
+                    fault.body.map { CoreResponse(status: fault.status, body: $0) }
                     ?? (fault.status >= 500
-                        ? CoreResponse.error(status: fault.status, code: fault.status == 503 ? "SERVICE_UNAVAILABLE" : "INTERNAL_ERROR",
-                                             message: "Internal server error")
-                        : CoreResponse.error(status: fault.status, code: fault.status == 429 ? "RATE_LIMIT_EXCEEDED" : "ERROR",
-                                             message: "Injected failure"))
+                        ? CoreResponse.error(
+                            status: fault.status, code: fault.status == 503 ? "SERVICE_UNAVAILABLE" : "INTERNAL_ERROR",
+                            message: "Internal server error")
+                        : CoreResponse.error(
+                            status: fault.status, code: fault.status == 429 ? "RATE_LIMIT_EXCEEDED" : "ERROR",
+                            message: "Injected failure"))
                 if let retry = fault.retryAfter { response.headers.append(("Retry-After", String(retry))) }
                 return (.respond(response), delay)
             }
@@ -98,24 +103,44 @@ final class DevServerApp: @unchecked Sendable {
     func routeWithoutIdempotency(_ request: AppRequest) -> CoreResponse {
         let segments = request.path.split(separator: "/").map(String.init)
         switch (request.method, segments) {
-        case ("GET", ["api", "v1", "discovery"]), ("GET", ["api", "v1"]): return CoreResponse(status: 200, body: Self.discovery)
+        case ("GET", ["api", "v1", "discovery"]), ("GET", ["api", "v1"]):
+            return CoreResponse(status: 200, body: Self.discovery)
         case ("GET", [".well-known", "objectstack"]):
-            return CoreResponse(status: 200, headers: [("Cache-Control", "no-store")],
-                                body: .object([("success", .bool(true)), ("data", Self.discovery)]))
+            return CoreResponse(
+                status: 200, headers: [("Cache-Control", "no-store")],
+                body: .object([("success", .bool(true)), ("data", Self.discovery)]))
         case ("GET", ["api", "v1", "health"]):
-            return CoreResponse(status: 200, body: .object([("success", .bool(true)), ("data", .object([
-                ("status", .string("ok")), ("version", .string("1.0.0")),
-            ]))]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("success", .bool(true)),
+                    (
+                        "data",
+                        .object([
+                            ("status", .string("ok")), ("version", .string("1.0.0")),
+                        ])
+                    ),
+                ]))
         case ("GET", ["api", "v1", "ready"]):
-            return CoreResponse(status: 200, body: .object([("success", .bool(true)), ("data", .object([
-                ("status", .string("ready")), ("state", .string("running")),
-            ]))]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("success", .bool(true)),
+                    (
+                        "data",
+                        .object([
+                            ("status", .string("ready")), ("state", .string("running")),
+                        ])
+                    ),
+                ]))
         case (_, let parts) where parts.starts(with: ["api", "v1", "auth"]):
             return authRoute(request, Array(parts.dropFirst(3)))
         default: break
         }
         guard let userID = auth.authenticate(request.bearer) else {
-            if segments == ["api", "v1", "me", "apps"] { return CoreResponse(status: 200, body: .object([("apps", .array([]))])) }
+            if segments == ["api", "v1", "me", "apps"] {
+                return CoreResponse(status: 200, body: .object([("apps", .array([]))]))
+            }
             return Self.unauthenticated
         }
         switch (request.method, segments) {
@@ -128,9 +153,12 @@ final class DevServerApp: @unchecked Sendable {
         case ("GET", let parts) where parts.count == 5 && parts.starts(with: ["api", "v1", "meta"]):
             return store.metaItem(type: parts[3], name: parts[4], ifNoneMatch: request.header("If-None-Match"))
         case (_, let parts) where parts.count >= 4 && parts.starts(with: ["api", "v1", "data"]):
-            return idempotent(request, userID: userID) { self.dataRoute(request, Array(parts.dropFirst(3)), userID: userID) }
+            return idempotent(request, userID: userID) {
+                self.dataRoute(request, Array(parts.dropFirst(3)), userID: userID)
+            }
         default:
-            return .error(status: 404, code: "ROUTE_NOT_FOUND", message: "No route for \(request.method) \(request.path)")
+            return .error(
+                status: 404, code: "ROUTE_NOT_FOUND", message: "No route for \(request.method) \(request.path)")
         }
     }
 
@@ -146,9 +174,11 @@ final class DevServerApp: @unchecked Sendable {
         case ("POST", "batch"?): return store.batch(object: object, body: request.body, userId: userID)
         case ("GET", let id?): return store.get(object: object, id: id, query: request.query)
         case ("PATCH", let id?):
-            return store.update(object: object, id: id, body: request.body, ifMatch: request.header("If-Match"), userId: userID)
+            return store.update(
+                object: object, id: id, body: request.body, ifMatch: request.header("If-Match"), userId: userID)
         case ("DELETE", let id?):
-            return store.delete(object: object, id: id, ifMatch: request.header("If-Match"), query: request.query, userId: userID)
+            return store.delete(
+                object: object, id: id, ifMatch: request.header("If-Match"), query: request.query, userId: userID)
         default:
             return .error(status: 405, code: "METHOD_NOT_ALLOWED", message: "\(request.method) is not allowed here")
         }
@@ -179,40 +209,66 @@ final class DevServerApp: @unchecked Sendable {
                 let body = try? JSONValue.parse(request.body), let email = body["email"]?.stringValue,
                 let password = body["password"]?.stringValue
             else {
-                return CoreResponse(status: 400, body: .object([("code", .string("VALIDATION_ERROR")), ("message", .string("Invalid body"))]))
+                return CoreResponse(
+                    status: 400,
+                    body: .object([("code", .string("VALIDATION_ERROR")), ("message", .string("Invalid body"))]))
             }
-            guard let session = auth.signIn(email: email, password: password), let user = auth.user(id: session.userID) else {
-                return CoreResponse(status: 401, body: .object([
-                    ("code", .string("INVALID_EMAIL_OR_PASSWORD")), ("message", .string("Invalid email or password")),
+            guard let session = auth.signIn(email: email, password: password), let user = auth.user(id: session.userID)
+            else {
+                return CoreResponse(
+                    status: 401,
+                    body: .object([
+                        ("code", .string("INVALID_EMAIL_OR_PASSWORD")),
+                        ("message", .string("Invalid email or password")),
+                    ]))
+            }
+            return CoreResponse(
+                status: 200, headers: [("set-auth-token", session.token + "." + AuthStore.randomToken())],
+                body: .object([
+                    ("redirect", .bool(false)), ("token", .string(session.token)), ("url", .null),
+                    ("user", userJSON(user)),
                 ]))
-            }
-            return CoreResponse(status: 200, headers: [("set-auth-token", session.token + "." + AuthStore.randomToken())],
-                                body: .object([("redirect", .bool(false)), ("token", .string(session.token)), ("url", .null),
-                                               ("user", userJSON(user))]))
         case ("GET", ["get-session"]):
-            guard let (session, rotated) = auth.getSession(request.bearer), let user = auth.user(id: session.userID) else {
+            guard let (session, rotated) = auth.getSession(request.bearer), let user = auth.user(id: session.userID)
+            else {
                 return CoreResponse(status: 200, body: .null)
             }
             var headers: [(String, String)] = []
             if rotated { headers.append(("set-auth-token", session.token)) }
             let expiresAt: JSONValue = session.expiresAt > 0 ? .string(Self.iso(session.expiresAt)) : .null
-            return CoreResponse(status: 200, headers: headers, body: .object([
-                ("session", .object([
-                    ("id", .string("ses_" + String(session.token.prefix(6)))), ("token", .string(session.token)),
-                    ("userId", .string(user.id)), ("expiresAt", expiresAt),
-                    ("createdAt", .string(Self.iso(session.createdAt))), ("updatedAt", .string(Self.iso(session.updatedAt))),
-                ])),
-                ("user", userJSON(user)),
-            ]))
+            return CoreResponse(
+                status: 200, headers: headers,
+                body: .object([
+                    (
+                        "session",
+                        .object([
+                            ("id", .string("ses_" + String(session.token.prefix(6)))),
+                            ("token", .string(session.token)),
+                            ("userId", .string(user.id)), ("expiresAt", expiresAt),
+                            ("createdAt", .string(Self.iso(session.createdAt))),
+                            ("updatedAt", .string(Self.iso(session.updatedAt))),
+                        ])
+                    ),
+                    ("user", userJSON(user)),
+                ]))
         case ("POST", ["sign-out"]):
             auth.signOut(request.bearer)
             return CoreResponse(status: 200, body: .object([("success", .bool(true))]))
         case ("GET", ["config"]):
-            return CoreResponse(status: 200, body: .object([("success", .bool(true)), ("data", .object([
-                ("emailPassword", .object([("enabled", .bool(true))])), ("socialProviders", .array([])),
-            ]))]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("success", .bool(true)),
+                    (
+                        "data",
+                        .object([
+                            ("emailPassword", .object([("enabled", .bool(true))])), ("socialProviders", .array([])),
+                        ])
+                    ),
+                ]))
         default:
-            return CoreResponse(status: 404, body: .object([("code", .string("NOT_FOUND")), ("message", .string("Not found"))]))
+            return CoreResponse(
+                status: 404, body: .object([("code", .string("NOT_FOUND")), ("message", .string("Not found"))]))
         }
     }
 
@@ -245,7 +301,10 @@ final class DevServerApp: @unchecked Sendable {
                 return .error(status: 400, code: "VALIDATION_ERROR", message: "seed takes {object, count}")
             }
             let user = configuration.users.first?.id ?? "usr_seed"
-            return CoreResponse(status: 200, body: .object([("seeded", .number(Double(store.seed(object: object, count: Int(count), userId: user))))]))
+            return CoreResponse(
+                status: 200,
+                body: .object([("seeded", .number(Double(store.seed(object: object, count: Int(count), userId: user))))]
+                ))
         case ("POST", "/__control__/faults"):
             return faults.add(body) ? ok : .error(status: 400, code: "VALIDATION_ERROR", message: "bad fault")
         case ("DELETE", "/__control__/faults"):
@@ -261,17 +320,24 @@ final class DevServerApp: @unchecked Sendable {
             return store.modifyAsOtherUser(object: object, id: id, fields: body["fields"] ?? .object([]))
         case ("GET", "/__control__/counters"):
             let (signIns, refreshes, rotations) = auth.counters
-            let requests = counters.withLock { $0 }.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.number(Double($0.value))) }
-            return CoreResponse(status: 200, body: .object([
-                ("signIns", .number(Double(signIns))), ("refreshes", .number(Double(refreshes))),
-                ("rotations", .number(Double(rotations))), ("requests", .object(requests)),
-            ]))
+            let requests = counters.withLock { $0 }.sorted { $0.key < $1.key }.map {
+                ($0.key, JSONValue.number(Double($0.value)))
+            }
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("signIns", .number(Double(signIns))), ("refreshes", .number(Double(refreshes))),
+                    ("rotations", .number(Double(rotations))), ("requests", .object(requests)),
+                ]))
         case ("GET", "/__control__/record"):
             let object = request.query.first { $0.0 == "object" }?.1 ?? ""
             let id = request.query.first { $0.0 == "id" }?.1 ?? ""
-            return CoreResponse(status: 200, body: .object([
-                ("count", .number(Double(store.count(object: object)))), ("record", store.record(object: object, id: id) ?? .null),
-            ]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("count", .number(Double(store.count(object: object)))),
+                    ("record", store.record(object: object, id: id) ?? .null),
+                ]))
         default:
             return .error(status: 404, code: "ROUTE_NOT_FOUND", message: "No control route")
         }
@@ -280,15 +346,41 @@ final class DevServerApp: @unchecked Sendable {
     static let discovery: JSONValue = .object([
         ("name", .string("ObjectStack API")), ("apiName", .string("ObjectStack API")), ("version", .string("1.0")),
         ("environment", .string("development")),
-        ("routes", .object([
-            ("data", .string("/api/v1/data")), ("metadata", .string("/api/v1/meta")), ("discovery", .string("/api/v1/discovery")),
-            ("auth", .string("/api/v1/auth")),
-        ])),
-        ("locale", .object([("default", .string("en")), ("supported", .array([.string("en")])), ("timezone", .string("UTC"))])),
-        ("services", .object([
-            ("data", .object([("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/data"))])),
-            ("auth", .object([("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/auth"))])),
-        ])),
-        ("capabilities", .object([("transactionalBatch", .object([("enabled", .bool(true))])), ("export", .object([("enabled", .bool(false))]))])),
+        (
+            "routes",
+            .object([
+                ("data", .string("/api/v1/data")), ("metadata", .string("/api/v1/meta")),
+                ("discovery", .string("/api/v1/discovery")),
+                ("auth", .string("/api/v1/auth")),
+            ])
+        ),
+        (
+            "locale",
+            .object([("default", .string("en")), ("supported", .array([.string("en")])), ("timezone", .string("UTC"))])
+        ),
+        (
+            "services",
+            .object([
+                (
+                    "data",
+                    .object([
+                        ("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/data")),
+                    ])
+                ),
+                (
+                    "auth",
+                    .object([
+                        ("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/auth")),
+                    ])
+                ),
+            ])
+        ),
+        (
+            "capabilities",
+            .object([
+                ("transactionalBatch", .object([("enabled", .bool(true))])),
+                ("export", .object([("enabled", .bool(false))])),
+            ])
+        ),
     ])
 }

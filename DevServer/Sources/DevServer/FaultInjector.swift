@@ -25,9 +25,12 @@ final class FaultInjector: @unchecked Sendable {
 
     /// Parses `{"match":{"method","pathPrefix"},"count","action","status","retryAfter","delayMs","body"}`.
     func add(_ json: JSONValue) -> Bool {
-        guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else { return false }
+        guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else {
+            return false
+        }
         var rule = Rule(
-            method: json["match"]?["method"]?.stringValue?.uppercased(), pathPrefix: json["match"]?["pathPrefix"]?.stringValue,
+            method: json["match"]?["method"]?.stringValue?.uppercased(),
+            pathPrefix: json["match"]?["pathPrefix"]?.stringValue,
             remaining: Int(json["count"]?.numberValue ?? 1), action: action)
         if let status = json["status"]?.numberValue { rule.status = Int(status) }
         if let retry = json["retryAfter"]?.numberValue { rule.retryAfter = Int(retry) }
@@ -42,10 +45,13 @@ final class FaultInjector: @unchecked Sendable {
     /// The fault for this request, consuming one use of the first matching rule.
     func take(method: String, path: String) -> Rule? {
         rules.withLock { rules in
-            guard let index = rules.firstIndex(where: { rule in
-                (rule.method == nil || rule.method == method) && (rule.pathPrefix.map { path.hasPrefix($0) } ?? true)
-                    && rule.remaining > 0
-            }) else { return nil }
+            guard
+                let index = rules.firstIndex(where: { rule in
+                    (rule.method == nil || rule.method == method)
+                        && (rule.pathPrefix.map { path.hasPrefix($0) } ?? true)
+                        && rule.remaining > 0
+                })
+            else { return nil }
             rules[index].remaining -= 1
             let rule = rules[index]
             if rules[index].remaining == 0 { rules.remove(at: index) }

@@ -22,7 +22,9 @@ public final class DevServer: Sendable {
     public let port: Int
 
     public static func start(_ configuration: DevServerConfiguration) async throws -> DevServer {
-        guard DevServerConfiguration.isLoopback(configuration.host) else { throw StartError.notLoopback(configuration.host) }
+        guard DevServerConfiguration.isLoopback(configuration.host) else {
+            throw StartError.notLoopback(configuration.host)
+        }
         let app = DevServerApp(configuration: configuration)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let bootstrap = ServerBootstrap(group: group)
@@ -37,7 +39,8 @@ public final class DevServer: Sendable {
             }
         let host = configuration.host == "localhost" ? "127.0.0.1" : configuration.host
         let channel = try await bootstrap.bind(host: host, port: configuration.port).get()
-        return DevServer(app: app, group: group, channel: channel, port: channel.localAddress?.port ?? configuration.port)
+        return DevServer(
+            app: app, group: group, channel: channel, port: channel.localAddress?.port ?? configuration.port)
     }
 
     init(app: DevServerApp, group: MultiThreadedEventLoopGroup, channel: any Channel, port: Int) {
@@ -89,7 +92,9 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let head else { return }
             self.head = nil
             if tooLarge {
-                write(context: context, head: head, response: .error(status: 413, code: "PAYLOAD_TOO_LARGE", message: "Body too large"))
+                write(
+                    context: context, head: head,
+                    response: .error(status: 413, code: "PAYLOAD_TOO_LARGE", message: "Body too large"))
                 return
             }
             let request = Self.makeRequest(head, body: body)
@@ -116,7 +121,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         for (name, value) in response.headers { headers.add(name: name, value: value) }
         let keepAlive = head.isKeepAlive
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
-        let responseHead = HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+        let responseHead = HTTPResponseHead(
+            version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
         context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
         if !bytes.isEmpty {
             var buffer = context.channel.allocator.buffer(capacity: bytes.count)

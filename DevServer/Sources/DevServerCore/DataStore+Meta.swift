@@ -11,7 +11,8 @@ extension DataStore {
     public func metaItems(type: String) -> CoreResponse {
         switch Self.singular(type) {
         case "object":
-            return CoreResponse(status: 200, body: .object([("type", .string("object")), ("items", .array(objects.map(\.metadata)))]))
+            return CoreResponse(
+                status: 200, body: .object([("type", .string("object")), ("items", .array(objects.map(\.metadata)))]))
         case "app":
             return CoreResponse(status: 200, body: .object([("type", .string("app")), ("items", .array(Self.apps))]))
         default:
@@ -33,9 +34,11 @@ extension DataStore {
                 return CoreResponse(status: 304, headers: headers, body: nil)
             }
         }
-        return CoreResponse(status: 200, headers: headers, body: .object([
-            ("type", .string("object")), ("name", .string(name)), ("item", item),
-        ]))
+        return CoreResponse(
+            status: 200, headers: headers,
+            body: .object([
+                ("type", .string("object")), ("name", .string(name)), ("item", item),
+            ]))
     }
 
     public func apps() -> CoreResponse {
@@ -43,8 +46,13 @@ extension DataStore {
     }
 
     static let apps: [JSONValue] = [
-        .object([("name", .string("crm")), ("label", .string("CRM")), ("active", .bool(true)), ("isDefault", .bool(true))]),
-        .object([("name", .string("projects")), ("label", .string("Projects")), ("active", .bool(true)), ("isDefault", .bool(false))]),
+        .object([
+            ("name", .string("crm")), ("label", .string("CRM")), ("active", .bool(true)), ("isDefault", .bool(true)),
+        ]),
+        .object([
+            ("name", .string("projects")), ("label", .string("Projects")), ("active", .bool(true)),
+            ("isDefault", .bool(false)),
+        ]),
     ]
 
     /// FNV-1a 64-bit, hex (a content hash for ETags; not security-relevant).

@@ -4,7 +4,9 @@ extension DataStore {
     static func normalizeVersion(_ token: String) -> String {
         var text = token.trimmed()
         if text.hasPrefix("W/") { text.removeFirst(2) }
-        if text.count >= 2 && text.hasPrefix("\"") && text.hasSuffix("\"") { text = String(text.dropFirst().dropLast()) }
+        if text.count >= 2 && text.hasPrefix("\"") && text.hasSuffix("\"") {
+            text = String(text.dropFirst().dropLast())
+        }
         return text
     }
 
@@ -30,13 +32,23 @@ extension DataStore {
     }
 
     func created(_ record: Record, dropped: [String], object: String) -> CoreResponse {
-        var body: [(String, JSONValue)] = [("object", .string(object)), ("id", .string(record.id)), ("record", record.json)]
+        var body: [(String, JSONValue)] = [
+            ("object", .string(object)), ("id", .string(record.id)), ("record", record.json),
+        ]
         var headers: [(String, String)] = []
         if !dropped.isEmpty {
-            headers.append(("X-ObjectStack-Dropped-Fields", dropped.map { "\($0);reason=readonly" }.joined(separator: ", ")))
-            body.append(("droppedFields", .array([.object([
-                ("object", .string(object)), ("fields", .array(dropped.map { .string($0) })), ("reason", .string("readonly")),
-            ])])))
+            headers.append(
+                ("X-ObjectStack-Dropped-Fields", dropped.map { "\($0);reason=readonly" }.joined(separator: ", ")))
+            body.append(
+                (
+                    "droppedFields",
+                    .array([
+                        .object([
+                            ("object", .string(object)), ("fields", .array(dropped.map { .string($0) })),
+                            ("reason", .string("readonly")),
+                        ])
+                    ])
+                ))
         }
         return CoreResponse(status: 201, headers: headers, body: .object(body))
     }
@@ -52,7 +64,8 @@ extension DataStore {
         for (key, value) in members {
             if key == "id" {
                 guard case .string(let id) = value, !id.isEmpty, id.count <= 100 else {
-                    throw WriteFailure(response: .error(status: 400, code: "VALIDATION_ERROR", message: "id must be a string"))
+                    throw WriteFailure(
+                        response: .error(status: 400, code: "VALIDATION_ERROR", message: "id must be a string"))
                 }
                 requestedID = id
             } else if ObjectDefinition.systemFields.contains(key) || definition.field(key)?.readonly == true {
@@ -67,23 +80,26 @@ extension DataStore {
         let id: String
         if let requestedID {
             if table.record(requestedID) != nil {
-                throw WriteFailure(response: .error(
-                    status: 409, code: "UNIQUE_VIOLATION", message: "A record with this id already exists",
-                    extra: [("field", .string("id")), ("object", .string(definition.name))]))
+                throw WriteFailure(
+                    response: .error(
+                        status: 409, code: "UNIQUE_VIOLATION", message: "A record with this id already exists",
+                        extra: [("field", .string("id")), ("object", .string(definition.name))]))
             }
             id = requestedID
         } else {
             table.sequence += 1
             id = "\(definition.idPrefix)_\(table.sequence)"
         }
-        for field in definition.fields where field.defaultValue != nil && !data.contains(where: { $0.0 == field.name }) {
+        for field in definition.fields where field.defaultValue != nil && !data.contains(where: { $0.0 == field.name })
+        {
             data.append((field.name, field.defaultValue!))
         }
         let version = state.clock.next()
-        let record = Record(members: [("id", .string(id))] + data + [
-            ("created_at", .string(version)), ("updated_at", .string(version)),
-            ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
-        ])
+        let record = Record(
+            members: [("id", .string(id))] + data + [
+                ("created_at", .string(version)), ("updated_at", .string(version)),
+                ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
+            ])
         table.append(record)
         state.tables[definition.name] = table
         return (record, dropped)
@@ -91,8 +107,9 @@ extension DataStore {
 
     func validationFailed(_ errors: [JSONValue], object: String) -> CoreResponse {
         let first = errors.first?["message"]?.stringValue ?? "validation failed"
-        return .error(status: 400, code: "VALIDATION_FAILED", message: first,
-                      extra: [("object", .string(object)), ("fields", .array(errors))])
+        return .error(
+            status: 400, code: "VALIDATION_FAILED", message: first,
+            extra: [("object", .string(object)), ("fields", .array(errors))])
     }
 
     public func update(object: String, id: String, body: [UInt8], ifMatch: String?, userId: String) -> CoreResponse {
@@ -111,8 +128,9 @@ extension DataStore {
                         data.append((key, value))
                     }
                 }
-                let (record, dropped) = try modify(id: id, data: data, expected: expected, definition: definition,
-                                                   userId: userId, state: &state)
+                let (record, dropped) = try modify(
+                    id: id, data: data, expected: expected, definition: definition,
+                    userId: userId, state: &state)
                 var response = created(record, dropped: dropped, object: object)
                 response.status = 200
                 return response
@@ -122,14 +140,16 @@ extension DataStore {
         }
     }
 
-    func modify(id: String, data members: [(String, JSONValue)], expected: String?, definition: ObjectDefinition,
-                userId: String, state: inout State) throws(WriteFailure) -> (Record, [String])
-    {
+    func modify(
+        id: String, data members: [(String, JSONValue)], expected: String?, definition: ObjectDefinition,
+        userId: String, state: inout State
+    ) throws(WriteFailure) -> (Record, [String]) {
         guard var record = state.tables[definition.name]?.record(id) else {
             throw WriteFailure(response: recordNotFound(definition.name, id))  // 404 beats 409
         }
         if let expected, Self.normalizeVersion(expected) != record.version {
-            throw WriteFailure(response: conflict(record, expected: Self.normalizeVersion(expected), object: definition.name))
+            throw WriteFailure(
+                response: conflict(record, expected: Self.normalizeVersion(expected), object: definition.name))
         }
         var data: [(String, JSONValue)] = []
         var dropped: [String] = []
@@ -152,8 +172,12 @@ extension DataStore {
     func conflict(_ record: Record, expected: String, object: String) -> CoreResponse {
         .error(
             status: 409, code: "CONCURRENT_UPDATE",
-            message: "Record \(object)/\(record.id) was modified by another user (current version \(record.version), expected \(expected))",
-            extra: [("currentVersion", .string(record.version)), ("currentRecord", record.json), ("object", .string(object))])
+            message:
+                "Record \(object)/\(record.id) was modified by another user (current version \(record.version), expected \(expected))",
+            extra: [
+                ("currentVersion", .string(record.version)), ("currentRecord", record.json),
+                ("object", .string(object)),
+            ])
     }
 
     public func delete(object: String, id: String, ifMatch: String?, query: [(String, String)], userId: String)
@@ -164,7 +188,9 @@ extension DataStore {
         return state.withLock { state in
             do throws(WriteFailure) {
                 try remove(id: id, expected: expected, definition: definition, state: &state)
-                return CoreResponse(status: 200, body: .object([("object", .string(object)), ("id", .string(id)), ("success", .bool(true))]))
+                return CoreResponse(
+                    status: 200,
+                    body: .object([("object", .string(object)), ("id", .string(id)), ("success", .bool(true))]))
             } catch {
                 return error.response
             }
@@ -176,7 +202,8 @@ extension DataStore {
             throw WriteFailure(response: recordNotFound(definition.name, id))
         }
         if let expected, Self.normalizeVersion(expected) != record.version {
-            throw WriteFailure(response: conflict(record, expected: Self.normalizeVersion(expected), object: definition.name))
+            throw WriteFailure(
+                response: conflict(record, expected: Self.normalizeVersion(expected), object: definition.name))
         }
         state.tables[definition.name]!.remove(id)
     }
@@ -184,8 +211,9 @@ extension DataStore {
     // MARK: Bulk
 
     func tooLarge(_ count: Int, object: String) -> CoreResponse {
-        .error(status: 400, code: "BATCH_TOO_LARGE", message: "Batch too large: \(count) records (max \(batchCap))",
-               extra: [("count", .number(Double(count))), ("max", .number(Double(batchCap))), ("object", .string(object))])
+        .error(
+            status: 400, code: "BATCH_TOO_LARGE", message: "Batch too large: \(count) records (max \(batchCap))",
+            extra: [("count", .number(Double(count))), ("max", .number(Double(batchCap))), ("object", .string(object))])
     }
 
     /// `POST /data/:o/createMany` with a bare array: all validated first, then all inserted.
@@ -215,9 +243,12 @@ extension DataStore {
                     return response
                 }
             }
-            return CoreResponse(status: 201, body: .object([
-                ("object", .string(object)), ("records", .array(records)), ("count", .number(Double(records.count))),
-            ]))
+            return CoreResponse(
+                status: 201,
+                body: .object([
+                    ("object", .string(object)), ("records", .array(records)),
+                    ("count", .number(Double(records.count))),
+                ]))
         }
     }
 
@@ -238,7 +269,9 @@ extension DataStore {
         }
         let rows: [JSONValue] = ids.map { id in
             var members: [(String, JSONValue)] = [("id", id)]
-            if let id = id.stringValue, let version = json["versions"]?[id] { members.append(("expectedVersion", version)) }
+            if let id = id.stringValue, let version = json["versions"]?[id] {
+                members.append(("expectedVersion", version))
+            }
             return .object(members)
         }
         return bulk(object: object, operation: "delete", rows: rows, options: json["options"], userId: userId)
@@ -257,7 +290,8 @@ extension DataStore {
         return bulk(object: object, operation: operation, rows: records, options: json["options"], userId: userId)
     }
 
-    func bulk(object: String, operation: String, rows: [JSONValue], options: JSONValue?, userId: String) -> CoreResponse {
+    func bulk(object: String, operation: String, rows: [JSONValue], options: JSONValue?, userId: String) -> CoreResponse
+    {
         guard let definition = definition(object) else { return objectNotFound(object) }
         if rows.count > batchCap { return tooLarge(rows.count, object: object) }
         let atomic = options?["atomic"] == .bool(true)
@@ -269,11 +303,15 @@ extension DataStore {
             var failedAt: Int?
             for (index, row) in rows.enumerated() {
                 if failedAt != nil && !continueOnError && !atomic {
-                    results.append(rowFailure(index: index, id: row["id"], code: "NOT_ATTEMPTED", message: "not attempted", status: 0))
+                    results.append(
+                        rowFailure(
+                            index: index, id: row["id"], code: "NOT_ATTEMPTED", message: "not attempted", status: 0))
                     continue
                 }
                 if failedAt != nil && atomic {
-                    results.append(rowFailure(index: index, id: row["id"], code: "NOT_ATTEMPTED", message: "not attempted", status: 0))
+                    results.append(
+                        rowFailure(
+                            index: index, id: row["id"], code: "NOT_ATTEMPTED", message: "not attempted", status: 0))
                     continue
                 }
                 do throws(WriteFailure) {
@@ -283,22 +321,37 @@ extension DataStore {
                     switch operation {
                     case "create":
                         let members = row["data"]?.objectValue ?? (row.objectValue ?? []).filter { $0.0 != "data" }
-                        record = try insert(members + (id.map { [("id", JSONValue.string($0))] } ?? []),
-                                            definition: definition, userId: userId, state: &state).0
+                        record = try insert(
+                            members + (id.map { [("id", JSONValue.string($0))] } ?? []),
+                            definition: definition, userId: userId, state: &state
+                        ).0
                     case "update", "upsert":
-                        guard let id else { throw WriteFailure(response: .error(status: 400, code: "VALIDATION_ERROR", message: "id required")) }
+                        guard let id else {
+                            throw WriteFailure(
+                                response: .error(status: 400, code: "VALIDATION_ERROR", message: "id required"))
+                        }
                         let data = row["data"]?.objectValue ?? []
                         if operation == "upsert" && state.tables[object]?.record(id) == nil {
-                            record = try insert(data + [("id", .string(id))], definition: definition, userId: userId, state: &state).0
+                            record = try insert(
+                                data + [("id", .string(id))], definition: definition, userId: userId, state: &state
+                            ).0
                         } else {
-                            record = try modify(id: id, data: data, expected: expected, definition: definition, userId: userId, state: &state).0
+                            record = try modify(
+                                id: id, data: data, expected: expected, definition: definition, userId: userId,
+                                state: &state
+                            ).0
                         }
                     default:
-                        guard let id else { throw WriteFailure(response: .error(status: 400, code: "VALIDATION_ERROR", message: "id required")) }
+                        guard let id else {
+                            throw WriteFailure(
+                                response: .error(status: 400, code: "VALIDATION_ERROR", message: "id required"))
+                        }
                         try remove(id: id, expected: expected, definition: definition, state: &state)
                     }
-                    var result: [(String, JSONValue)] = [("id", .string(record?.id ?? id ?? "")), ("success", .bool(true)),
-                                                         ("index", .number(Double(index)))]
+                    var result: [(String, JSONValue)] = [
+                        ("id", .string(record?.id ?? id ?? "")), ("success", .bool(true)),
+                        ("index", .number(Double(index))),
+                    ]
                     if let record, returnRecords || operation != "delete" {
                         result.append(("data", record.json))
                     }
@@ -313,23 +366,29 @@ extension DataStore {
                     if let version = body?["currentVersion"] { entry.append(("currentVersion", version)) }
                     if let current = body?["currentRecord"] { entry.append(("currentRecord", current)) }
                     if let fields = body?["fields"] { entry.append(("fields", fields)) }
-                    results.append(.object([("id", row["id"] ?? .null), ("success", .bool(false)),
-                                            ("index", .number(Double(index))), ("errors", .array([.object(entry)]))]))
+                    results.append(
+                        .object([
+                            ("id", row["id"] ?? .null), ("success", .bool(false)),
+                            ("index", .number(Double(index))), ("errors", .array([.object(entry)])),
+                        ]))
                 }
             }
             if atomic, let failedAt {
                 state = snapshot
                 results = results.enumerated().map { index, result in
                     if index == failedAt || result["success"] == .bool(false) { return result }
-                    return rowFailure(index: index, id: result["id"], code: "ROLLED_BACK", message: "rolled back", status: 0)
+                    return rowFailure(
+                        index: index, id: result["id"], code: "ROLLED_BACK", message: "rolled back", status: 0)
                 }
             }
             let succeeded = results.filter { $0["success"] == .bool(true) }.count
-            return CoreResponse(status: 200, body: .object([
-                ("success", .bool(succeeded == rows.count)), ("operation", .string(operation)),
-                ("total", .number(Double(rows.count))), ("succeeded", .number(Double(succeeded))),
-                ("failed", .number(Double(rows.count - succeeded))), ("results", .array(results)),
-            ]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("success", .bool(succeeded == rows.count)), ("operation", .string(operation)),
+                    ("total", .number(Double(rows.count))), ("succeeded", .number(Double(succeeded))),
+                    ("failed", .number(Double(rows.count - succeeded))), ("results", .array(results)),
+                ]))
         }
     }
 

@@ -60,12 +60,15 @@ public final class DataStore: @unchecked Sendable {
     func definition(_ name: String) -> ObjectDefinition? { objects.first { $0.name == name } }
 
     func objectNotFound(_ name: String) -> CoreResponse {
-        .error(status: 404, code: "OBJECT_NOT_FOUND", message: "Object \(name) not found", extra: [("object", .string(name))])
+        .error(
+            status: 404, code: "OBJECT_NOT_FOUND", message: "Object \(name) not found",
+            extra: [("object", .string(name))])
     }
 
     func recordNotFound(_ object: String, _ id: String) -> CoreResponse {
-        .error(status: 404, code: "RECORD_NOT_FOUND", message: "Record \(id) not found in \(object)",
-               extra: [("object", .string(object))])
+        .error(
+            status: 404, code: "RECORD_NOT_FOUND", message: "Record \(id) not found in \(object)",
+            extra: [("object", .string(object))])
     }
 
     // MARK: Control
@@ -96,8 +99,12 @@ public final class DataStore: @unchecked Sendable {
                 let version = state.clock.next()
                 var members: [(String, JSONValue)] = [("id", .string("\(definition.idPrefix)_s\(table.sequence)"))]
                 members.append((definition.nameField, .string("Seed \(table.sequence)")))
-                if definition.field("status") != nil { members.append(("status", .string(table.sequence % 3 == 0 ? "done" : "open"))) }
-                if definition.field("amount") != nil { members.append(("amount", .number(Double(table.sequence % 1000)))) }
+                if definition.field("status") != nil {
+                    members.append(("status", .string(table.sequence % 3 == 0 ? "done" : "open")))
+                }
+                if definition.field("amount") != nil {
+                    members.append(("amount", .number(Double(table.sequence % 1000))))
+                }
                 members += [
                     ("created_at", .string(version)), ("updated_at", .string(version)),
                     ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
@@ -120,7 +127,8 @@ public final class DataStore: @unchecked Sendable {
             record["updated_at"] = .string(state.clock.next())
             record["updated_by"] = .string("usr_other")
             state.tables[object]!.append(record)
-            return CoreResponse(status: 200, body: .object([("object", .string(object)), ("id", .string(id)), ("record", record.json)]))
+            return CoreResponse(
+                status: 200, body: .object([("object", .string(object)), ("id", .string(id)), ("record", record.json)]))
         }
     }
 
@@ -159,9 +167,13 @@ public final class DataStore: @unchecked Sendable {
                 for row in table.rows {
                     guard let record = row else { continue }
                     if let condition = query.condition, !FilterEvaluator.matches(condition, record) { continue }
-                    if let search = query.search, !(record[definition.nameField]?.stringValue.map {
-                        FilterEvaluator.asciiLower($0).contains(FilterEvaluator.asciiLower(search))
-                    } ?? false) { continue }
+                    if let search = query.search,
+                        !(record[definition.nameField]?.stringValue.map {
+                            FilterEvaluator.asciiLower($0).contains(FilterEvaluator.asciiLower(search))
+                        } ?? false)
+                    {
+                        continue
+                    }
                     if matched >= query.offset && page.count < limit { page.append(record.selecting(query.fields)) }
                     matched += 1
                     if !needTotal && page.count >= limit && matched > query.offset + limit { break }
@@ -176,7 +188,8 @@ public final class DataStore: @unchecked Sendable {
             }
             candidates.sort { left, right in
                 for key in query.sort {
-                    let order = FilterEvaluator.compare(left[key.field] ?? .null, right[key.field] ?? .null)
+                    let order =
+                        FilterEvaluator.compare(left[key.field] ?? .null, right[key.field] ?? .null)
                         ?? Self.nullOrder(left[key.field], right[key.field])
                     if order != 0 { return key.descending ? order > 0 : order < 0 }
                 }
@@ -188,7 +201,11 @@ public final class DataStore: @unchecked Sendable {
         var members: [(String, JSONValue)] = [("object", .string(definition.name)), ("records", .array(page))]
         if let total { members.append(("total", .number(Double(total)))) }
         let hasMore: Bool
-        if let total { hasMore = query.offset + page.count < total } else { hasMore = query.limit.map { page.count >= $0 } ?? false }
+        if let total {
+            hasMore = query.offset + page.count < total
+        } else {
+            hasMore = query.limit.map { page.count >= $0 } ?? false
+        }
         members.append(("hasMore", .bool(hasMore)))
         return CoreResponse(status: 200, body: .object(members))
     }
@@ -210,17 +227,22 @@ public final class DataStore: @unchecked Sendable {
                 fields = value.split(separator: ",").map { String($0).trimmed() }
             case "expand", "$expand", "populate": continue
             default:
-                return .nestedError(status: 400, code: "VALIDATION_ERROR", message: "Unsupported query parameter \(key)")
+                return .nestedError(
+                    status: 400, code: "VALIDATION_ERROR", message: "Unsupported query parameter \(key)")
             }
         }
         if let fields, let unknown = fields.first(where: { !definition.isKnownField($0) }) {
-            return .error(status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)", extra: [("field", .string(unknown))])
+            return .error(
+                status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)",
+                extra: [("field", .string(unknown))])
         }
         return state.withLock { state in
             guard let record = state.tables[object]?.record(id) else { return recordNotFound(object, id) }
-            return CoreResponse(status: 200, body: .object([
-                ("object", .string(object)), ("id", .string(id)), ("record", record.selecting(fields)),
-            ]))
+            return CoreResponse(
+                status: 200,
+                body: .object([
+                    ("object", .string(object)), ("id", .string(id)), ("record", record.selecting(fields)),
+                ]))
         }
     }
 }

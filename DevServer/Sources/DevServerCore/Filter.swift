@@ -73,7 +73,9 @@ enum FilterParser {
             let keyword = head.lowercased()
             if keyword == "and" || keyword == "or" {
                 let children = try items.dropFirst().map { (item) throws(FilterError) -> Condition in
-                    guard case .array(let child) = item else { throw FilterError(message: "group members must be arrays") }
+                    guard case .array(let child) = item else {
+                        throw FilterError(message: "group members must be arrays")
+                    }
                     return try parseArray(child)
                 }
                 guard !children.isEmpty else { throw FilterError(message: "a group needs a member") }
@@ -240,7 +242,8 @@ enum FilterEvaluator {
                 case .notContains: return !(text.contains(needle) || needle.isEmpty)
                 case .startsWith: return text.hasPrefix(needle)
                 case .endsWith: return text.hasSuffix(needle)
-                case .like: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
+                case .like:
+                    return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
                 default: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: true)
                 }
             case .null, .exists: return nil
@@ -262,9 +265,11 @@ enum FilterEvaluator {
     }
 
     static func asciiLower(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map {
-            ($0.value >= 65 && $0.value <= 90) ? Unicode.Scalar($0.value + 32)! : $0
-        }))
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map {
+                    ($0.value >= 65 && $0.value <= 90) ? Unicode.Scalar($0.value + 32)! : $0
+                }))
     }
 
     /// SQL LIKE with % and _.

@@ -34,8 +34,12 @@ struct ListQuery {
         "searchFields": "searchFields", "$searchFields": "searchFields",
         "count": "count", "$count": "count",
     ]
-    static let reserved: Set<String> = ["cursor", "distinct", "object", "aggregations", "groupBy", "having", "page", "pageSize"]
-    static let hints: [String: String] = ["pageSize": "top", "page": "skip", "limit": "top", "order": "sort", "q": "search"]
+    static let reserved: Set<String> = [
+        "cursor", "distinct", "object", "aggregations", "groupBy", "having", "page", "pageSize",
+    ]
+    static let hints: [String: String] = [
+        "pageSize": "top", "page": "skip", "limit": "top", "order": "sort", "q": "search",
+    ]
 
     static func parse(_ query: [(String, String)], object: ObjectDefinition) -> Outcome {
         var values: [String: [(String, String)]] = [:]
@@ -44,11 +48,14 @@ struct ListQuery {
             if let slot = slots[key] {
                 values[slot, default: []].append((key, value))
             } else if key.hasPrefix("$") {
-                return .failure(.nestedError(status: 400, code: "UNSUPPORTED_QUERY_PARAM", message: "Unsupported parameter \(key)"))
+                return .failure(
+                    .nestedError(status: 400, code: "UNSUPPORTED_QUERY_PARAM", message: "Unsupported parameter \(key)"))
             } else if reserved.contains(key) || !object.isKnownField(key) {
                 let hint = hints[key].map { " (did you mean `\($0)`?)" } ?? ""
-                return .failure(.error(status: 400, code: "INVALID_FIELD", message: "Unknown field \(key)\(hint)",
-                                       extra: [("field", .string(key))]))
+                return .failure(
+                    .error(
+                        status: 400, code: "INVALID_FIELD", message: "Unknown field \(key)\(hint)",
+                        extra: [("field", .string(key))]))
             } else {
                 implicit.append((key, value))
             }
@@ -57,13 +64,18 @@ struct ListQuery {
             let distinctValues = Set(entries.map(\.1))
             let distinctKeys = Set(entries.map(\.0))
             if slot == "where" && distinctKeys.count == 1 {
-                return .failure(.nestedError(status: 400, code: "INVALID_FILTER", message: "filter given more than once"))
+                return .failure(
+                    .nestedError(status: 400, code: "INVALID_FILTER", message: "filter given more than once"))
             }
             if distinctKeys.count > 1 && distinctValues.count > 1 {
-                return .failure(.nestedError(status: 400, code: "INVALID_REQUEST", message: "\(slot) given twice with different values"))
+                return .failure(
+                    .nestedError(
+                        status: 400, code: "INVALID_REQUEST", message: "\(slot) given twice with different values"))
             }
             if distinctKeys.count == 1 && slot != "fields" && slot != "expand" {
-                return .failure(.nestedError(status: 400, code: "VALIDATION_ERROR", message: "\(entries[0].0) given more than once"))
+                return .failure(
+                    .nestedError(status: 400, code: "VALIDATION_ERROR", message: "\(entries[0].0) given more than once")
+                )
             }
         }
         var result = ListQuery()
@@ -79,16 +91,21 @@ struct ListQuery {
             }
         }
         for (key, value) in implicit {
-            conditions.append(.compare(field: key, op: .eq, operand: .value(implicitValue(value, field: object.field(key)))))
+            conditions.append(
+                .compare(field: key, op: .eq, operand: .value(implicitValue(value, field: object.field(key)))))
         }
         if !conditions.isEmpty { result.condition = conditions.count == 1 ? conditions[0] : .all(conditions) }
         if let failure = checkFields(result.condition, object: object) { return .failure(failure) }
 
         if let entries = values["fields"] {
-            let fields = entries.flatMap { $0.1.split(separator: ",").map { String($0).trimmed() } }.filter { !$0.isEmpty }
+            let fields = entries.flatMap { $0.1.split(separator: ",").map { String($0).trimmed() } }.filter {
+                !$0.isEmpty
+            }
             if let unknown = fields.first(where: { !object.isKnownField($0) }) {
-                return .failure(.error(status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)",
-                                       extra: [("field", .string(unknown))]))
+                return .failure(
+                    .error(
+                        status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)",
+                        extra: [("field", .string(unknown))]))
             }
             result.fields = fields
         }
@@ -100,13 +117,15 @@ struct ListQuery {
         }
         if let raw = values["limit"]?.first?.1 {
             guard let limit = Int(raw), limit >= 0 else {
-                return .failure(.nestedError(status: 400, code: "VALIDATION_ERROR", message: "top must be a whole number"))
+                return .failure(
+                    .nestedError(status: 400, code: "VALIDATION_ERROR", message: "top must be a whole number"))
             }
             result.limit = limit
         }
         if let raw = values["offset"]?.first?.1 {
             guard let offset = Int(raw), offset >= 0 else {
-                return .failure(.nestedError(status: 400, code: "VALIDATION_ERROR", message: "skip must be a whole number"))
+                return .failure(
+                    .nestedError(status: 400, code: "VALIDATION_ERROR", message: "skip must be a whole number"))
             }
             result.offset = offset
         }
@@ -126,7 +145,9 @@ struct ListQuery {
     static func checkFields(_ condition: Condition?, object: ObjectDefinition) -> CoreResponse? {
         guard let condition else { return nil }
         if let unknown = condition.fields.first(where: { !object.isKnownField($0) }) {
-            return .error(status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)", extra: [("field", .string(unknown))])
+            return .error(
+                status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)",
+                extra: [("field", .string(unknown))])
         }
         return nil
     }
@@ -171,7 +192,8 @@ struct ListQuery {
             return .failure(.error(status: 400, code: "INVALID_QUERY", message: "\(key) is not supported"))
         }
         if let name = body["object"]?.stringValue, name != object.name {
-            return .failure(.error(status: 400, code: "QUERY_OBJECT_MISMATCH", message: "body object differs from the path"))
+            return .failure(
+                .error(status: 400, code: "QUERY_OBJECT_MISMATCH", message: "body object differs from the path"))
         }
         if let filter = body["where"] ?? body["filter"] {
             do {
@@ -197,7 +219,8 @@ struct ListQuery {
                         items.append(text)
                     } else if let field = node["field"]?.stringValue {
                         if node["direction"] != nil {
-                            return .failure(.error(status: 400, code: "INVALID_SORT", message: "use order, not direction"))
+                            return .failure(
+                                .error(status: 400, code: "INVALID_SORT", message: "use order, not direction"))
                         }
                         items.append((node["order"]?.stringValue == "desc" ? "-" : "") + field)
                     } else {

@@ -27,7 +27,9 @@ public struct FieldDefinition: Sendable {
     }
 
     var metadata: JSONValue {
-        var members: [(String, JSONValue)] = [("name", .string(name)), ("type", .string(type)), ("label", .string(label))]
+        var members: [(String, JSONValue)] = [
+            ("name", .string(name)), ("type", .string(type)), ("label", .string(label)),
+        ]
         if required { members.append(("required", .bool(true))) }
         if readonly { members.append(("readonly", .bool(true))) }
         if let maxLength { members.append(("maxLength", .number(Double(maxLength)))) }
@@ -38,7 +40,11 @@ public struct FieldDefinition: Sendable {
         if let reference { members.append(("reference", .string(reference))) }
         if let defaultValue { members.append(("defaultValue", defaultValue)) }
         if !options.isEmpty {
-            members.append(("options", .array(options.map { .object([("label", .string($0.label)), ("value", .string($0.value))]) })))
+            members.append(
+                (
+                    "options",
+                    .array(options.map { .object([("label", .string($0.label)), ("value", .string($0.value))]) })
+                ))
         }
         return .object(members)
     }
@@ -66,10 +72,13 @@ public struct ObjectDefinition: Sendable {
         .object([
             ("name", .string(name)), ("label", .string(label)), ("pluralLabel", .string(pluralLabel)),
             ("nameField", .string(nameField)), ("searchableFields", .array([.string(nameField)])),
-            ("enable", .object([
-                ("apiEnabled", .bool(true)),
-                ("apiMethods", .array(["list", "get", "create", "update", "delete"].map { .string($0) })),
-            ])),
+            (
+                "enable",
+                .object([
+                    ("apiEnabled", .bool(true)),
+                    ("apiMethods", .array(["list", "get", "create", "update", "delete"].map { .string($0) })),
+                ])
+            ),
             ("fields", .object(fields.map { ($0.name, $0.metadata) })),
         ])
     }
@@ -79,7 +88,9 @@ public struct ObjectDefinition: Sendable {
         ObjectDefinition(
             name: "task", label: "Task", pluralLabel: "Tasks", idPrefix: "tsk", nameField: "title",
             fields: [
-                FieldDefinition("title", "text", "Title").with { $0.required = true; $0.maxLength = 200 },
+                FieldDefinition("title", "text", "Title").with {
+                    $0.required = true; $0.maxLength = 200
+                },
                 FieldDefinition("status", "select", "Status").with {
                     $0.options = [("Open", "open"), ("In progress", "in_progress"), ("Done", "done")]
                     $0.defaultValue = .string("open")
@@ -88,17 +99,23 @@ public struct ObjectDefinition: Sendable {
                     $0.options = [("Low", "low"), ("Medium", "medium"), ("High", "high")]
                 },
                 FieldDefinition("due_date", "date", "Due date"),
-                FieldDefinition("amount", "currency", "Amount").with { $0.scale = 2; $0.min = 0 },
+                FieldDefinition("amount", "currency", "Amount").with {
+                    $0.scale = 2; $0.min = 0
+                },
                 FieldDefinition("done", "boolean", "Done"),
                 FieldDefinition("project_id", "lookup", "Project").with { $0.reference = "project" },
                 FieldDefinition("notes", "textarea", "Notes"),
-                FieldDefinition("estimate", "number", "Estimate (hours)").with { $0.min = 0; $0.max = 1000 },
+                FieldDefinition("estimate", "number", "Estimate (hours)").with {
+                    $0.min = 0; $0.max = 1000
+                },
                 FieldDefinition("owner", "text", "Owner"),
             ]),
         ObjectDefinition(
             name: "project", label: "Project", pluralLabel: "Projects", idPrefix: "prj", nameField: "name",
             fields: [
-                FieldDefinition("name", "text", "Name").with { $0.required = true; $0.maxLength = 200 },
+                FieldDefinition("name", "text", "Name").with {
+                    $0.required = true; $0.maxLength = 200
+                },
                 FieldDefinition("code", "text", "Code").with { $0.maxLength = 12 },
                 FieldDefinition("budget", "currency", "Budget").with { $0.scale = 2 },
                 FieldDefinition("active", "boolean", "Active"),
@@ -106,7 +123,9 @@ public struct ObjectDefinition: Sendable {
         ObjectDefinition(
             name: "contact", label: "Contact", pluralLabel: "Contacts", idPrefix: "con", nameField: "name",
             fields: [
-                FieldDefinition("name", "text", "Name").with { $0.required = true; $0.maxLength = 200 },
+                FieldDefinition("name", "text", "Name").with {
+                    $0.required = true; $0.maxLength = 200
+                },
                 FieldDefinition("email", "email", "E-mail"),
                 FieldDefinition("phone", "phone", "Phone"),
                 FieldDefinition("website", "url", "Website"),
@@ -119,8 +138,10 @@ public struct ObjectDefinition: Sendable {
 enum FieldValidator {
     static func validate(_ data: [(String, JSONValue)], object: ObjectDefinition, isCreate: Bool) -> [JSONValue] {
         var errors: [JSONValue] = []
-        func error(_ field: FieldDefinition?, _ name: String, _ code: String, _ message: String, _ value: JSONValue,
-                   _ constraint: [(String, JSONValue)] = []) {
+        func error(
+            _ field: FieldDefinition?, _ name: String, _ code: String, _ message: String, _ value: JSONValue,
+            _ constraint: [(String, JSONValue)] = []
+        ) {
             var members: [(String, JSONValue)] = [
                 ("field", .string(name)), ("code", .string(code)), ("message", .string(message)),
                 ("label", .string(field?.label ?? name)), ("value", value),
@@ -143,11 +164,14 @@ enum FieldValidator {
                     error(field, name, "invalid_type", "\(name) must be a string", value); continue
                 }
                 if let maxLength = field.maxLength, text.count > maxLength {
-                    error(field, name, "max_length", "\(name) is too long", value,
-                          [("maxLength", .number(Double(maxLength))), ("actual", .number(Double(text.count)))])
+                    error(
+                        field, name, "max_length", "\(name) is too long", value,
+                        [("maxLength", .number(Double(maxLength))), ("actual", .number(Double(text.count)))])
                 }
                 if let minLength = field.minLength, text.count < minLength {
-                    error(field, name, "min_length", "\(name) is too short", value, [("minLength", .number(Double(minLength)))])
+                    error(
+                        field, name, "min_length", "\(name) is too short", value,
+                        [("minLength", .number(Double(minLength)))])
                 }
             case "number", "currency", "percent":
                 guard case .number(let number) = value else {
@@ -162,7 +186,9 @@ enum FieldValidator {
                 if let scale = field.scale {
                     let factor = pow10(scale)
                     if (number * factor).rounded() != number * factor {
-                        error(field, name, "max_scale", "\(name) has too many decimals", value, [("scale", .number(Double(scale)))])
+                        error(
+                            field, name, "max_scale", "\(name) has too many decimals", value,
+                            [("scale", .number(Double(scale)))])
                     }
                 }
             case "boolean":
@@ -183,8 +209,9 @@ enum FieldValidator {
                 }
             case "select":
                 guard case .string(let text) = value, field.options.contains(where: { $0.value == text }) else {
-                    error(field, name, "invalid_option", "\(name) is not one of the options", value,
-                          [("options", .array(field.options.map { .string($0.value) }))])
+                    error(
+                        field, name, "invalid_option", "\(name) is not one of the options", value,
+                        [("options", .array(field.options.map { .string($0.value) }))])
                     continue
                 }
             default: break

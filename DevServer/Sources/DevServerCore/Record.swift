@@ -46,6 +46,8 @@ public struct CoreResponse: Sendable {
 
     /// The nested envelope used for query-parameter errors.
     public static func nestedError(status: Int, code: String, message: String) -> CoreResponse {
-        CoreResponse(status: status, body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
+        CoreResponse(
+            status: status,
+            body: .object([("error", .object([("code", .string(code)), ("message", .string(message))]))]))
     }
 }

@@ -43,7 +43,9 @@ while !arguments.isEmpty {
     case "--batch-cap": configuration.batchCap = max(1, Int(number(flag)))
     case "--latency-ms": configuration.latencyMilliseconds = Int(number(flag))
     case "--help", "-h":
-        print("usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N]")
+        print(
+            "usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N]"
+        )
         exit(0)
     default: fail("unknown flag \(flag)")
     }

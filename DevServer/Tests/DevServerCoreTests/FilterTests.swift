@@ -16,7 +16,9 @@ import Testing
 
     func titles(_ filter: String, extra: [(String, String)] = []) -> [String] {
         let response = store.list(object: "task", query: [("filter", filter), ("sort", "title")] + extra)
-        return response.body?["records"]?.arrayValue?.compactMap { $0["title"]?.stringValue } ?? ["HTTP \(response.status)"]
+        return response.body?["records"]?.arrayValue?.compactMap { $0["title"]?.stringValue } ?? [
+            "HTTP \(response.status)"
+        ]
     }
 
     @Test(arguments: [
@@ -101,9 +103,15 @@ import Testing
     @Test func implicitEqualityAndParameterRules() {
         #expect(store.list(object: "task", query: [("status", "done")]).body?["total"] == .number(8))
         #expect(store.list(object: "task", query: [("pageSize", "10")]).body?["code"] == .string("INVALID_FIELD"))
-        #expect(store.list(object: "task", query: [("$expand2", "x")]).body?["error"]?["code"] == .string("UNSUPPORTED_QUERY_PARAM"))
-        #expect(store.list(object: "task", query: [("top", "1"), ("limit", "2")]).body?["error"]?["code"] == .string("INVALID_REQUEST"))
-        #expect(store.list(object: "task", query: [("filter", "[]"), ("filter", "[]")]).body?["error"]?["code"] == .string("INVALID_FILTER"))
+        #expect(
+            store.list(object: "task", query: [("$expand2", "x")]).body?["error"]?["code"]
+                == .string("UNSUPPORTED_QUERY_PARAM"))
+        #expect(
+            store.list(object: "task", query: [("top", "1"), ("limit", "2")]).body?["error"]?["code"]
+                == .string("INVALID_REQUEST"))
+        #expect(
+            store.list(object: "task", query: [("filter", "[]"), ("filter", "[]")]).body?["error"]?["code"]
+                == .string("INVALID_FILTER"))
         #expect(store.list(object: "task", query: [("sort", "title:desc")]).body?["code"] == .string("INVALID_SORT"))
         #expect(store.list(object: "task", query: [("sort", "nope")]).body?["code"] == .string("INVALID_SORT"))
         #expect(store.list(object: "task", query: [("select", "nope")]).body?["code"] == .string("INVALID_FIELD"))
@@ -111,7 +119,8 @@ import Testing
     }
 
     @Test func postQueryBody() {
-        let body = #"{"where":{"status":{"$in":["done"]}},"fields":["title"],"orderBy":[{"field":"title","order":"desc"}],"limit":2}"#
+        let body =
+            #"{"where":{"status":{"$in":["done"]}},"fields":["title"],"orderBy":[{"field":"title","order":"desc"}],"limit":2}"#
         let response = store.query(object: "task", body: Array(body.utf8))
         #expect(response.body?["records"]?.arrayValue?.count == 2)
         let mismatch = store.query(object: "task", body: Array(#"{"object":"project"}"#.utf8))
@@ -122,7 +131,9 @@ import Testing
 @Suite struct WriteTests {
     let store = DataStore(batchCap: 5)
 
-    func create(_ body: String) -> CoreResponse { store.create(object: "task", body: Array(body.utf8), userId: "usr_a") }
+    func create(_ body: String) -> CoreResponse {
+        store.create(object: "task", body: Array(body.utf8), userId: "usr_a")
+    }
 
     @Test func createValidatesAndInjectsColumns() {
         let created = create(#"{"title":"T","created_by":"evil"}"#)
@@ -133,47 +144,69 @@ import Testing
         let invalid = create(#"{"amount":1.234,"status":"nope","due_date":"tomorrow","done":"yes","nope":1}"#)
         #expect(invalid.status == 400)
         let codes = invalid.body?["fields"]?.arrayValue?.compactMap { $0["code"]?.stringValue } ?? []
-        #expect(Set(codes) == ["required", "max_scale", "invalid_option", "invalid_date", "invalid_boolean", "unknown_field"])
+        #expect(
+            Set(codes) == [
+                "required", "max_scale", "invalid_option", "invalid_date", "invalid_boolean", "unknown_field",
+            ])
     }
 
     @Test func versionsIncreaseAndConflictsCarryTheCurrentRecord() {
         let id = create(#"{"title":"T"}"#).body!["id"]!.stringValue!
         let first = store.record(object: "task", id: id)!["updated_at"]!.stringValue!
-        let updated = store.update(object: "task", id: id, body: Array(#"{"title":"U"}"#.utf8), ifMatch: "\"\(first)\"", userId: "usr_a")
+        let updated = store.update(
+            object: "task", id: id, body: Array(#"{"title":"U"}"#.utf8), ifMatch: "\"\(first)\"", userId: "usr_a")
         #expect(updated.status == 200)
         let second = updated.body!["record"]!["updated_at"]!.stringValue!
         #expect(second > first)
-        let stale = store.update(object: "task", id: id, body: Array(#"{"title":"V"}"#.utf8), ifMatch: first, userId: "usr_a")
+        let stale = store.update(
+            object: "task", id: id, body: Array(#"{"title":"V"}"#.utf8), ifMatch: first, userId: "usr_a")
         #expect(stale.status == 409)
         #expect(stale.body?["code"] == .string("CONCURRENT_UPDATE"))
         #expect(stale.body?["currentVersion"] == .string(second))
         #expect(stale.body?["currentRecord"]?["title"] == .string("U"))
         // expectedVersion in the body wins over If-Match.
-        let bodyWins = store.update(object: "task", id: id, body: Array(#"{"title":"W","expectedVersion":"\#(second)"}"#.utf8), ifMatch: first, userId: "usr_a")
+        let bodyWins = store.update(
+            object: "task", id: id, body: Array(#"{"title":"W","expectedVersion":"\#(second)"}"#.utf8), ifMatch: first,
+            userId: "usr_a")
         #expect(bodyWins.status == 200)
-        #expect(store.update(object: "task", id: "nope", body: Array("{}".utf8), ifMatch: first, userId: "usr_a").status == 404)
-        let staleDelete = store.delete(object: "task", id: id, ifMatch: nil, query: [("expectedVersion", first)], userId: "usr_a")
+        #expect(
+            store.update(object: "task", id: "nope", body: Array("{}".utf8), ifMatch: first, userId: "usr_a").status
+                == 404)
+        let staleDelete = store.delete(
+            object: "task", id: id, ifMatch: nil, query: [("expectedVersion", first)], userId: "usr_a")
         #expect(staleDelete.status == 409)
         #expect(store.delete(object: "task", id: id, ifMatch: nil, query: [], userId: "usr_a").status == 200)
         #expect(store.get(object: "task", id: id, query: []).status == 404)
     }
 
     @Test func batchesHonourTheCapAtomicityAndVersions() {
-        let tooMany = store.createMany(object: "task", body: Array(("[" + Array(repeating: #"{"title":"x"}"#, count: 6).joined(separator: ",") + "]").utf8), userId: "u")
+        let tooMany = store.createMany(
+            object: "task",
+            body: Array(("[" + Array(repeating: #"{"title":"x"}"#, count: 6).joined(separator: ",") + "]").utf8),
+            userId: "u")
         #expect(tooMany.status == 400)
         #expect(tooMany.body?["code"] == .string("BATCH_TOO_LARGE"))
         #expect(tooMany.body?["max"] == .number(5))
-        let many = store.createMany(object: "task", body: Array(#"[{"title":"a"},{"title":"b","id":"tsk_client"}]"#.utf8), userId: "u")
+        let many = store.createMany(
+            object: "task", body: Array(#"[{"title":"a"},{"title":"b","id":"tsk_client"}]"#.utf8), userId: "u")
         #expect(many.status == 201)
         #expect(many.body?["count"] == .number(2))
         #expect(store.record(object: "task", id: "tsk_client") != nil)
         let duplicate = create(#"{"title":"again","id":"tsk_client"}"#)
         #expect(duplicate.status == 409)
-        let atomic = store.batch(object: "task", body: Array(#"{"operation":"update","records":[{"id":"tsk_client","data":{"title":"z"}},{"id":"missing","data":{"title":"y"}}],"options":{"atomic":true}}"#.utf8), userId: "u")
+        let atomic = store.batch(
+            object: "task",
+            body: Array(
+                #"{"operation":"update","records":[{"id":"tsk_client","data":{"title":"z"}},{"id":"missing","data":{"title":"y"}}],"options":{"atomic":true}}"#
+                    .utf8), userId: "u")
         #expect(atomic.body?["succeeded"] == .number(0))
         #expect(store.record(object: "task", id: "tsk_client")?["title"] == .string("b"))
         let version = store.record(object: "task", id: "tsk_client")!["updated_at"]!.stringValue!
-        let conditional = store.updateMany(object: "task", body: Array(#"{"records":[{"id":"tsk_client","data":{"title":"c"},"expectedVersion":"2000-01-01T00:00:00.000Z"}]}"#.utf8), userId: "u")
+        let conditional = store.updateMany(
+            object: "task",
+            body: Array(
+                #"{"records":[{"id":"tsk_client","data":{"title":"c"},"expectedVersion":"2000-01-01T00:00:00.000Z"}]}"#
+                    .utf8), userId: "u")
         let error = conditional.body?["results"]?.arrayValue?.first?["errors"]?.arrayValue?.first
         #expect(error?["code"] == .string("CONCURRENT_UPDATE"))
         #expect(error?["currentVersion"] == .string(version))
@@ -215,7 +248,10 @@ import Testing
             case 0: return .null
             case 1: return .bool(Bool.random())
             case 2: return .number(Double(Int.random(in: -1_000_000...1_000_000)) / 8)
-            case 3: return .string(String((0..<Int.random(in: 0...8)).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0...126))) }))
+            case 3:
+                return .string(
+                    String(
+                        (0..<Int.random(in: 0...8)).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0...126))) }))
             case 4: return .array((0..<Int.random(in: 0...4)).map { _ in random(depth + 1) })
             default: return .object((0..<Int.random(in: 0...4)).map { ("k\($0)", random(depth + 1)) })
             }

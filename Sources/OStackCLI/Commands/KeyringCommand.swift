@@ -27,7 +27,8 @@ struct KeyringMigrate: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
             guard let store = environment.secrets as? RoutingSecretStore else { return }
-            let accounts = try account.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
+            let accounts =
+                try account.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()
             let filePath = LiveDependencies.fileKeyringPath(context, environment.namespaces)
             let migration = KeyringMigration(
@@ -41,8 +42,10 @@ struct KeyringMigrate: AsyncParsableCommand {
             }
             struct Document: Encodable { var backend: String; var accounts: [Row] }
             context.emit(json: Document(backend: target, accounts: rows)) { () -> String in
-                rows.isEmpty ? "No accounts." : rows.map { "\($0.account): \(target) (\($0.moved) item\($0.moved == 1 ? "" : "s") moved)" }
-                    .joined(separator: "\n")
+                rows.isEmpty
+                    ? "No accounts."
+                    : rows.map { "\($0.account): \(target) (\($0.moved) item\($0.moved == 1 ? "" : "s") moved)" }
+                        .joined(separator: "\n")
             }
         }
     }

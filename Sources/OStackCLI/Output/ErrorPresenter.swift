@@ -98,7 +98,8 @@ public struct ErrorPresenter: Sendable {
         case .invalidInput:
             return make("The input is not valid.", context.suggestion.map { Self.sanitize($0) }, 9)
         case .invalidServerURL:
-            return make("That is not a valid server URL.", "Use a host name such as crm.example.com or an https:// URL.", 9)
+            return make(
+                "That is not a valid server URL.", "Use a host name such as crm.example.com or an https:// URL.", 9)
         case .insecureServerURL:
             return make(
                 "Refusing plain http:// to \(host ?? "a remote host").",
@@ -114,8 +115,9 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "Account\(named) has \(count).", "Run `ostack sync` first, or pass --force to discard them.", 9)
         case .inputRequired:
-            return make("This needs input, but --no-input is set or stdin is not a terminal.",
-                        context.suggestion.map { Self.sanitize($0) }, 9)
+            return make(
+                "This needs input, but --no-input is set or stdin is not a terminal.",
+                context.suggestion.map { Self.sanitize($0) }, 9)
         case .keyringUnavailable:
             return make(
                 "No keyring (Secret Service) is available.",

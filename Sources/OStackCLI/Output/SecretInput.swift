@@ -13,11 +13,14 @@ enum SecretInput {
     /// Prompts on the controlling terminal with echo off.
     static func prompt(_ text: String, noInput: Bool) throws(OStackError) -> SecretBytes {
         if noInput {
-            throw OStackError(.inputRequired, context: .init(suggestion: "Pass the secret on stdin with the *-stdin flag."))
+            throw OStackError(
+                .inputRequired, context: .init(suggestion: "Pass the secret on stdin with the *-stdin flag."))
         }
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
-            throw OStackError(.inputRequired, context: .init(suggestion: "No terminal: pass the secret on stdin with the *-stdin flag."))
+            throw OStackError(
+                .inputRequired,
+                context: .init(suggestion: "No terminal: pass the secret on stdin with the *-stdin flag."))
         }
         defer { close(fd) }
         _ = text.withCString { write(fd, $0, strlen($0)) }

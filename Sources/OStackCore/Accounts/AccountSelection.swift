@@ -42,7 +42,8 @@ public struct AccountSelection: Sendable {
         let shown = String(reference.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(80))
         if byPrefix.count > 1 || byEmail.count > 1 {
             throw OStackError(
-                .ambiguousAccount, context: .init(account: shown, suggestion: byPrefix.map(\.alias).joined(separator: ", ")),
+                .ambiguousAccount,
+                context: .init(account: shown, suggestion: byPrefix.map(\.alias).joined(separator: ", ")),
                 detail: "ambiguous account reference")
         }
         throw OStackError(.unknownAccount, context: .init(account: shown), detail: "unknown account reference")

@@ -68,7 +68,8 @@ public struct AccountsService: Sendable {
 
     public static func validateAlias(_ alias: String) throws(OStackError) {
         let allowed = alias.unicodeScalars.allSatisfy {
-            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "._-".unicodeScalars.contains($0)
+            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
+                || "._-".unicodeScalars.contains($0)
         }
         guard (1...64).contains(alias.count), allowed, !alias.hasPrefix("-") else {
             throw OStackError(

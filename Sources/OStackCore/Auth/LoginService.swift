@@ -142,7 +142,8 @@ public struct LoginService: Sendable {
                 return accounts[index]
             }
             let alias = try Self.uniqueAlias(
-                preferred: journal.alias, email: journal.email ?? userID, host: server.host, taken: Set(accounts.map(\.alias)))
+                preferred: journal.alias, email: journal.email ?? userID, host: server.host,
+                taken: Set(accounts.map(\.alias)))
             let account = Account(
                 id: accountID, alias: alias, server: server, userID: userID, email: journal.email ?? "",
                 displayName: journal.displayName ?? "", createdAt: now, lastUsedAt: now,
@@ -158,7 +159,9 @@ public struct LoginService: Sendable {
         FailPoint.hit("login.after-provision")
 
         if journal.makeDefault {
-            try environment.configuration.update { $0.defaultAccount = account.id; $0.lastServer = server.absoluteString }
+            try environment.configuration.update {
+                $0.defaultAccount = account.id; $0.lastServer = server.absoluteString
+            }
         } else {
             try environment.configuration.update { $0.lastServer = server.absoluteString }
         }
@@ -225,7 +228,8 @@ public struct LoginService: Sendable {
     {
         if let preferred {
             guard !taken.contains(preferred) else {
-                throw OStackError(.invalidInput, context: .init(suggestion: "The alias '\(preferred)' is already used."))
+                throw OStackError(
+                    .invalidInput, context: .init(suggestion: "The alias '\(preferred)' is already used."))
             }
             return preferred
         }

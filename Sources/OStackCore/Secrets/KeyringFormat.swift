@@ -38,7 +38,8 @@ public struct KeyringFormat: Sendable {
         if let existing = try secrets.read(current) {
             // A previous run copied it; finish only if it is the same secret.
             guard existing == converted else {
-                throw OStackError(.unsupportedFormat, detail: "keyring item v\(old.version) and v\(current.version) differ")
+                throw OStackError(
+                    .unsupportedFormat, detail: "keyring item v\(old.version) and v\(current.version) differ")
             }
         } else {
             try secrets.write(converted, for: current)

@@ -43,13 +43,16 @@ public struct KeyringMigration: Sendable {
             }
             FailPoint.hit("keyring-migrate.after-copy")
             try registry.update { (accounts: inout [Account]) throws(OStackError) in
-                if let index = accounts.firstIndex(where: { $0.id == account.id }) { accounts[index].keyringBackend = target }
+                if let index = accounts.firstIndex(where: { $0.id == account.id }) {
+                    accounts[index].keyringBackend = target
+                }
             }
             FailPoint.hit("keyring-migrate.after-switch")
         }
         // Remove what is left in the other backends (the whole migration when resumed).
         var cleaned = 0
-        for (name, other) in store.backends where name != target && (name == account.keyringBackend || mayHoldItems(name)) {
+        for (name, other) in store.backends
+        where name != target && (name == account.keyringBackend || mayHoldItems(name)) {
             for key in try other.list(namespace: namespace) {
                 guard let value = try other.read(key), let kept = try destination.read(key), kept == value else {
                     throw OStackError(

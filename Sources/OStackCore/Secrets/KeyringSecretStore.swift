@@ -23,7 +23,9 @@ public struct KeyringSecretStore: SecretStore {
         case .wrongPassphrase: OStackError(.wrongPassphrase, detail: "keyring: \(error)")
         case .passphraseRequired:
             OStackError(
-                .inputRequired, context: .init(suggestion: "Give the file keyring passphrase on a terminal or via OSTACK_KEYRING_PASSPHRASE_FD."),
+                .inputRequired,
+                context: .init(
+                    suggestion: "Give the file keyring passphrase on a terminal or via OSTACK_KEYRING_PASSPHRASE_FD."),
                 detail: "keyring: \(error)")
         }
     }
@@ -44,7 +46,8 @@ public struct KeyringSecretStore: SecretStore {
         do {
             return try keyring.list(namespace: namespace).compactMap { address in
                 SecretKind(rawValue: address.kind).map {
-                    SecretKey(namespace: address.namespace, account: address.account, kind: $0, version: address.version)
+                    SecretKey(
+                        namespace: address.namespace, account: address.account, kind: $0, version: address.version)
                 }
             }
         } catch {

@@ -52,9 +52,11 @@ public struct KeyringNamespaces: Sendable, Equatable {
     /// `OSTACK_KEYRING_PREFIX` (letters, digits, `-`, `_`, `.`), default `ostack`.
     public init(environment: [String: String]) {
         let candidate = environment["OSTACK_KEYRING_PREFIX"] ?? ""
-        let valid = !candidate.isEmpty && candidate.count <= 64
+        let valid =
+            !candidate.isEmpty && candidate.count <= 64
             && candidate.unicodeScalars.allSatisfy {
-                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
+                $0.isASCII
+                    && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0))
             }
         prefix = valid ? candidate : "ostack"
     }

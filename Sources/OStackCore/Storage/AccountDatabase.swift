@@ -21,7 +21,9 @@ public enum AccountDatabase {
             case .unreadable: throw OStackError(.storageUnreadable, detail: "database: \(error.kind)")
             case .unknownMigrations: throw OStackError(.unsupportedFormat, detail: "database from a newer ostack")
             case .notSQLCipher: throw OStackError(.internal, detail: "SQLCipher is not the loaded SQLite")
-            default: throw OStackError(.storageFailure, detail: "database: \(error.kind) \(error.code)/\(error.extendedCode)")
+            default:
+                throw OStackError(
+                    .storageFailure, detail: "database: \(error.kind) \(error.code)/\(error.extendedCode)")
             }
         } catch {
             throw OStackError(.storageFailure, detail: "database migration failed")

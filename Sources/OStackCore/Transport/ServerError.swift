@@ -43,7 +43,8 @@ public struct ServerError: Sendable, Equatable {
         case 401: return OStackError(.sessionExpired, context: context, detail: detail)
         case 403: return OStackError(.forbidden, context: context, detail: detail)
         case 404:
-            return OStackError(code == "OBJECT_NOT_FOUND" ? .unknownObject : .notFound, context: context, detail: detail)
+            return OStackError(
+                code == "OBJECT_NOT_FOUND" ? .unknownObject : .notFound, context: context, detail: detail)
         case 409: return OStackError(.conflict, context: context, detail: detail)
         case 429: return OStackError(.rateLimited, context: context, detail: detail)
         case 400, 422:

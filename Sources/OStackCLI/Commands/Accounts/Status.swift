@@ -16,7 +16,8 @@ struct Status: AsyncParsableCommand {
             let defaultAccount = try service.configuration.load().defaultAccount
             if all {
                 let documents = try service.registry.accounts().map { account in
-                    Self.document(service.summary(of: account, defaultAccount: defaultAccount), selectedBy: nil, now: now)
+                    Self.document(
+                        service.summary(of: account, defaultAccount: defaultAccount), selectedBy: nil, now: now)
                 }
                 struct Document: Encodable { var accounts: [StatusDocument] }
                 context.emit(json: Document(accounts: documents)) { () -> String in
@@ -47,7 +48,8 @@ struct Status: AsyncParsableCommand {
             ["user", document.account.email],
         ]
         if let selectedBy = document.selectedBy {
-            let rule = ["flag": "--account", "env": "OSTACK_ACCOUNT", "default": "default account"][selectedBy] ?? selectedBy
+            let rule =
+                ["flag": "--account", "env": "OSTACK_ACCOUNT", "default": "default account"][selectedBy] ?? selectedBy
             rows.append(["selected by", rule])
         }
         var session = document.session.state
@@ -55,7 +57,9 @@ struct Status: AsyncParsableCommand {
         rows.append(["session", session])
         rows.append(["lock", document.account.hasPin ? (document.account.locked ? "locked" : "unlocked") : "no PIN"])
         let width = rows.map { $0[0].count }.max() ?? 0
-        return rows.map { $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1]) }
-            .joined(separator: "\n") + "\n"
+        return rows.map {
+            $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1])
+        }
+        .joined(separator: "\n") + "\n"
     }
 }

@@ -23,10 +23,12 @@ struct AuthRefresh: AsyncParsableCommand {
             let refreshed = try SessionKeeper(environment: environment).refreshNow(account)
             let session = AccountsService.sessionStatus(of: refreshed, now: environment.clock.now())
             let service = AccountsService(layout: context.layout)
-            let summary = service.summary(of: refreshed, defaultAccount: try service.configuration.load().defaultAccount)
+            let summary = service.summary(
+                of: refreshed, defaultAccount: try service.configuration.load().defaultAccount)
             let document = StatusDocument(
                 account: AccountDocument(summary), selectedBy: nil,
-                session: .init(state: session.state.rawValue, expiresAt: session.expiresAt), queue: nil, lastSyncAt: nil)
+                session: .init(state: session.state.rawValue, expiresAt: session.expiresAt), queue: nil, lastSyncAt: nil
+            )
             let expiry = session.expiresAt.map { ", expires \($0.formatted(.iso8601))" } ?? ""
             context.emit(json: document, human: "Session of \(refreshed.alias): \(session.state.rawValue)\(expiry)")
         }

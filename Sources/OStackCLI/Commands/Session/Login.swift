@@ -31,8 +31,9 @@ struct Login: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            guard let serverInput = try server ?? context.configuration.load().lastServer
-                ?? SecretInput.promptVisible("Server: ", noInput: global.noInput)
+            guard
+                let serverInput = try server ?? context.configuration.load().lastServer
+                    ?? SecretInput.promptVisible("Server: ", noInput: global.noInput)
             else {
                 throw OStackError(.inputRequired, context: .init(suggestion: "Pass --server URL."))
             }

@@ -23,7 +23,8 @@ struct Logout: AsyncParsableCommand {
                 let service = AccountsService(layout: context.layout)
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: nil)))
                 context.note(
-                    "Signed out of \(outcome.account.alias)\(outcome.serverSignedOut ? "" : " (the server could not be told; the local session is gone).")")
+                    "Signed out of \(outcome.account.alias)\(outcome.serverSignedOut ? "" : " (the server could not be told; the local session is gone).")"
+                )
             }
             struct Document: Encodable { var accounts: [AccountDocument] }
             context.emit(json: Document(accounts: documents), human: "")
