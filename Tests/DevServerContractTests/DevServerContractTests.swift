@@ -108,6 +108,44 @@ import Testing
         #expect(cached.response.body.isEmpty)
     }
 
+    @Test func healthMetadataListsAndApps() throws {
+        #expect(try call(.get, "/api/v1/health").json["success"] as? Bool == true)
+        let token = try signIn()
+        #expect((try call(.get, "/api/v1/meta", token: token).json["types"] as? [Any])?.count == 2)
+        let objects = try call(.get, "/api/v1/meta/object", token: token)
+        #expect((objects.json["items"] as? [Any])?.count == 3)
+        #expect(objects.response.header("ETag") == nil)  // lists carry no ETag
+        #expect((try call(.get, "/api/v1/me/apps", token: token).json["apps"] as? [Any])?.isEmpty == false)
+        #expect((try call(.get, "/api/v1/me/apps").json["apps"] as? [Any])?.isEmpty == true)  // anonymous
+        #expect(try call(.get, "/api/v1/meta/object/nope", token: token).status == 404)
+    }
+
+    @Test func queryAndBulkOverHTTP() throws {
+        let token = try signIn()
+        let created = try call(
+            .post, "/api/v1/data/task/createMany", token: token, body: #"[{"title":"a"},{"title":"b"}]"#)
+        #expect(created.status == 201)
+        let ids = (created.json["records"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+        try #require(ids.count == 2)
+        let query = try call(
+            .post, "/api/v1/data/task/query", token: token,
+            body: #"{"where":{"title":{"$in":["a","b"]}},"orderBy":[{"field":"title","order":"desc"}],"limit":1}"#)
+        #expect(((query.json["records"] as? [[String: Any]])?.first?["title"]) as? String == "b")
+        #expect(query.json["total"] as? Int == 2)
+        let update = try call(
+            .post, "/api/v1/data/task/updateMany", token: token,
+            body:
+                #"{"records":[{"id":"\#(ids[0])","data":{"status":"done"}},{"id":"missing","data":{}}],"options":{"continueOnError":true}}"#
+        )
+        #expect(update.status == 200)
+        #expect(update.json["succeeded"] as? Int == 1)
+        #expect(update.json["failed"] as? Int == 1)
+        let delete = try call(.post, "/api/v1/data/task/deleteMany", token: token, body: #"{"ids":["\#(ids[1])"]}"#)
+        #expect(delete.json["succeeded"] as? Int == 1)
+        let remaining = try call(.get, "/api/v1/data/task?status=done", token: token)
+        #expect(remaining.json["total"] as? Int == 1)
+    }
+
     @Test func idempotencyKeyReplaysTheFirstResponse() throws {
         let token = try signIn()
         let headers = [("Idempotency-Key", "key-1")]
