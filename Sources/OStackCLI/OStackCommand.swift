@@ -13,7 +13,7 @@ public struct OStackCommand: AsyncParsableCommand {
         version: OStackVersion.current,
         subcommands: [
             Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self,
-            KeyringCommand.self,
+            KeyringCommand.self, ConfigCommand.self,
             Completion.self,
         ]
     )

@@ -1,0 +1,71 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack config get|set|list`
+struct ConfigCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config", abstract: "Read and change settings.",
+        subcommands: [ConfigList.self, ConfigGet.self, ConfigSet.self], defaultSubcommand: ConfigList.self)
+}
+
+struct ConfigEntry: Encodable {
+    var key: String
+    var value: String
+    var isDefault: Bool
+}
+
+struct ConfigList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "Every setting and its value.")
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let entries = try Setting.all.map { setting in
+                let (value, isDefault) = try context.configuration.value(of: setting.key)
+                return ConfigEntry(key: setting.key, value: value, isDefault: isDefault)
+            }
+            struct Document: Encodable { var settings: [ConfigEntry] }
+            context.emit(json: Document(settings: entries)) { () -> String in
+                Table(
+                    headers: ["key", "value", ""],
+                    rows: entries.map { [$0.key, $0.value, $0.isDefault ? "(default)" : ""] }
+                ).render(terminal: context.terminal)
+            }
+        }
+    }
+}
+
+struct ConfigGet: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "get", abstract: "Print one setting.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The setting, e.g. agent.idle-timeout.") var key: String
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let (value, isDefault) = try context.configuration.value(of: key)
+            context.emit(json: ConfigEntry(key: key, value: value, isDefault: isDefault), human: value)
+        }
+    }
+}
+
+struct ConfigSet: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Change one setting (--unset restores its default).")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The setting.") var key: String
+    @Argument(help: "The new value.") var value: String?
+    @Flag(name: .long, help: "Restore the default.") var unset = false
+
+    func validate() throws {
+        if unset == (value != nil) { throw ValidationError("Give a value, or --unset.") }
+    }
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            try context.configuration.set(key, to: unset ? nil : value)
+            let (current, isDefault) = try context.configuration.value(of: key)
+            context.emit(
+                json: ConfigEntry(key: key, value: current, isDefault: isDefault), human: "\(key) = \(current)")
+        }
+    }
+}

@@ -1,0 +1,64 @@
+/// The settings `ostack config get|set|list` knows, each validated before it is stored.
+public struct Setting: Sendable, Equatable {
+    public var key: String
+    public var summary: String
+    public var defaultValue: String
+    let isValid: @Sendable (String) -> Bool
+
+    public static func == (lhs: Setting, rhs: Setting) -> Bool { lhs.key == rhs.key }
+
+    public static let all: [Setting] = [
+        Setting(
+            key: "keyring.backend", summary: "Keyring backend for new accounts (secret-service or file).",
+            defaultValue: "secret-service", isValid: { ["secret-service", "file"].contains($0) }),
+        Setting(
+            key: "agent.idle-timeout", summary: "Lock unlocked accounts after this much idle time (e.g. 15m, 1h).",
+            defaultValue: "15m", isValid: { Setting.duration($0) != nil }),
+        Setting(
+            key: "agent.max-lifetime", summary: "Lock unlocked accounts after this long regardless of use.",
+            defaultValue: "12h", isValid: { Setting.duration($0) != nil }),
+        Setting(
+            key: "sync.interval", summary: "Interval of `ostack sync --watch`.", defaultValue: "5m",
+            isValid: { Setting.duration($0) != nil }),
+    ]
+
+    public static func named(_ key: String) throws(OStackError) -> Setting {
+        guard let setting = all.first(where: { $0.key == key }) else {
+            throw OStackError(
+                .invalidInput, context: .init(suggestion: "Known settings: \(all.map(\.key).joined(separator: ", "))."))
+        }
+        return setting
+    }
+
+    /// Parses `90`, `90s`, `15m`, `12h`, `1d` into seconds (1 s … 30 days).
+    public static func duration(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var number = Substring(text)
+        var factor = 1.0
+        if let last = text.last, let unit = units[last] {
+            factor = unit
+            number = text.dropLast()
+        }
+        guard let value = Double(number), value > 0 else { return nil }
+        let seconds = value * factor
+        return (1...(30 * 86_400)).contains(seconds) ? seconds : nil
+    }
+}
+
+extension ConfigurationStore {
+    /// The value of a known setting (the default when unset).
+    public func value(of key: String) throws(OStackError) -> (value: String, isDefault: Bool) {
+        let setting = try Setting.named(key)
+        if let stored = try load().settings[key] { return (stored, false) }
+        return (setting.defaultValue, true)
+    }
+
+    /// Validates and stores a setting; `nil` resets it to its default.
+    public func set(_ key: String, to value: String?) throws(OStackError) {
+        let setting = try Setting.named(key)
+        if let value, !setting.isValid(value) {
+            throw OStackError(.invalidInput, context: .init(suggestion: "\(key): \(setting.summary)"))
+        }
+        try update { $0.settings[key] = value }
+    }
+}
