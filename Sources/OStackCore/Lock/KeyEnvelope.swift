@@ -1,0 +1,100 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+
+/// A wrapped DEK on disk (`pin.env`, `recovery.env`; SPEC §5.2): version, KDF parameters and salt,
+/// nonce, and XChaCha20-Poly1305(DEK) with the account id and parameters as associated data.
+///
+/// `KEK = BLAKE2b-256(key = ringKey, label ‖ accountId ‖ Argon2id(secret, salt, ops, mem))`: the
+/// envelope is useless without the keyring-held `ringKey`, and guessing the secret costs an Argon2id
+/// run per guess.
+public struct KeyEnvelope: Sendable, Equatable, Codable {
+    public enum Purpose: String, Sendable, Codable {
+        case pin = "ostack/pin/v1"
+        case recovery = "ostack/recovery/v1"
+    }
+
+    public static let currentVersion = 1
+
+    public var version: Int
+    public var purpose: Purpose
+    public var kdf: Argon2id.Parameters
+    public var nonce: [UInt8]
+    public var ciphertext: [UInt8]
+
+    static func associatedData(purpose: Purpose, accountID: AccountID, kdf: Argon2id.Parameters) -> [UInt8] {
+        Array("\(purpose.rawValue)|\(accountID.rawValue)|\(kdf.algorithm)|\(kdf.opsLimit)|\(kdf.memLimit)".utf8)
+            + kdf.salt
+    }
+
+    static func kek(
+        purpose: Purpose, secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID, kdf: Argon2id.Parameters
+    ) throws(OStackError) -> SecretBytes {
+        do {
+            let derived = try Argon2id.deriveKey(password: secret, parameters: kdf)
+            return try BLAKE2b.keyedHash(
+                key: ringKey, parts: [Array(purpose.rawValue.utf8), Array(accountID.rawValue.utf8)],
+                secretParts: [derived])
+        } catch {
+            throw OStackError(.internal, detail: "key derivation failed: \(error)")
+        }
+    }
+
+    /// Seals `dek` under `secret` (PIN or recovery key) and `ringKey`, with a fresh salt and nonce.
+    public static func seal(
+        _ dek: SecretBytes, purpose: Purpose, secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID,
+        kdf: Argon2id.Parameters
+    ) throws(OStackError) -> KeyEnvelope {
+        let key = try kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+        do {
+            let box = try AEAD.seal(
+                dek, key: key, associatedData: associatedData(purpose: purpose, accountID: accountID, kdf: kdf))
+            return KeyEnvelope(
+                version: currentVersion, purpose: purpose, kdf: kdf, nonce: box.nonce, ciphertext: box.ciphertext)
+        } catch {
+            throw OStackError(.internal, detail: "sealing failed: \(error)")
+        }
+    }
+
+    /// Opens the envelope; a wrong secret (or ring, or account) is `wrong-pin`.
+    public func open(secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID) throws(OStackError) -> SecretBytes
+    {
+        guard version == Self.currentVersion else {
+            throw OStackError(.unsupportedFormat, detail: "envelope version \(version)")
+        }
+        let key = try Self.kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+        do {
+            return try AEAD.open(
+                AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key,
+                associatedData: Self.associatedData(purpose: purpose, accountID: accountID, kdf: kdf))
+        } catch {
+            throw OStackError(.wrongPIN, detail: "envelope did not open")
+        }
+    }
+
+    // MARK: Files (0600, atomic)
+
+    public func write(to path: String) throws(OStackError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            try SecureFileSystem.writeAtomically(Array(encoder.encode(self)), to: path)
+        } catch {
+            throw OStackError(.storageFailure, detail: "writing an envelope failed")
+        }
+    }
+
+    public static func read(from path: String) throws(OStackError) -> KeyEnvelope? {
+        let bytes: [UInt8]?
+        do {
+            bytes = try SecureFileSystem.readFile(path)
+        } catch {
+            throw OStackError(.storageFailure, detail: "reading an envelope failed")
+        }
+        guard let bytes else { return nil }
+        guard let envelope = try? JSONDecoder().decode(KeyEnvelope.self, from: Data(bytes)) else {
+            throw OStackError(.unsupportedFormat, detail: "envelope is not readable")
+        }
+        return envelope
+    }
+}
