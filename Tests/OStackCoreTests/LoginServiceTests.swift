@@ -1,6 +1,6 @@
 import KeyringKit
 import FoundationEssentials
-import OStackCore
+@testable import OStackCore
 import OStackTestSupport
 import PlatformKit
 import SodiumKit
@@ -98,6 +98,24 @@ import Testing
         keeper.explicitInterval = 60
         try keeper.refreshNow(account)  // refreshed moments ago by login
         #expect(server.state.withLock { $0.getSessionCount } == before)
+    }
+
+    @Test func aRefreshThatHappenedWhileWaitingForTheLockIsAdopted() throws {
+        let keeper = SessionKeeper(environment: environment)
+        _ = try LoginService(environment: environment).login(request())
+        let seen = try #require(try environment.registry.accounts().first)
+        // Another process refreshes while this one waits for the lock.
+        try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+            accounts[0].sessionRefreshedAt = Date(timeIntervalSinceNow: -100)
+        }
+        let before = server.state.withLock { $0.getSessionCount }
+        _ = try keeper.refresh(
+            seen, force: true, replacing: nil, freshness: 0, seenRefreshedAt: seen.sessionRefreshedAt)
+        #expect(server.state.withLock { $0.getSessionCount } == before)  // adopted, no request
+        let latest = try #require(try environment.registry.accounts().first)
+        _ = try keeper.refresh(
+            latest, force: true, replacing: nil, freshness: 0, seenRefreshedAt: latest.sessionRefreshedAt)
+        #expect(server.state.withLock { $0.getSessionCount } == before + 1)  // nobody else did: a real refresh
     }
 
     @Test func revokedSessionEndsSignedOutAsExpiredWithDataKept() throws {

@@ -37,7 +37,9 @@ public struct SessionKeeper: Sendable {
         if account.credentialKind == .apiKey || !needsRefresh(account) {
             return try storedToken(account)
         }
-        return try refresh(account, force: false, replacing: nil, freshness: minimumInterval)
+        return try refresh(
+            account, force: false, replacing: nil, freshness: minimumInterval,
+            seenRefreshedAt: account.sessionRefreshedAt)
     }
 
     /// `ostack auth refresh`: refresh now unless another process just did (or it is an API key).
@@ -46,7 +48,9 @@ public struct SessionKeeper: Sendable {
         let account = try current(account)
         try requireSignedIn(account)
         if account.credentialKind == .apiKey { return account }
-        _ = try refresh(account, force: true, replacing: nil, freshness: explicitInterval)
+        _ = try refresh(
+            account, force: true, replacing: nil, freshness: explicitInterval,
+            seenRefreshedAt: account.sessionRefreshedAt)
         return try current(account)
     }
 
@@ -85,9 +89,12 @@ public struct SessionKeeper: Sendable {
 
     /// Single-flight refresh. `replacing`: the token that just got a 401 — if the keyring already
     /// holds a different one, another process rotated it: adopt it without a request.
-    func refresh(_ account: Account, force: Bool, replacing: SecretBytes?, freshness: TimeInterval) throws(OStackError)
-        -> SecretBytes
-    {
+    /// - Parameter seenRefreshedAt: the refresh time this process saw before waiting for the lock; if
+    ///   it changed meanwhile, another process refreshed while we waited, and its result is adopted.
+    func refresh(
+        _ account: Account, force: Bool, replacing: SecretBytes?, freshness: TimeInterval,
+        seenRefreshedAt: Date?? = .none
+    ) throws(OStackError) -> SecretBytes {
         let lock: FileLock
         do {
             try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
@@ -100,6 +107,9 @@ public struct SessionKeeper: Sendable {
             try requireSignedIn(latest)
             let token = try storedToken(latest)
             if let replacing, !(token == replacing) { return token }  // rotated by someone else meanwhile
+            if case .some(let seen) = seenRefreshedAt, latest.sessionRefreshedAt != seen {
+                return token  // refreshed by another process while this one waited for the lock
+            }
             let now = environment.clock.now()
             if let refreshed = latest.sessionRefreshedAt, now.timeIntervalSince(refreshed) < freshness,
                 replacing == nil
