@@ -14,3 +14,16 @@ int cplatform_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path) {
     return posix_spawn_file_actions_addchdir_np(actions, path);
 }
+
+#include <sys/socket.h>
+
+long cplatform_peer_uid(int fd) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    return (long)credentials.uid;
+}
+
+int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags) {
+    return posix_spawnattr_setflags(attributes, (short)(otherFlags | POSIX_SPAWN_SETSID));
+}

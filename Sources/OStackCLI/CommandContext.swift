@@ -45,6 +45,26 @@ public struct CommandContext: Sendable {
             flag: global.account, environment: environment["OSTACK_ACCOUNT"], defaultAccount: defaultAccount)
     }
 
+    /// Account use cases, with the agent asked for lock state.
+    public func accountsService() -> AccountsService {
+        var service = AccountsService(layout: layout)
+        service.agent = AgentClient(layout: layout, namespaces: KeyringNamespaces(environment: environment))
+        return service
+    }
+
+    /// PIN lock use cases with the configured agent timeouts.
+    public func lockService() throws(OStackError) -> LockService {
+        let environment = try authEnvironment()
+        var service = LockService(
+            environment: environment,
+            agent: environment.agent ?? AgentClient(layout: layout, namespaces: environment.namespaces),
+            processEnvironment: self.environment)
+        service.idleTimeout = Setting.duration(try configuration.value(of: "agent.idle-timeout").value) ?? 900
+        service.maximumLifetime = Setting.duration(try configuration.value(of: "agent.max-lifetime").value) ?? 43_200
+        if self.environment["OSTACK_PIN_KDF"] == "interactive" { service.pinParameters = { .interactive() } }
+        return service
+    }
+
     /// The accounts a command acts on: one reference, the selected account, or all of them.
     public func accounts(target: String?, all: Bool) throws(OStackError) -> [Account] {
         if all { return try registry.accounts() }

@@ -24,9 +24,11 @@ enum LiveDependencies {
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
-        return AuthEnvironment(
+        var environment = AuthEnvironment(
             layout: context.layout, secrets: store, namespaces: namespaces, transport: CurlTransport(),
             keyringBackend: defaultBackend, provisionDatabase: AccountDatabase.provision)
+        environment.agent = AgentClient(layout: context.layout, namespaces: namespaces)
+        return environment
     }
 
     /// `--keyring` > `OSTACK_KEYRING_BACKEND` > config `keyring.backend` > secret-service.

@@ -13,7 +13,7 @@ public struct OStackCommand: AsyncParsableCommand {
         version: OStackVersion.current,
         subcommands: [
             Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self,
-            KeyringCommand.self, ConfigCommand.self,
+            PINCommand.self, Lock.self, Unlock.self, AgentCommand.self, KeyringCommand.self, ConfigCommand.self,
             Completion.self,
         ]
     )

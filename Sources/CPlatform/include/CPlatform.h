@@ -17,4 +17,12 @@ int cplatform_pipe_cloexec(int fds[2]);
 /// posix_spawn_file_actions_addchdir_np: a GNU extension Glibc's Swift overlay does not expose.
 int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
 
+/// The uid of the process at the other end of a connected Unix socket (SO_PEERCRED; struct ucred
+/// needs _GNU_SOURCE). Returns -1 on error.
+long cplatform_peer_uid(int fd);
+
+/// posix_spawnattr_setflags with POSIX_SPAWN_SETSID added (a GNU extension the overlay lacks), so a
+/// spawned daemon starts its own session and survives its parent's terminal.
+int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags);
+
 #endif

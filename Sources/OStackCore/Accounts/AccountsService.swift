@@ -24,6 +24,8 @@ public struct AccountsService: Sendable {
     public let layout: FileLayout
     public let registry: AccountRegistry
     public let configuration: ConfigurationStore
+    /// Asked (without counting as use) whether PIN-protected accounts are unlocked.
+    public var agent: AgentClient?
 
     public init(layout: FileLayout) {
         self.layout = layout
@@ -38,9 +40,11 @@ public struct AccountsService: Sendable {
     }
 
     public func summary(of account: Account, defaultAccount: AccountID?) -> AccountSummary {
-        let hasPIN = SecureFileSystem.exists(layout.accountDirectory(account.dataDirectory) + "/pin.env")
-        // Until the agent holds unlocked keys (PIN lock), an account with a PIN is locked.
-        return AccountSummary(account: account, isDefault: account.id == defaultAccount, hasPIN: hasPIN, locked: hasPIN)
+        let directory = layout.accountDirectory(account.dataDirectory)
+        let hasPIN = SecureFileSystem.exists(directory + "/pin.env")
+        let sealed = hasPIN || SecureFileSystem.exists(directory + "/recovery.env")
+        let locked = sealed && !(agent?.isUnlocked(account.id) ?? false)
+        return AccountSummary(account: account, isDefault: account.id == defaultAccount, hasPIN: hasPIN, locked: locked)
     }
 
     /// Makes `reference` the default account (atomically, config only).

@@ -1,3 +1,4 @@
+import PlatformKit
 import SodiumKit
 
 /// The side effects account and session use cases need, bundled (SPEC §2: protocols, so tests can
@@ -14,6 +15,8 @@ public struct AuthEnvironment: Sendable {
     public var provisionDatabase: @Sendable (_ path: String, _ key: SecretBytes) throws(OStackError) -> Void
     /// How long to wait for another process holding a per-account or login lock.
     public var lockTimeout: Double = 30
+    /// Unlocked keys of PIN-protected accounts (nil: no agent; such accounts are then locked).
+    public var agent: AgentClient?
 
     public init(
         layout: FileLayout, secrets: any SecretStore, namespaces: KeyringNamespaces, transport: any HTTPTransport,
@@ -43,4 +46,38 @@ public struct AuthEnvironment: Sendable {
     }
 
     public var loginLockPath: String { layout.locksDirectory + "/login.lock" }
+
+    /// `pin.env` of an account (its presence means: protected by a PIN).
+    public func pinEnvelopePath(_ account: Account) -> String {
+        layout.accountDirectory(account.dataDirectory) + "/pin.env"
+    }
+
+    public func recoveryEnvelopePath(_ account: Account) -> String {
+        layout.accountDirectory(account.dataDirectory) + "/recovery.env"
+    }
+
+    public func hasPIN(_ account: Account) -> Bool {
+        SecureFileSystem.exists(pinEnvelopePath(account))
+    }
+
+    /// Whether the DEK exists only in envelopes (a PIN, or after a lockout the recovery key): then
+    /// the agent's unlocked copy is the only way in and the session token is sealed.
+    public func keyIsSealed(_ account: Account) -> Bool {
+        hasPIN(account) || SecureFileSystem.exists(recoveryEnvelopePath(account))
+    }
+
+    /// The account's DEK: the plain `db-key` item, or — with a PIN — the agent's unlocked copy.
+    /// A PIN-protected account the agent does not hold is `locked` (exit 4).
+    public func databaseKey(_ account: Account) throws(OStackError) -> SecretBytes {
+        if keyIsSealed(account) {
+            guard let key = agent?.key(for: account.id) else {
+                throw OStackError(.locked, context: .init(account: account.alias))
+            }
+            return key
+        }
+        guard let key = try secrets.readUpgrading(namespaces.key(account.id, .dbKey)) else {
+            throw OStackError(.storageUnreadable, context: .init(account: account.alias), detail: "no db-key")
+        }
+        return key
+    }
 }

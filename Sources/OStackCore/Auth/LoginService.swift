@@ -115,9 +115,16 @@ public struct LoginService: Sendable {
         let accountKey = environment.namespaces.key(accountID, kind)
 
         if let guestToken = try secrets.read(guestKey) {
-            try secrets.write(guestToken, for: accountKey)
+            // A PIN-protected account keeps its token sealed under its DEK (it must be unlocked).
+            var item = guestToken
+            if let existing = try environment.registry.accounts().first(where: { $0.id == accountID }),
+                environment.keyIsSealed(existing)
+            {
+                item = try TokenSeal.seal(guestToken, dek: try environment.databaseKey(existing), account: accountID)
+            }
+            try secrets.write(item, for: accountKey)
             FailPoint.hit("login.after-copy")
-            guard let readBack = try secrets.read(accountKey), readBack == guestToken else {
+            guard let readBack = try secrets.read(accountKey), readBack == item else {
                 throw OStackError(.keyringUnavailable, detail: "the copied session did not read back")
             }
             try secrets.delete(guestKey)
@@ -184,7 +191,7 @@ public struct LoginService: Sendable {
             try environment.provisionDatabase(databasePath, existing)
             return
         }
-        if SecureFileSystem.exists(directory + "/pin.env") {
+        if SecureFileSystem.exists(directory + "/pin.env") || SecureFileSystem.exists(directory + "/recovery.env") {
             return  // The DEK is sealed behind the PIN; the database exists and stays as it is.
         }
         if SecureFileSystem.exists(databasePath) {

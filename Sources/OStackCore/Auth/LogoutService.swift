@@ -21,7 +21,9 @@ public struct LogoutService: Sendable {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
         let key = environment.namespaces.key(account.id, kind)
         var serverSignedOut = false
-        if let token = try environment.secrets.read(key), account.credentialKind == .session {
+        if account.credentialKind == .session, try environment.secrets.read(key) != nil {
+            // A locked account refuses auth commands (exit 4): its token opens only when unlocked.
+            let token = try SessionKeeper(environment: environment).storedToken(account)
             do {
                 try AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)
                 serverSignedOut = true
@@ -55,9 +57,9 @@ public struct LogoutService: Sendable {
         let namespace = environment.namespaces.account(account.id)
         let items = try environment.secrets.list(namespace: namespace)
         if account.sessionState == .signedIn, account.credentialKind == .session,
-            let token = try environment.secrets.read(environment.namespaces.key(account.id, .sessionToken))
+            let token = try? SessionKeeper(environment: environment).storedToken(account)
         {
-            try? AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)
+            try? AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)  // best effort
         }
         for item in items { try environment.secrets.delete(item) }
         guard try environment.secrets.list(namespace: namespace).isEmpty else {

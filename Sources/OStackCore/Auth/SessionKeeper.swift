@@ -125,11 +125,7 @@ public struct SessionKeeper: Sendable {
             }
             var result = token
             if let rotated = session.rotatedToken {
-                let key = environment.namespaces.key(latest.id, .sessionToken)
-                try environment.secrets.write(rotated, for: key)
-                guard let readBack = try environment.secrets.read(key), readBack == rotated else {
-                    throw OStackError(.keyringUnavailable, detail: "rotated token did not read back")
-                }
+                try storeToken(rotated, for: latest)
                 FailPoint.hit("refresh.after-rotate-write")
                 result = rotated
             }
@@ -170,10 +166,24 @@ public struct SessionKeeper: Sendable {
 
     func storedToken(_ account: Account) throws(OStackError) -> SecretBytes {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
-        guard let token = try environment.secrets.readUpgrading(environment.namespaces.key(account.id, kind)) else {
+        guard let item = try environment.secrets.readUpgrading(environment.namespaces.key(account.id, kind)) else {
             throw OStackError(.notSignedIn, context: .init(account: account.alias), detail: "no token in the keyring")
         }
-        return token
+        guard TokenSeal.isSealed(item) else { return item }
+        // PIN-protected: the token opens only with the DEK the agent holds (locked → exit 4).
+        return try TokenSeal.open(item, dek: try environment.databaseKey(account), account: account.id)
+    }
+
+    /// Writes a (rotated) token, sealed when the account has a PIN, and reads it back.
+    func storeToken(_ token: SecretBytes, for account: Account) throws(OStackError) {
+        let key = environment.namespaces.key(account.id, .sessionToken)
+        let item =
+            environment.keyIsSealed(account)
+            ? try TokenSeal.seal(token, dek: try environment.databaseKey(account), account: account.id) : token
+        try environment.secrets.write(item, for: key)
+        guard let readBack = try environment.secrets.read(key), readBack == item else {
+            throw OStackError(.keyringUnavailable, detail: "rotated token did not read back")
+        }
     }
 
     func markExpired(_ account: Account) throws(OStackError) {

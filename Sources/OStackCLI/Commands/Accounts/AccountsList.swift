@@ -9,7 +9,7 @@ struct AccountsList: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let summaries = try AccountsService(layout: context.layout).summaries()
+            let summaries = try context.accountsService().summaries()
             struct Document: Encodable { var accounts: [AccountDocument] }
             context.emit(json: Document(accounts: summaries.map(AccountDocument.init))) { () -> String in
                 if summaries.isEmpty { return "No accounts yet. Run `ostack login` to add one." }

@@ -11,7 +11,7 @@ struct AccountsRename: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let service = AccountsService(layout: context.layout)
+            let service = context.accountsService()
             let renamed = try service.rename(account, to: alias)
             let defaultAccount = try service.configuration.load().defaultAccount
             struct Document: Encodable { var account: AccountDocument }

@@ -11,7 +11,7 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let service = AccountsService(layout: context.layout)
+            let service = context.accountsService()
             let now = Date()
             let defaultAccount = try service.configuration.load().defaultAccount
             if all {

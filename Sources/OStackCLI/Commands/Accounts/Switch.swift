@@ -12,7 +12,7 @@ struct Switch: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let service = AccountsService(layout: context.layout)
+            let service = context.accountsService()
             let account = try service.switchTo(target)
             struct Document: Encodable { var account: AccountDocument }
             let summary = service.summary(of: account, defaultAccount: account.id)

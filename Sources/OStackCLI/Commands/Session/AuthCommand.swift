@@ -22,7 +22,7 @@ struct AuthRefresh: AsyncParsableCommand {
             guard let account = try context.accounts(target: target, all: false).first else { return }
             let refreshed = try SessionKeeper(environment: environment).refreshNow(account)
             let session = AccountsService.sessionStatus(of: refreshed, now: environment.clock.now())
-            let service = AccountsService(layout: context.layout)
+            let service = context.accountsService()
             let summary = service.summary(
                 of: refreshed, defaultAccount: try service.configuration.load().defaultAccount)
             let document = StatusDocument(

@@ -55,7 +55,7 @@ struct Login: AsyncParsableCommand {
             }
             let account = try LoginService(environment: environment).login(
                 .init(server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch))
-            let service = AccountsService(layout: context.layout)
+            let service = context.accountsService()
             let summary = service.summary(of: account, defaultAccount: try service.configuration.load().defaultAccount)
             struct Document: Encodable { var account: AccountDocument }
             context.emit(

@@ -20,7 +20,7 @@ struct Logout: AsyncParsableCommand {
             var documents: [AccountDocument] = []
             for account in accounts where account.sessionState != .signedOut || all == false {
                 let outcome = try LogoutService(environment: environment).logout(account)
-                let service = AccountsService(layout: context.layout)
+                let service = context.accountsService()
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: nil)))
                 context.note(
                     "Signed out of \(outcome.account.alias)\(outcome.serverSignedOut ? "" : " (the server could not be told; the local session is gone).")"

@@ -1,0 +1,55 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack lock [ACCOUNT|--all]` — wipes keys from the agent at once.
+struct Lock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Lock an account's local data now.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account (default: the selected one).") var target: String?
+    @Flag(name: .long, help: "Lock every account.") var all = false
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let service = try context.lockService()
+            if all {
+                service.lockAll()
+                context.emit(json: ["locked": "all"], human: "Locked every account.")
+                return
+            }
+            guard let account = try context.accounts(target: target, all: false).first else { return }
+            try service.lock(account)
+            context.emit(json: ["locked": account.id.rawValue], human: "Locked \(account.alias).")
+        }
+    }
+}
+
+/// `ostack unlock [ACCOUNT] [--pin-stdin|--recovery-key-stdin]`
+struct Unlock: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Unlock an account's local data with its PIN or recovery key.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The account (default: the selected one).") var target: String?
+    @Flag(name: .customLong("pin-stdin"), help: "Read the PIN from stdin.") var pinStdin = false
+    @Flag(name: .customLong("recovery-key-stdin"), help: "Read the recovery key from stdin.") var recoveryKeyStdin =
+        false
+
+    func validate() throws {
+        if pinStdin && recoveryKeyStdin { throw ValidationError("Use --pin-stdin or --recovery-key-stdin, not both.") }
+    }
+
+    func run() async throws {
+        try await CommandRunner.run(global) { context in
+            let service = try context.lockService()
+            guard let account = try context.accounts(target: target, all: false).first else { return }
+            if recoveryKeyStdin {
+                try service.unlock(account, recoveryKey: try SecretInput.fromStdin())
+                context.emit(
+                    json: ["unlocked": account.id.rawValue],
+                    human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")
+                return
+            }
+            try service.unlock(account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("PIN: "))
+            context.emit(json: ["unlocked": account.id.rawValue], human: "Unlocked \(account.alias).")
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import PlatformKit
+import SodiumKit
+
+/// Talks to `ostack agent`. Every method works with no agent running: then nothing is unlocked.
+public struct AgentClient: Sendable {
+    public let socketPath: String
+
+    public init(layout: FileLayout, namespaces: KeyringNamespaces) {
+        socketPath = layout.runtimeDirectory + "/agent-\(namespaces.prefix).sock"
+    }
+
+    /// Whether an agent socket exists (one `stat`; lets `status` skip the agent entirely).
+    public var mightBeRunning: Bool { SecureFileSystem.exists(socketPath) }
+
+    func call(_ request: [UInt8]) -> (AgentMessage.Status, [UInt8])? {
+        guard mightBeRunning, let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
+        guard (try? socket.send(request)) != nil, let frame = try? socket.receive(timeout: 5) else { return nil }
+        return AgentMessage.parseResponse(frame)
+    }
+
+    /// The unlocked key of `account` (counts as use: resets its idle timer), or nil when locked.
+    public func key(for account: AccountID) -> SecretBytes? {
+        guard let (status, payload) = call(AgentMessage.request(.get, account: account.rawValue)), status == .ok else {
+            return nil
+        }
+        var bytes = payload
+        defer { SecretBytes.wipe(&bytes) }
+        return SecretBytes(copying: bytes)
+    }
+
+    /// Whether `account` is unlocked, without counting as use.
+    public func isUnlocked(_ account: AccountID) -> Bool {
+        call(AgentMessage.request(.has, account: account.rawValue))?.0 == .ok
+    }
+
+    /// Hands a key to the agent, starting it first when needed.
+    public func store(
+        _ key: SecretBytes, for account: AccountID, idle: Double, lifetime: Double, environment: [String: String]
+    )
+        throws(OStackError)
+    {
+        try ensureRunning(environment: environment)
+        var bytes = key.withUnsafeBytes { Array($0) }
+        defer { SecretBytes.wipe(&bytes) }
+        let request = AgentMessage.request(
+            .put, account: account.rawValue, secret: bytes, idle: UInt32(idle), lifetime: UInt32(lifetime))
+        guard call(request)?.0 == .ok else {
+            throw OStackError(.internal, detail: "the agent did not take the key")
+        }
+    }
+
+    public func forget(_ account: AccountID) { _ = call(AgentMessage.request(.forget, account: account.rawValue)) }
+    public func forgetAll() { _ = call(AgentMessage.request(.forgetAll)) }
+    public func stop() -> Bool { call(AgentMessage.request(.stop))?.0 == .ok }
+
+    /// The agent's status JSON, or nil when no agent runs.
+    public func status() -> String? {
+        guard let (status, payload) = call(AgentMessage.request(.status)), status == .ok else { return nil }
+        return String(decoding: payload, as: UTF8.self)
+    }
+
+    /// Starts `ostack agent` in the background unless one answers, and waits (≤ 3 s) until it does.
+    public func ensureRunning(environment: [String: String]) throws(OStackError) {
+        if status() != nil { return }
+        do {
+            try Daemon.spawn(
+                executable: Daemon.currentExecutable, arguments: ["agent", "--foreground"], environment: environment)
+        } catch {
+            throw OStackError(.internal, detail: "starting the agent failed: \(error)")
+        }
+        for _ in 0..<300 {
+            if status() != nil { return }
+            usleepLite(10_000)
+        }
+        throw OStackError(.internal, detail: "the agent did not start")
+    }
+}
+
+import Glibc
+
+func usleepLite(_ microseconds: UInt32) { usleep(microseconds) }

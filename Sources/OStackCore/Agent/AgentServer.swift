@@ -1,0 +1,112 @@
+import Glibc
+import PlatformKit
+import SodiumKit
+
+/// `ostack agent` (SPEC §5.4): holds unlocked DEKs in `sodium_malloc` memory for the user's other
+/// ostack processes. It answers only peers with its own uid (SO_PEERCRED) on a 0600 socket in a 0700
+/// directory, forgets an account after its idle timeout (reset only by real use, `get`) or its
+/// maximum lifetime, on `forget`, and exits when nothing is unlocked. The process is not dumpable
+/// and has no core limit (`ProcessHardening`, applied at start-up).
+public final class AgentServer {
+    struct Entry {
+        var key: SecretBytes
+        var created: Double
+        var lastUse: Double
+        var idle: Double
+        var lifetime: Double
+    }
+
+    let socket: UnixSocket
+    let path: String
+    var entries: [String: Entry] = [:]
+    var hadEntries = false
+    let started = AgentServer.now()
+    /// An agent nobody uses exits after this long.
+    let startupGrace: Double = 10
+
+    public init(socketPath: String) throws(OStackError) {
+        path = socketPath
+        do {
+            try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: socketPath))
+            socket = try UnixSocket.listen(path: socketPath)
+        } catch {
+            throw OStackError(.storageFailure, detail: "agent socket: \(error)")
+        }
+    }
+
+    static func now() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
+
+    /// Serves until stopped or until nothing is unlocked.
+    public func run() {
+        defer { unlink(path) }
+        while true {
+            expire()
+            if entries.isEmpty && (hadEntries || Self.now() - started > startupGrace) { return }
+            guard let client = socket.accept(timeout: 0.25) else { continue }
+            guard client.peerUID == getuid() else { continue }  // another user: drop the connection
+            guard let frame = try? client.receive(limit: 4096, timeout: 2),
+                let request = AgentMessage.parseRequest(frame)
+            else { continue }
+            var secret = request.secret
+            defer { SecretBytes.wipe(&secret) }
+            let (response, stop) = handle(request, secret: secret)
+            var payload = response
+            try? client.send(payload)
+            SecretBytes.wipe(&payload)
+            if stop { return }
+        }
+    }
+
+    func expire() {
+        let now = Self.now()
+        entries = entries.filter { _, entry in now - entry.lastUse < entry.idle && now - entry.created < entry.lifetime
+        }
+    }
+
+    func handle(_ request: AgentMessage.Request, secret: [UInt8]) -> ([UInt8], Bool) {
+        let now = Self.now()
+        switch request.op {
+        case .put:
+            guard !secret.isEmpty, request.idle > 0, request.lifetime > 0 else {
+                return (AgentMessage.response(.refused), false)
+            }
+            entries[request.account] = Entry(
+                key: SecretBytes(copying: secret), created: now, lastUse: now, idle: Double(request.idle),
+                lifetime: Double(request.lifetime))
+            hadEntries = true
+            return (AgentMessage.response(.ok), false)
+        case .get:
+            guard var entry = entries[request.account] else { return (AgentMessage.response(.notFound), false) }
+            entry.lastUse = now  // real use resets the idle timer
+            entries[request.account] = entry
+            return (AgentMessage.response(.ok, entry.key.withUnsafeBytes { Array($0) }), false)
+        case .has:
+            return (AgentMessage.response(entries[request.account] == nil ? .notFound : .ok), false)
+        case .forget:
+            entries[request.account] = nil
+            return (AgentMessage.response(.ok), false)
+        case .forgetAll:
+            entries.removeAll()
+            return (AgentMessage.response(.ok), false)
+        case .status:
+            let accounts = entries.keys.sorted().map { account -> String in
+                let entry = entries[account]!
+                let idleLeft = Int(entry.idle - (now - entry.lastUse))
+                let lifeLeft = Int(entry.lifetime - (now - entry.created))
+                return
+                    "{\"account\":\"\(account)\",\"idleSecondsLeft\":\(idleLeft),\"lifetimeSecondsLeft\":\(lifeLeft)}"
+            }
+            let dumpable = ProcessHardening.status().dumpable
+            let text =
+                "{\"pid\":\(getpid()),\"dumpable\":\(dumpable),\"accounts\":[\(accounts.joined(separator: ","))]}"
+            return (AgentMessage.response(.ok, Array(text.utf8)), false)
+        case .stop:
+            entries.removeAll()
+            return (AgentMessage.response(.ok), true)
+        }
+    }
+}

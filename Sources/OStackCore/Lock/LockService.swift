@@ -1,0 +1,199 @@
+import PlatformKit
+import SodiumKit
+
+/// PIN lock (SPEC §5.2–§5.3, PIN-3/PIN-4): `pin set|change|remove`, `lock`, `unlock`.
+public struct LockService: Sendable {
+    public let environment: AuthEnvironment
+    public let agent: AgentClient
+    /// The environment a started agent inherits.
+    public let processEnvironment: [String: String]
+    /// Agent timeouts (config `agent.idle-timeout`, `agent.max-lifetime`).
+    public var idleTimeout: Double = 900
+    public var maximumLifetime: Double = 43_200
+    /// Argon2id for new PIN envelopes: MODERATE (SOD-3); the floor INTERACTIVE is allowed for tests.
+    public var pinParameters: @Sendable () -> Argon2id.Parameters = { .moderate() }
+
+    public init(environment: AuthEnvironment, agent: AgentClient, processEnvironment: [String: String]) {
+        self.environment = environment
+        self.agent = agent
+        self.processEnvironment = processEnvironment
+    }
+
+    var secrets: any SecretStore { environment.secrets }
+    func key(_ account: Account, _ kind: SecretKind) -> SecretKey { environment.namespaces.key(account.id, kind) }
+
+    // MARK: pin set / change / remove
+
+    /// Sets a PIN: ring item, PIN envelope, recovery envelope, the session token sealed under the DEK,
+    /// the DEK handed to the agent, and finally the plain `db-key` deleted (absence verified).
+    /// Returns the recovery key (grouped base32, shown once).
+    public func setPIN(_ account: Account, pin: SecretBytes) throws(OStackError) -> SecretBytes {
+        guard !environment.hasPIN(account) else {
+            throw OStackError(
+                .invalidInput, context: .init(suggestion: "This account has a PIN: use `ostack pin change`."))
+        }
+        try PINPolicy.validate(pin)
+        let dek: SecretBytes
+        if let plain = try secrets.readUpgrading(key(account, .dbKey)) {
+            dek = plain
+        } else if let unlocked = agent.key(for: account.id) {
+            dek = unlocked  // after a lockout, unlocked with the recovery key
+        } else {
+            throw OStackError(.locked, context: .init(account: account.alias))
+        }
+        let ring = PINRing.generate()
+        try secrets.write(ring.encoded(), for: key(account, .pinRing))
+        let envelope = try KeyEnvelope.seal(
+            dek, purpose: .pin, secret: pin, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
+        let recoveryKey = RecoveryKey.generate()
+        let recoveryRing = SecretBytes(randomCount: 32)
+        try secrets.write(recoveryRing, for: key(account, .recoveryRing))
+        let recovery = try KeyEnvelope.seal(
+            dek, purpose: .recovery, secret: recoveryKey, ringKey: recoveryRing, accountID: account.id,
+            kdf: .interactive())
+        try recovery.write(to: environment.recoveryEnvelopePath(account))
+        try sealCredential(account, dek: dek)
+        FailPoint.hit("pin-set.before-envelope")
+        try envelope.write(to: environment.pinEnvelopePath(account))
+        try agent.store(
+            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try deletePlainKey(account)
+        return RecoveryKey.format(recoveryKey)
+    }
+
+    /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change).
+    public func changePIN(_ account: Account, old: SecretBytes, new: SecretBytes) throws(OStackError) {
+        try PINPolicy.validate(new)
+        let (dek, ring) = try openWithPIN(account, pin: old)
+        let envelope = try KeyEnvelope.seal(
+            dek, purpose: .pin, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
+        try envelope.write(to: environment.pinEnvelopePath(account))
+        try agent.store(
+            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+    }
+
+    /// Removes the PIN: the plain `db-key` and the unsealed token come back first, then the PIN items go.
+    public func removePIN(_ account: Account, pin: SecretBytes) throws(OStackError) {
+        let (dek, _) = try openWithPIN(account, pin: pin)
+        try secrets.write(dek, for: key(account, .dbKey))
+        guard let back = try secrets.read(key(account, .dbKey)), back == dek else {
+            throw OStackError(.keyringUnavailable, detail: "db-key did not read back")
+        }
+        try unsealCredential(account, dek: dek)
+        do {
+            try SecureFileSystem.removeFile(environment.pinEnvelopePath(account))
+            try SecureFileSystem.removeFile(environment.recoveryEnvelopePath(account))
+        } catch {
+            throw OStackError(.storageFailure, detail: "removing envelopes: \(error)")
+        }
+        try secrets.delete(key(account, .pinRing))
+        try secrets.delete(key(account, .recoveryRing))
+        agent.forget(account.id)
+    }
+
+    // MARK: lock / unlock
+
+    public func unlock(_ account: Account, pin: SecretBytes) throws(OStackError) {
+        let (dek, _) = try openWithPIN(account, pin: pin)
+        try agent.store(
+            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try deletePlainKey(account)  // finishes an interrupted `pin set`
+    }
+
+    public func unlock(_ account: Account, recoveryKey text: SecretBytes) throws(OStackError) {
+        let recoveryKey = try RecoveryKey.parse(text)
+        guard let envelope = try KeyEnvelope.read(from: environment.recoveryEnvelopePath(account)),
+            let ring = try secrets.read(key(account, .recoveryRing))
+        else {
+            throw OStackError(.invalidInput, context: .init(suggestion: "This account has no recovery key."))
+        }
+        let dek = try envelope.open(secret: recoveryKey, ringKey: ring, accountID: account.id)
+        try agent.store(
+            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+    }
+
+    public func lock(_ account: Account) throws(OStackError) {
+        guard environment.hasPIN(account) || agent.isUnlocked(account.id) else {
+            throw OStackError(
+                .invalidInput,
+                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with `ostack pin set`."))
+        }
+        agent.forget(account.id)
+    }
+
+    public func lockAll() { agent.forgetAll() }
+
+    /// One PIN attempt (PIN-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
+    /// reset on success; the fifth consecutive failure crypto-erases the PIN path (PIN-4).
+    func openWithPIN(_ account: Account, pin: SecretBytes) throws(OStackError) -> (SecretBytes, PINRing) {
+        guard let envelope = try KeyEnvelope.read(from: environment.pinEnvelopePath(account)) else {
+            if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) {
+                throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+            }
+            throw OStackError(
+                .invalidInput,
+                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with `ostack pin set`."))
+        }
+        guard let item = try secrets.read(key(account, .pinRing)) else {
+            throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+        }
+        var ring = try PINRing(decoding: item)
+        if ring.failures >= UInt32(PINRing.maximumFailures) {
+            try erasePINPath(account)
+            throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+        }
+        ring.failures += 1
+        try secrets.write(ring.encoded(), for: key(account, .pinRing))
+        guard let persisted = try secrets.read(key(account, .pinRing)),
+            try PINRing(decoding: persisted).failures == ring.failures
+        else {
+            throw OStackError(.keyringUnavailable, detail: "the failure counter did not persist")
+        }
+        FailPoint.hit("unlock.after-count")
+        do {
+            let dek = try envelope.open(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+            ring.failures = 0
+            try secrets.write(ring.encoded(), for: key(account, .pinRing))
+            return (dek, ring)
+        } catch  where error.code == .wrongPIN {
+            if ring.failures >= UInt32(PINRing.maximumFailures) {
+                try erasePINPath(account)
+                throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+            }
+            throw OStackError(.wrongPIN, context: .init(account: account.alias, count: ring.attemptsLeft))
+        }
+    }
+
+    /// Lockout: the PIN envelope and its ring are deleted; the recovery key (or a new sign-in) remains.
+    func erasePINPath(_ account: Account) throws(OStackError) {
+        agent.forget(account.id)
+        try secrets.delete(key(account, .pinRing))
+        do {
+            try SecureFileSystem.removeFile(environment.pinEnvelopePath(account))
+        } catch {
+            throw OStackError(.storageFailure, detail: "removing pin.env: \(error)")
+        }
+    }
+
+    func deletePlainKey(_ account: Account) throws(OStackError) {
+        guard try secrets.read(key(account, .dbKey)) != nil else { return }
+        try secrets.delete(key(account, .dbKey))
+        guard try secrets.read(key(account, .dbKey)) == nil else {
+            throw OStackError(.keyringUnavailable, detail: "the plain db-key is still in the keyring")
+        }
+    }
+
+    func credentialKey(_ account: Account) -> SecretKey {
+        key(account, account.credentialKind == .apiKey ? .apiKey : .sessionToken)
+    }
+
+    func sealCredential(_ account: Account, dek: SecretBytes) throws(OStackError) {
+        guard let item = try secrets.read(credentialKey(account)), !TokenSeal.isSealed(item) else { return }
+        try secrets.write(try TokenSeal.seal(item, dek: dek, account: account.id), for: credentialKey(account))
+    }
+
+    func unsealCredential(_ account: Account, dek: SecretBytes) throws(OStackError) {
+        guard let item = try secrets.read(credentialKey(account)), TokenSeal.isSealed(item) else { return }
+        try secrets.write(try TokenSeal.open(item, dek: dek, account: account.id), for: credentialKey(account))
+    }
+}

@@ -1,0 +1,119 @@
+internal import CPlatform
+import Glibc
+
+/// A Unix stream socket with length-prefixed frames, for the agent and its clients.
+public final class UnixSocket: @unchecked Sendable {
+    // @unchecked Sendable: one owner at a time; the descriptor is closed once in deinit.
+    public let fd: Int32
+
+    init(fd: Int32) {
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Listens at `path` (mode 0600; an old socket file is replaced). The directory must be 0700.
+    public static func listen(path: String) throws(PlatformError) -> UnixSocket {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        let socket = UnixSocket(fd: fd)
+        unlink(path)
+        let previous = umask(0o177)
+        defer { umask(previous) }
+        try withAddress(path) { (address, length) throws(PlatformError) in
+            if bind(fd, address, length) != 0 { throw PlatformError(.open, errno: errno, path: path) }
+        }
+        chmod(path, 0o600)
+        guard Glibc.listen(fd, 16) == 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        return socket
+    }
+
+    /// Connects to the socket at `path`.
+    public static func connect(path: String) throws(PlatformError) -> UnixSocket {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        let socket = UnixSocket(fd: fd)
+        try withAddress(path) { (address, length) throws(PlatformError) in
+            if Glibc.connect(fd, address, length) != 0 { throw PlatformError(.open, errno: errno, path: path) }
+        }
+        return socket
+    }
+
+    /// Waits up to `timeout` seconds for a connection; nil on timeout.
+    public func accept(timeout: Double) -> UnixSocket? {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(max(0, timeout) * 1000)) > 0 else { return nil }
+        let client = Glibc.accept(fd, nil, nil)
+        guard client >= 0 else { return nil }
+        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+        return UnixSocket(fd: client)
+    }
+
+    /// The uid of the connected peer (SO_PEERCRED), or nil.
+    public var peerUID: UInt32? {
+        let uid = cplatform_peer_uid(fd)
+        return uid >= 0 ? UInt32(uid) : nil
+    }
+
+    /// Sends one frame: a 4-byte big-endian length and the payload.
+    public func send(_ payload: [UInt8]) throws(PlatformError) {
+        let length = UInt32(payload.count)
+        let frame =
+            [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + payload
+        var offset = 0
+        while offset < frame.count {
+            let n = frame.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw PlatformError(.write, errno: errno, path: "socket")
+            }
+            offset += n
+        }
+    }
+
+    /// Receives one frame (at most `limit` bytes), waiting at most `timeout` seconds.
+    public func receive(limit: Int = 1 << 20, timeout: Double = 5) throws(PlatformError) -> [UInt8] {
+        let header = try read(4, timeout: timeout)
+        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        guard length <= limit else { throw PlatformError(.read, errno: EMSGSIZE, path: "socket") }
+        return try read(length, timeout: timeout)
+    }
+
+    private func read(_ count: Int, timeout: Double) throws(PlatformError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var offset = 0
+        while offset < count {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(timeout * 1000)) > 0 else {
+                throw PlatformError(.read, errno: ETIMEDOUT, path: "socket")
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + offset, count - offset, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw PlatformError(.read, errno: n == 0 ? ECONNRESET : errno, path: "socket") }
+            offset += n
+        }
+        return buffer
+    }
+
+    private static func withAddress(
+        _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) throws(PlatformError) -> Void
+    ) throws(PlatformError) {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard bytes.count < capacity else { throw PlatformError(.open, errno: ENAMETOOLONG, path: path) }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        var copy = address
+        try withUnsafePointer(to: &copy) { pointer throws(PlatformError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { (address) throws(PlatformError) in
+                try body(address, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+    }
+}

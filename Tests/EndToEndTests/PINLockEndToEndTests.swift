@@ -1,0 +1,133 @@
+import Glibc
+import OStackTestSupport
+import Testing
+
+/// PIN lock, unlock, lockout, recovery and the agent, against the real keyring and dev server.
+/// (`OSTACK_PIN_KDF=interactive` keeps Argon2id at libsodium's INTERACTIVE floor in tests.)
+@Suite(.serialized) struct PINLockEndToEndTests {
+    static let fast: [String: String?] = ["OSTACK_PIN_KDF": "interactive"]
+
+    func signedIn() throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        return (server, ostack)
+    }
+
+    func namespace(_ ostack: OStackRunner, _ server: DevServerProcess) -> String {
+        "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+    }
+
+    @discardableResult
+    func setPIN(_ ostack: OStackRunner, _ pin: String = "7319") throws -> String {
+        let result = try ostack.run(["pin", "set", "--pin-stdin", "--json"], stdin: pin + "\n", environment: Self.fast)
+        try #require(result.status == 0, "\(result.stderr)")
+        return String(result.stdout.split(separator: "\"")[3])
+    }
+
+    @Test func lockedAccountsRefuseAuthButKeepMetadata() throws {
+        let (server, ostack) = try signedIn()
+        let recovery = try setPIN(ostack)
+        #expect(recovery.split(separator: "-").count == 8)
+        // No plain db-key remains; the token is sealed.
+        let items = try ostack.keyringItems(namespace: namespace(ostack, server))
+        #expect(!items.contains("kind = db-key"))
+        #expect(items.contains("kind = pin-ring") && items.contains("kind = recovery-ring"))
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)  // unlocked right after pin set
+
+        #expect(try ostack.run(["lock"]).status == 0)
+        let refused = try ostack.run(["auth", "refresh"])
+        #expect(refused.status == 4)
+        #expect(refused.stderr.contains("Account work is locked."))
+        #expect(try ostack.run(["logout"]).status == 4)
+        let status = try ostack.run(["status", "--json"])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("\"locked\":true"))
+        #expect(try ostack.run(["accounts", "list"]).status == 0)
+
+        let wrong = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
+        #expect(wrong.status == 4)
+        #expect(wrong.stderr.contains("Incorrect PIN. 4 attempts left."))
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":false"))
+    }
+
+    @Test func lockoutThenRecoveryKeyThenNewPIN() throws {
+        let (_, ostack) = try signedIn()
+        let recovery = try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        for _ in 0..<4 { #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n").status == 4) }
+        let fifth = try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n")
+        #expect(fifth.stderr.contains("Too many wrong PINs"))
+        let right = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(right.status == 4)  // the PIN path is erased: even the right PIN no longer works
+        #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery.lowercased() + "\n").status == 0)
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "8642\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["lock"]).status == 0)
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "8642\n").status == 0)
+    }
+
+    /// PIN-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
+    @Test func killDuringKeyDerivationStillCostsAnAttempt() throws {
+        let (_, ostack) = try signedIn()
+        try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let killed = try ostack.run(
+            ["unlock", "--pin-stdin"], stdin: "7319\n", environment: ["OSTACK_FAILPOINT": "unlock.after-count"])
+        #expect(killed.status == 137)
+        let next = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
+        #expect(next.stderr.contains("3 attempts left"))  // 1 (killed) + 1 (wrong) = 2 used
+    }
+
+    @Test func changeAndRemove() throws {
+        let (server, ostack) = try signedIn()
+        try setPIN(ostack)
+        let change = try ostack.run(["pin", "change", "--pin-stdin"], stdin: "7319\n9753\n", environment: Self.fast)
+        #expect(change.status == 0, "\(change.stderr)")
+        #expect(try ostack.run(["lock"]).status == 0)
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 4)
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "9753\n").status == 0)
+        #expect(try ostack.run(["pin", "remove", "--pin-stdin"], stdin: "9753\n").status == 0)
+        let items = try ostack.keyringItems(namespace: namespace(ostack, server))
+        #expect(items.contains("kind = db-key") && !items.contains("kind = pin-ring"))
+        #expect(try ostack.run(["lock"]).status == 9)  // no PIN: nothing to lock
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+    }
+
+    @Test func trivialPINsAreRefused() throws {
+        let (_, ostack) = try signedIn()
+        let result = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "1234\n", environment: Self.fast)
+        #expect(result.status == 9)
+        #expect(result.stderr.contains("too easy"))
+    }
+
+    @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {
+        let (_, ostack) = try signedIn()
+        #expect(try ostack.run(["config", "set", "agent.idle-timeout", "2s"]).status == 0)
+        try setPIN(ostack)
+        let status = try ostack.run(["agent", "status", "--json"])
+        #expect(status.stdout.contains("\"dumpable\":false"))
+        let socket = ostack.home.appending("run/agent-\(ostack.keyringPrefix).sock")
+        let modes = try runProcess(
+            executable: "/usr/bin/stat", arguments: ["-c", "%a", socket, ostack.home.appending("run")])
+        #expect(modes.stdout.split(separator: "\n") == ["600", "700"])
+        // Another uid cannot talk to it.
+        let other = try runProcess(
+            executable: "/usr/bin/setpriv",
+            arguments: [
+                "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
+                "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]); print('connected')\nexcept OSError as e: print('refused')",
+                socket,
+            ])
+        #expect(other.stdout.contains("refused"), "\(other.stdout) \(other.stderr)")
+        // `status` does not count as use; after the idle timeout the key is gone.
+        usleep(1_000_000)
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":false"))
+        usleep(1_600_000)
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
+        #expect(try ostack.run(["auth", "refresh"]).status == 4)
+    }
+}
