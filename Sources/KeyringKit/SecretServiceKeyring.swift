@@ -18,6 +18,9 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     public let deadline: Double
     public let label: String
     private let lock = Mutex(())
+    /// Set once the default collection was seen unlocked in this process (ostack processes are
+    /// short-lived; a collection locked later makes the store itself fail, which is still reported).
+    private let knownUnlocked = Mutex(false)
 
     public init(app: String = "ostack", deadline: Double = 5, label: String = "ostack credential") {
         self.app = app
@@ -47,9 +50,12 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
 
     public func write(_ secret: SecretBytes, for address: KeyringAddress) throws(KeyringError) {
         try call { cancellable, error throws(KeyringError) in
-            let state = csecret_default_collection_locked(cancellable, &error)
-            if state < 0 { throw error.map(Self.classify) ?? KeyringError.other("collection state") }
-            if state == 1 { throw KeyringError.locked }
+            if !self.knownUnlocked.withLock({ $0 }) {
+                let state = csecret_default_collection_locked(cancellable, &error)
+                if state < 0 { throw error.map(Self.classify) ?? KeyringError.other("collection state") }
+                if state == 1 { throw KeyringError.locked }
+                self.knownUnlocked.withLock { $0 = true }
+            }
             let attributes = self.attributes(address)
             defer { g_hash_table_unref(attributes) }
             let value = secret.withUnsafeBytes { bytes in

@@ -29,6 +29,7 @@ var results: [BenchResult] = []
 do {
     if wanted("crypto") { results += try CryptoBench.run() }
     if wanted("rotation") { results += try RotationBench.run(rows: 100_000) }
+    if wanted("unlock") { results += try UnlockBench.run(ostack: ostackBinary) }
     if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
     if wanted("transport") {

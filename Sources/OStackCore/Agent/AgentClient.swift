@@ -4,6 +4,8 @@ import SodiumKit
 /// Talks to `ostack agent`. Every method works with no agent running: then nothing is unlocked.
 public struct AgentClient: Sendable {
     public let socketPath: String
+    /// The `ostack` executable that serves as the agent (this process's own binary by default).
+    public var executable: String = Daemon.currentExecutable
 
     public init(layout: FileLayout, namespaces: KeyringNamespaces) {
         socketPath = layout.runtimeDirectory + "/agent-\(namespaces.prefix).sock"
@@ -59,18 +61,26 @@ public struct AgentClient: Sendable {
         return String(decoding: payload, as: UTF8.self)
     }
 
-    /// Starts `ostack agent` in the background unless one answers, and waits (≤ 3 s) until it does.
+    /// Starts `ostack agent` in the background unless one answers, without waiting for it (unlock
+    /// calls this before the Argon2id derivation so the agent starts in parallel).
+    @discardableResult
+    public func startIfNeeded(environment: [String: String]) -> Bool {
+        if status() != nil { return false }
+        do {
+            try Daemon.spawn(executable: executable, arguments: ["agent", "--foreground"], environment: environment)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Starts the agent unless one answers, and waits (≤ 3 s) until it does.
     public func ensureRunning(environment: [String: String]) throws(OStackError) {
         if status() != nil { return }
-        do {
-            try Daemon.spawn(
-                executable: Daemon.currentExecutable, arguments: ["agent", "--foreground"], environment: environment)
-        } catch {
-            throw OStackError(.internal, detail: "starting the agent failed: \(error)")
-        }
-        for _ in 0..<300 {
+        startIfNeeded(environment: environment)
+        for _ in 0..<1500 {
             if status() != nil { return }
-            usleepLite(10_000)
+            usleepLite(2_000)
         }
         throw OStackError(.internal, detail: "the agent did not start")
     }

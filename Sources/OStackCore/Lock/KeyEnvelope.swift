@@ -59,10 +59,21 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
     /// Opens the envelope; a wrong secret (or ring, or account) is `wrong-pin`.
     public func open(secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID) throws(OStackError) -> SecretBytes
     {
+        try open(kek: try deriveKEK(secret: secret, ringKey: ringKey, accountID: accountID), accountID: accountID)
+    }
+
+    /// The key-encryption key for `secret` (the expensive Argon2id step), without opening anything.
+    public func deriveKEK(secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID) throws(OStackError)
+        -> SecretBytes
+    {
         guard version == Self.currentVersion else {
             throw OStackError(.unsupportedFormat, detail: "envelope version \(version)")
         }
-        let key = try Self.kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+        return try Self.kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+    }
+
+    /// Opens the envelope with a derived KEK; a wrong one is `wrong-pin`.
+    public func open(kek key: SecretBytes, accountID: AccountID) throws(OStackError) -> SecretBytes {
         do {
             return try AEAD.open(
                 AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key,

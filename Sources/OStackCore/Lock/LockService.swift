@@ -1,3 +1,4 @@
+import Dispatch
 import PlatformKit
 import SodiumKit
 
@@ -94,6 +95,7 @@ public struct LockService: Sendable {
     // MARK: lock / unlock
 
     public func unlock(_ account: Account, pin: SecretBytes) throws(OStackError) {
+        agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
         let (dek, _) = try openWithPIN(account, pin: pin)
         try agent.store(
             dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
@@ -143,15 +145,21 @@ public struct LockService: Sendable {
             throw OStackError(.pinLockedOut, context: .init(account: account.alias))
         }
         ring.failures += 1
-        try secrets.write(ring.encoded(), for: key(account, .pinRing))
-        guard let persisted = try secrets.read(key(account, .pinRing)),
-            try PINRing(decoding: persisted).failures == ring.failures
-        else {
-            throw OStackError(.keyringUnavailable, detail: "the failure counter did not persist")
+        // PIN-3: the incremented counter must be persisted before the guess's outcome can be known.
+        // The write runs while Argon2id derives the KEK; the envelope is opened only after the write
+        // is confirmed, so killing the process at any point still costs the attempt.
+        let persisted = CounterWrite(secrets: secrets, key: key(account, .pinRing), ring: ring)
+        let kek: SecretBytes
+        do {
+            kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+        } catch {
+            try persisted.wait()
+            throw error
         }
+        try persisted.wait()
         FailPoint.hit("unlock.after-count")
         do {
-            let dek = try envelope.open(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+            let dek = try envelope.open(kek: kek, accountID: account.id)
             ring.failures = 0
             try secrets.write(ring.encoded(), for: key(account, .pinRing))
             return (dek, ring)
@@ -175,6 +183,23 @@ public struct LockService: Sendable {
         }
     }
 
+    /// `db-key.pending`: a `pin set` wrote its envelope but may not yet have deleted the plain key.
+    func plainKeyMarker(_ account: Account) -> String {
+        environment.layout.accountDirectory(account.dataDirectory) + "/db-key.pending"
+    }
+
+    func markPlainKeyPending(_ account: Account, _ pending: Bool) throws(OStackError) {
+        do {
+            if pending {
+                try SecureFileSystem.writeAtomically([], to: plainKeyMarker(account))
+            } else {
+                try SecureFileSystem.removeFile(plainKeyMarker(account))
+            }
+        } catch {
+            throw OStackError(.storageFailure, detail: "db-key marker: \(error)")
+        }
+    }
+
     func deletePlainKey(_ account: Account) throws(OStackError) {
         guard try secrets.read(key(account, .dbKey)) != nil else { return }
         try secrets.delete(key(account, .dbKey))
@@ -195,5 +220,35 @@ public struct LockService: Sendable {
     func unsealCredential(_ account: Account, dek: SecretBytes) throws(OStackError) {
         guard let item = try secrets.read(credentialKey(account)), TokenSeal.isSealed(item) else { return }
         try secrets.write(try TokenSeal.open(item, dek: dek, account: account.id), for: credentialKey(account))
+    }
+}
+
+/// Writes the incremented `pin-ring` on a background thread and verifies it by reading it back.
+final class CounterWrite: @unchecked Sendable {
+    // @unchecked Sendable: `outcome` is written by the worker before `group.leave()` and read only
+    // after `group.wait()`.
+    private let group = DispatchGroup()
+    private var outcome: OStackError?
+
+    init(secrets: any SecretStore, key: SecretKey, ring: PINRing) {
+        let encoded = ring.encoded()
+        let expected = ring.failures
+        group.enter()
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            do throws(OStackError) {
+                try secrets.write(encoded, for: key)
+                guard let back = try secrets.read(key), try PINRing(decoding: back).failures == expected else {
+                    throw OStackError(.keyringUnavailable, detail: "the failure counter did not persist")
+                }
+            } catch {
+                outcome = error
+            }
+            group.leave()
+        }
+    }
+
+    func wait() throws(OStackError) {
+        group.wait()
+        if let outcome { throw outcome }
     }
 }
