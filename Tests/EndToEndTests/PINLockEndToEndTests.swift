@@ -55,7 +55,8 @@ import Testing
     }
 
     @Test func lockoutThenRecoveryKeyThenNewPIN() throws {
-        let (_, ostack) = try signedIn()
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
         let recovery = try setPIN(ostack)
         #expect(try ostack.run(["lock"]).status == 0)
         for _ in 0..<4 { #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n").status == 4) }
@@ -64,7 +65,9 @@ import Testing
         let right = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
         #expect(right.status == 4)  // the PIN path is erased: even the right PIN no longer works
         #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery.lowercased() + "\n").status == 0)
-        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+        let afterRecovery = try ostack.run(["auth", "refresh"])
+        let agentStatus = try ostack.run(["agent", "status"]).stdout
+        #expect(afterRecovery.status == 0, "\(afterRecovery.stderr) \(agentStatus)")
         #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "8642\n", environment: Self.fast).status == 0)
         #expect(try ostack.run(["lock"]).status == 0)
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "8642\n").status == 0)
@@ -72,7 +75,8 @@ import Testing
 
     /// PIN-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
     @Test func killDuringKeyDerivationStillCostsAnAttempt() throws {
-        let (_, ostack) = try signedIn()
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
         try setPIN(ostack)
         #expect(try ostack.run(["lock"]).status == 0)
         let killed = try ostack.run(
@@ -98,14 +102,16 @@ import Testing
     }
 
     @Test func trivialPINsAreRefused() throws {
-        let (_, ostack) = try signedIn()
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
         let result = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "1234\n", environment: Self.fast)
         #expect(result.status == 9)
         #expect(result.stderr.contains("too easy"))
     }
 
     @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {
-        let (_, ostack) = try signedIn()
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
         #expect(try ostack.run(["config", "set", "agent.idle-timeout", "2s"]).status == 0)
         try setPIN(ostack)
         let status = try ostack.run(["agent", "status", "--json"])

@@ -21,7 +21,14 @@ struct AgentStart: AsyncParsableCommand {
                 layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))
             if foreground {
                 try context.layout.createRuntimeDirectoryOrThrow()
-                try AgentServer(socketPath: client.socketPath).run()
+                let server: AgentServer
+                do {
+                    server = try AgentServer(socketPath: client.socketPath)
+                } catch let error as OStackError where error.code == .invalidInput {
+                    _ = error
+                    return  // another agent already serves this socket
+                }
+                server.run()
                 return
             }
             try client.ensureRunning(environment: context.environment)

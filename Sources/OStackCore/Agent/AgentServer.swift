@@ -18,6 +18,9 @@ public final class AgentServer {
 
     let socket: UnixSocket
     let path: String
+    /// Held for the agent's lifetime: exactly one agent per socket, so only the owner ever binds or
+    /// unlinks it (two racing starts cannot steal or delete each other's socket).
+    let ownership: FileLock
     var entries: [String: Entry] = [:]
     var hadEntries = false
     let started = AgentServer.now()
@@ -28,6 +31,15 @@ public final class AgentServer {
         path = socketPath
         do {
             try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: socketPath))
+        } catch {
+            throw OStackError(.storageFailure, detail: "agent directory: \(error)")
+        }
+        do {
+            ownership = try FileLock(path: socketPath + ".lock", timeout: 0)
+        } catch {
+            throw OStackError(.invalidInput, detail: "another agent is already running")
+        }
+        do {
             socket = try UnixSocket.listen(path: socketPath)
         } catch {
             throw OStackError(.storageFailure, detail: "agent socket: \(error)")
