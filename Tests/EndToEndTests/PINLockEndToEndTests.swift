@@ -73,6 +73,26 @@ import Testing
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "8642\n").status == 0)
     }
 
+    @Test func aFreshSignInRebuildsLocalDataOnlyWhenConfirmed() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        // Locked (PIN still valid): signing in again is refused until unlocked.
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--no-input"]).status == 4)
+        for _ in 0..<5 { _ = try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n") }
+        let declined = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--no-input"])
+        #expect(declined.status == 4)
+        #expect(declined.stderr.contains("--rebuild-local-data"))
+        #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("attribute"))
+        let rebuilt = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--rebuild-local-data"])
+        #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)
+        let status = try ostack.run(["status", "--json"]).stdout
+        #expect(status.contains("\"hasPin\":false") && status.contains("\"locked\":false"))
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.components("\"id\"") == 1)
+    }
+
     /// PIN-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
     @Test func killDuringKeyDerivationStillCostsAnAttempt() throws {
         let (server, ostack) = try signedIn()

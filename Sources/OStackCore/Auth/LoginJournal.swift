@@ -18,6 +18,8 @@ struct LoginJournal: Codable, Equatable {
     var credentialKind: Account.CredentialKind
     var alias: String?
     var makeDefault: Bool
+    /// Confirmed rebuild of a locked-out account's local data.
+    var rebuild: Bool?
     // Known once the server told us who signed in:
     var accountID: AccountID?
     var userID: String?

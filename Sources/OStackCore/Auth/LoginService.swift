@@ -20,6 +20,8 @@ public struct LoginService: Sendable {
         public var credential: LoginCredential
         public var alias: String?
         public var makeDefault: Bool
+        /// After a PIN lockout: drop the account's local data and keys and start afresh (confirmed).
+        public var rebuildLockedOutData = false
 
         public init(server: ServerURL, email: String, credential: LoginCredential, alias: String?, makeDefault: Bool) {
             self.server = server
@@ -44,6 +46,7 @@ public struct LoginService: Sendable {
             var journal = LoginJournal(
                 phase: .signingIn, server: request.server.absoluteString, credentialKind: kind, alias: request.alias,
                 makeDefault: request.makeDefault)
+            journal.rebuild = request.rebuildLockedOutData
             try journal.save(environment.layout)
             FailPoint.hit("login.after-journal")
 
@@ -115,6 +118,11 @@ public struct LoginService: Sendable {
         let accountKey = environment.namespaces.key(accountID, kind)
 
         if let guestToken = try secrets.read(guestKey) {
+            if let existing = try environment.registry.accounts().first(where: { $0.id == accountID }),
+                environment.keyIsSealed(existing), environment.agent?.isUnlocked(existing.id) != true
+            {
+                try handleSealedAccount(existing, journal: journal, guestKey: guestKey)
+            }
             // A PIN-protected account keeps its token sealed under its DEK (it must be unlocked).
             var item = guestToken
             if let existing = try environment.registry.accounts().first(where: { $0.id == accountID }),
@@ -174,6 +182,34 @@ public struct LoginService: Sendable {
         }
         try LoginJournal.clear(environment.layout)
         return account
+    }
+
+    /// Re-login to a PIN-protected account that is not unlocked: while its PIN still works, unlock
+    /// first (locked); after a lockout, only with confirmation, drop its local data and keys so the
+    /// sign-in rebuilds them (the sign-in is abandoned otherwise).
+    func handleSealedAccount(_ account: Account, journal: LoginJournal, guestKey: SecretKey) throws(OStackError) {
+        let abandon = { () throws(OStackError) in
+            try self.environment.secrets.delete(guestKey)
+            try LoginJournal.clear(self.environment.layout)
+        }
+        if environment.hasPIN(account) {
+            try abandon()
+            throw OStackError(.locked, context: .init(account: account.alias), detail: "re-login of a locked account")
+        }
+        guard journal.rebuild == true else {
+            try abandon()
+            throw OStackError(.pinLockedOut, context: .init(account: account.alias), detail: "rebuild not confirmed")
+        }
+        let namespace = environment.namespaces.account(account.id)
+        for key in try environment.secrets.list(namespace: namespace) { try environment.secrets.delete(key) }
+        let directory = environment.layout.accountDirectory(account.dataDirectory)
+        do {
+            for name in ["pin.env", "recovery.env", "db-key.pending", "data.db", "data.db-wal", "data.db-shm"] {
+                try SecureFileSystem.removeFile(directory + "/" + name)
+            }
+        } catch {
+            throw OStackError(.storageFailure, detail: "rebuilding local data: \(error)")
+        }
     }
 
     /// Creates the account directory, its DEK (keyring `db-key`) and its database on first sign-in;

@@ -21,6 +21,10 @@ struct Login: AsyncParsableCommand {
     @Flag(name: .customLong("no-switch"), help: "Do not make this the default account.") var noSwitch = false
     @Flag(name: .customLong("allow-insecure-http"), help: "Allow plain http:// to a non-local server.")
     var allowInsecureHTTP = false
+    @Flag(
+        name: .customLong("rebuild-local-data"),
+        help: "After a PIN lockout: rebuild this account's local data from the server (unsynced changes are lost).")
+    var rebuildLocalData = false
 
     func validate() throws {
         if passwordStdin && apiKeyStdin {
@@ -53,8 +57,32 @@ struct Login: AsyncParsableCommand {
                     passwordStdin
                         ? try SecretInput.fromStdin() : try SecretInput.prompt("Password: ", noInput: global.noInput))
             }
-            let account = try LoginService(environment: environment).login(
-                .init(server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch))
+            var request = LoginService.Request(
+                server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch)
+            request.rebuildLockedOutData = rebuildLocalData
+            let account: Account
+            do {
+                account = try LoginService(environment: environment).login(request)
+            } catch let error as OStackError where error.code == .pinLockedOut && !rebuildLocalData {
+                // Ask before dropping local data (SPEC §5.2): say what would be lost.
+                let lost =
+                    try context.accounts(target: error.context.account, all: false).first.map {
+                        try context.unsyncedChanges($0)
+                    } ?? 0
+                guard !global.noInput,
+                    let answer = SecretInput.promptVisible(
+                        "The PIN of this account was locked out. Signing in again rebuilds its local data from the "
+                            + "server; \(lost) unsynced change\(lost == 1 ? "" : "s") would be lost. Continue? [y/N] ",
+                        noInput: global.noInput),
+                    answer.lowercased().hasPrefix("y")
+                else {
+                    throw OStackError(
+                        .pinLockedOut, context: .init(account: error.context.account),
+                        detail: "rebuild declined")
+                }
+                request.rebuildLockedOutData = true
+                account = try LoginService(environment: environment).login(request)
+            }
             let service = context.accountsService()
             let summary = service.summary(of: account, defaultAccount: try service.configuration.load().defaultAccount)
             struct Document: Encodable { var account: AccountDocument }
