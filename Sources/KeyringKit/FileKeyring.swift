@@ -16,6 +16,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     public let path: String
     let passphrase: @Sendable () throws(KeyringError) -> SecretBytes
     let newFileParameters: @Sendable () -> Argon2id.Parameters
+    let sharedCache: DerivedKeyCache?
     private let cache = Mutex<(key: SecretBytes, parameters: Argon2id.Parameters)?>(nil)
 
     struct Header: Codable {
@@ -40,11 +41,25 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     ///   - parameters: Argon2id parameters for a new file (default MODERATE).
     public init(
         path: String, passphrase: @escaping @Sendable () throws(KeyringError) -> SecretBytes,
-        parameters: @escaping @Sendable () -> Argon2id.Parameters = { .moderate() }
+        parameters: @escaping @Sendable () -> Argon2id.Parameters = { .moderate() },
+        sharedCache: DerivedKeyCache? = nil
     ) {
         self.path = path
         self.passphrase = passphrase
         self.newFileParameters = parameters
+        self.sharedCache = sharedCache
+    }
+
+    /// Where a derived key may be kept between processes (ostack's agent), so the passphrase is asked
+    /// once per agent session. Entries are `salt ‖ key`; a key is shared only after it opened the file.
+    public struct DerivedKeyCache: Sendable {
+        public var load: @Sendable () -> SecretBytes?
+        public var store: @Sendable (SecretBytes) -> Void
+
+        public init(load: @escaping @Sendable () -> SecretBytes?, store: @escaping @Sendable (SecretBytes) -> Void) {
+            self.load = load
+            self.store = store
+        }
     }
 
     public func read(_ address: KeyringAddress) throws(KeyringError) -> SecretBytes? {
@@ -120,6 +135,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
             cache.withLock { $0 = nil }
             throw KeyringError.wrongPassphrase
         }
+        share(key, parameters: header.kdf)
         return (try Self.decode(plaintext), header.kdf)
     }
 
@@ -136,11 +152,21 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         } catch {
             throw KeyringError.other("file keyring write failed")
         }
+        share(key, parameters: parameters)
     }
 
     /// The derived key for `parameters` (derived once per process).
     private func key(for parameters: Argon2id.Parameters) throws(KeyringError) -> SecretBytes {
         if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return cached.key }
+        if let shared = sharedCache?.load(), shared.count == parameters.salt.count + 32,
+            shared.withUnsafeBytes({ Array($0.prefix(parameters.salt.count)) }) == parameters.salt
+        {
+            let key = SecretBytes(count: 32) { out in
+                shared.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.suffix(32))) }
+            }
+            cache.withLock { $0 = (key, parameters) }
+            return key
+        }
         let secret = try passphrase()
         let key: SecretBytes
         do {
@@ -150,6 +176,18 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         }
         cache.withLock { $0 = (key, parameters) }
         return key
+    }
+
+    /// Shares the key that just opened (or created) the file.
+    private func share(_ key: SecretBytes, parameters: Argon2id.Parameters) {
+        guard let sharedCache else { return }
+        sharedCache.store(
+            SecretBytes(count: parameters.salt.count + 32) { out in
+                out.copyBytes(from: parameters.salt)
+                key.withUnsafeBytes {
+                    UnsafeMutableRawBufferPointer(rebasing: out[parameters.salt.count...]).copyMemory(from: $0)
+                }
+            })
     }
 
     // MARK: Binary item table (secrets never pass through String)

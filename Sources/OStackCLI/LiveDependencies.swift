@@ -13,6 +13,17 @@ enum LiveDependencies {
         let namespaces = KeyringNamespaces(environment: context.environment)
         let deadline = context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init) ?? 5
         let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
+        let agent = AgentClient(layout: context.layout, namespaces: namespaces)
+        let idle = Setting.duration(try context.configuration.value(of: "agent.idle-timeout").value) ?? 900
+        let lifetime = Setting.duration(try context.configuration.value(of: "agent.max-lifetime").value) ?? 43_200
+        let processEnvironment = context.environment
+        // The file backend unlocks into the agent: its derived key is asked for once per agent session.
+        let sharedKey = FileKeyring.DerivedKeyCache(
+            load: { agent.key(named: "file-keyring") },
+            store: { key in
+                try? agent.store(
+                    key, named: "file-keyring", idle: idle, lifetime: lifetime, environment: processEnvironment)
+            })
         let backends: [String: any SecretStore] = [
             "secret-service": KeyringSecretStore(keyring: SecretServiceKeyring(app: "ostack", deadline: deadline)),
             "file": KeyringSecretStore(
@@ -20,14 +31,14 @@ enum LiveDependencies {
                     path: fileKeyringPath(context, namespaces),
                     passphrase: { () throws(KeyringError) in
                         try passphrase.read()
-                    })),
+                    }, sharedCache: sharedKey)),
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
         var environment = AuthEnvironment(
             layout: context.layout, secrets: store, namespaces: namespaces, transport: CurlTransport(),
             keyringBackend: defaultBackend, provisionDatabase: AccountDatabase.provision)
-        environment.agent = AgentClient(layout: context.layout, namespaces: namespaces)
+        environment.agent = agent
         return environment
     }
 

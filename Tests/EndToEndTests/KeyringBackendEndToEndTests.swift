@@ -12,12 +12,14 @@ import Testing
     @Test func fileBackendAccountsNeverTouchTheSecretService() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
         let login = try ostack.run(
             ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
             stdin: "alice-pass\n", passphrase: Self.passphrase)
         #expect(login.status == 0, "\(login.stderr)")
         #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"))
         #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)  // forget the unlocked file key
         let wrong = try ostack.run(["auth", "refresh"], passphrase: "wrong")
         #expect(wrong.status == 10)
         #expect(wrong.stderr.contains("passphrase"))
@@ -27,9 +29,26 @@ import Testing
         #expect(try ostack.run(["status"]).status == 0)
     }
 
+    /// The file backend unlocks into the agent: the passphrase is needed once per agent session.
+    @Test func fileBackendUnlocksIntoTheAgent() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
+            stdin: "alice-pass\n", passphrase: Self.passphrase)
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(try ostack.run(["auth", "refresh", "--no-input"]).status == 0)  // no passphrase: the agent has the key
+        #expect(try ostack.run(["agent", "status"]).stdout.contains("file-keyring"))
+        #expect(try ostack.run(["agent", "stop"]).status == 0)
+        #expect(try ostack.run(["auth", "refresh", "--no-input"]).status == 9)  // asked again after the agent is gone
+        #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
+    }
+
     @Test func migrateToFileAndBack() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let toFile = try ostack.run(["keyring", "migrate", "--to", "file", "--json"], passphrase: Self.passphrase)
         #expect(toFile.status == 0, "\(toFile.stderr)")
@@ -48,6 +67,7 @@ import Testing
     func anInterruptedMigrationIsFinishedByRunningItAgain(failpoint: String) throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let killed = try ostack.run(
             ["keyring", "migrate", "--to", "file"], environment: ["OSTACK_FAILPOINT": failpoint],

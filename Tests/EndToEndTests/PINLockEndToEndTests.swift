@@ -56,7 +56,10 @@ import Testing
 
     @Test func lockoutThenRecoveryKeyThenNewPIN() throws {
         let (server, ostack) = try signedIn()
-        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
+        defer {
+            withExtendedLifetime(server) {}  // the dev server lives as long as the test
+            _ = try? ostack.run(["agent", "stop"])
+        }
         let recovery = try setPIN(ostack)
         #expect(try ostack.run(["lock"]).status == 0)
         for _ in 0..<4 { #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n").status == 4) }
@@ -96,7 +99,10 @@ import Testing
     /// PIN-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
     @Test func killDuringKeyDerivationStillCostsAnAttempt() throws {
         let (server, ostack) = try signedIn()
-        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
+        defer {
+            withExtendedLifetime(server) {}  // the dev server lives as long as the test
+            _ = try? ostack.run(["agent", "stop"])
+        }
         try setPIN(ostack)
         #expect(try ostack.run(["lock"]).status == 0)
         let killed = try ostack.run(
@@ -123,7 +129,10 @@ import Testing
 
     @Test func trivialPINsAreRefused() throws {
         let (server, ostack) = try signedIn()
-        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
+        defer {
+            withExtendedLifetime(server) {}  // the dev server lives as long as the test
+            _ = try? ostack.run(["agent", "stop"])
+        }
         let result = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "1234\n", environment: Self.fast)
         #expect(result.status == 9)
         #expect(result.stderr.contains("too easy"))
@@ -131,7 +140,10 @@ import Testing
 
     @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {
         let (server, ostack) = try signedIn()
-        defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test
+        defer {
+            withExtendedLifetime(server) {}  // the dev server lives as long as the test
+            _ = try? ostack.run(["agent", "stop"])
+        }
         #expect(try ostack.run(["config", "set", "agent.idle-timeout", "2s"]).status == 0)
         try setPIN(ostack)
         let status = try ostack.run(["agent", "status", "--json"])

@@ -21,8 +21,11 @@ public struct AgentClient: Sendable {
     }
 
     /// The unlocked key of `account` (counts as use: resets its idle timer), or nil when locked.
-    public func key(for account: AccountID) -> SecretBytes? {
-        guard let (status, payload) = call(AgentMessage.request(.get, account: account.rawValue)), status == .ok else {
+    public func key(for account: AccountID) -> SecretBytes? { key(named: account.rawValue) }
+
+    /// A key held under another name (e.g. `file-keyring`), or nil.
+    public func key(named name: String) -> SecretBytes? {
+        guard let (status, payload) = call(AgentMessage.request(.get, account: name)), status == .ok else {
             return nil
         }
         var bytes = payload
@@ -38,14 +41,19 @@ public struct AgentClient: Sendable {
     /// Hands a key to the agent, starting it first when needed.
     public func store(
         _ key: SecretBytes, for account: AccountID, idle: Double, lifetime: Double, environment: [String: String]
-    )
-        throws(OStackError)
-    {
+    ) throws(OStackError) {
+        try store(key, named: account.rawValue, idle: idle, lifetime: lifetime, environment: environment)
+    }
+
+    /// Hands a key to the agent under a name (an account id, or `file-keyring`).
+    public func store(
+        _ key: SecretBytes, named name: String, idle: Double, lifetime: Double, environment: [String: String]
+    ) throws(OStackError) {
         try ensureRunning(environment: environment)
         var bytes = key.withUnsafeBytes { Array($0) }
         defer { SecretBytes.wipe(&bytes) }
         let request = AgentMessage.request(
-            .put, account: account.rawValue, secret: bytes, idle: UInt32(idle), lifetime: UInt32(lifetime))
+            .put, account: name, secret: bytes, idle: UInt32(idle), lifetime: UInt32(lifetime))
         guard call(request)?.0 == .ok else {
             throw OStackError(.internal, detail: "the agent did not take the key")
         }
