@@ -58,6 +58,8 @@ public final class AgentServer {
         while true {
             expire()
             if entries.isEmpty && (hadEntries || Self.now() - started > startupGrace) { return }
+            // Nobody can reach an agent whose socket was removed (e.g. its home deleted): forget and exit.
+            if !SecureFileSystem.exists(path) { return }
             guard let client = socket.accept(timeout: 0.25) else { continue }
             guard client.peerUID == getuid() else { continue }  // another user: drop the connection
             guard let frame = try? client.receive(limit: 4096, timeout: 2),
