@@ -87,6 +87,11 @@ final class DevServerApp: @unchecked Sendable {
         return (.respond(route(request)), delay)
     }
 
+    /// The dispatcher's wrapped success envelope (PROTOCOL §6.1).
+    static func wrapped(_ data: JSONValue) -> CoreResponse {
+        CoreResponse(status: 200, body: .object([("success", .bool(true)), ("data", data)]))
+    }
+
     static func family(_ path: String) -> String {
         let parts = path.split(separator: "/").prefix(4)
         return "/" + parts.joined(separator: "/")
@@ -106,33 +111,13 @@ final class DevServerApp: @unchecked Sendable {
         case ("GET", ["api", "v1", "discovery"]), ("GET", ["api", "v1"]):
             return CoreResponse(status: 200, body: Self.discovery)
         case ("GET", [".well-known", "objectstack"]):
-            return CoreResponse(
-                status: 200, headers: [("Cache-Control", "no-store")],
-                body: .object([("success", .bool(true)), ("data", Self.discovery)]))
+            var response = Self.wrapped(Self.discovery)
+            response.headers.append(("Cache-Control", "no-store"))
+            return response
         case ("GET", ["api", "v1", "health"]):
-            return CoreResponse(
-                status: 200,
-                body: .object([
-                    ("success", .bool(true)),
-                    (
-                        "data",
-                        .object([
-                            ("status", .string("ok")), ("version", .string("1.0.0")),
-                        ])
-                    ),
-                ]))
+            return Self.wrapped(.object([("status", .string("ok")), ("version", .string("1.0.0"))]))
         case ("GET", ["api", "v1", "ready"]):
-            return CoreResponse(
-                status: 200,
-                body: .object([
-                    ("success", .bool(true)),
-                    (
-                        "data",
-                        .object([
-                            ("status", .string("ready")), ("state", .string("running")),
-                        ])
-                    ),
-                ]))
+            return Self.wrapped(.object([("status", .string("ready")), ("state", .string("running"))]))
         case (_, let parts) where parts.starts(with: ["api", "v1", "auth"]):
             return authRoute(request, Array(parts.dropFirst(3)))
         default: break
