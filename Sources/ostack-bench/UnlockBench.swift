@@ -8,7 +8,7 @@ import SodiumKit
 /// Argon2id derivation with the envelope's stored parameters in the same run. Process start-up, the
 /// same for every command, is what the `cli` bench measures.
 enum UnlockBench {
-    static func run(ostack: String, runs: Int = 5) throws -> [BenchResult] {
+    static func run(ostack: String, runs: Int = 9) throws -> [BenchResult] {
         let server = try DevServerProcess()
         let home = TemporaryDirectory(prefix: "ostack-bench-unlock")
         let prefix = "ostack-bench-\(UInt32.random(in: 0...UInt32.max))"
@@ -39,6 +39,8 @@ enum UnlockBench {
 
         var unlocks: [Double] = []
         var argon: [Double] = []
+        agent.forget(account.id)
+        try service.unlock(account, pin: pin)  // warm-up: first keyring session, agent start
         for _ in 0..<runs {
             agent.forget(account.id)
             unlocks.append(try Measure.time { try service.unlock(account, pin: pin) })
@@ -47,11 +49,16 @@ enum UnlockBench {
         _ = agent.stop()
         let unlock = Measure.median(unlocks) * 1000
         let baseline = Measure.median(argon) * 1000
+        // Paired: each unlock is followed by a bare derivation, so the median of the differences is the
+        // overhead, free of the run-to-run drift of Argon2id itself.
+        let overhead = Measure.median(zip(unlocks, argon).map { $0 - $1 }) * 1000
         return [
             BenchResult(
                 name: "unlock-moderate", value: unlock, unit: "ms (median)", baseline: baseline,
-                ratio: unlock / baseline,
-                target: "<= Argon2id + 20 ms", ok: unlock <= baseline + 20),
+                ratio: unlock / baseline, target: "<= Argon2id + 20 ms", ok: overhead <= 20),
+            BenchResult(
+                name: "unlock-overhead", value: overhead, unit: "ms (median of pairs)", baseline: nil, ratio: nil,
+                target: "<= 20 ms", ok: overhead <= 20),
             BenchResult(
                 name: "argon2id-moderate-bare", value: baseline, unit: "ms (median)", baseline: nil, ratio: nil,
                 target: "baseline", ok: true),

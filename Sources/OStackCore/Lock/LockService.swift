@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import PlatformKit
 import SodiumKit
 
@@ -13,6 +14,9 @@ public struct LockService: Sendable {
     public var maximumLifetime: Double = 43_200
     /// Argon2id for new PIN envelopes: MODERATE (SOD-3); the floor INTERACTIVE is allowed for tests.
     public var pinParameters: @Sendable () -> Argon2id.Parameters = { .moderate() }
+
+    /// A counter reset still being written after a successful PIN (see `finishReset`).
+    let pendingReset = ResetSlot()
 
     public init(environment: AuthEnvironment, agent: AgentClient, processEnvironment: [String: String]) {
         self.environment = environment
@@ -66,6 +70,7 @@ public struct LockService: Sendable {
     public func changePIN(_ account: Account, old: SecretBytes, new: SecretBytes) throws(OStackError) {
         try PINPolicy.validate(new)
         let (dek, ring) = try openWithPIN(account, pin: old)
+        try finishReset()
         let envelope = try KeyEnvelope.seal(
             dek, purpose: .pin, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         try envelope.write(to: environment.pinEnvelopePath(account))
@@ -76,6 +81,7 @@ public struct LockService: Sendable {
     /// Removes the PIN: the plain `db-key` and the unsealed token come back first, then the PIN items go.
     public func removePIN(_ account: Account, pin: SecretBytes) throws(OStackError) {
         let (dek, _) = try openWithPIN(account, pin: pin)
+        try finishReset()
         try secrets.write(dek, for: key(account, .dbKey))
         guard let back = try secrets.read(key(account, .dbKey)), back == dek else {
             throw OStackError(.keyringUnavailable, detail: "db-key did not read back")
@@ -145,23 +151,17 @@ public struct LockService: Sendable {
             throw OStackError(.pinLockedOut, context: .init(account: account.alias))
         }
         ring.failures += 1
-        // PIN-3: the incremented counter must be persisted before the guess's outcome can be known.
-        // The write runs while Argon2id derives the KEK; the envelope is opened only after the write
-        // is confirmed, so killing the process at any point still costs the attempt.
-        let persisted = CounterWrite(secrets: secrets, key: key(account, .pinRing), ring: ring)
-        let kek: SecretBytes
-        do {
-            kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
-        } catch {
-            try persisted.wait()
-            throw error
-        }
-        try persisted.wait()
+        // PIN-3: the incremented counter is persisted BEFORE Argon2 runs, so killing the process at any
+        // point of the derivation still costs the attempt. (The store call returns once the keyring
+        // daemon holds the item; a read-back would add nothing against a killed client.)
+        try secrets.write(ring.encoded(), for: key(account, .pinRing))
         FailPoint.hit("unlock.after-count")
+        let kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
         do {
             let dek = try envelope.open(kek: kek, accountID: account.id)
             ring.failures = 0
-            try secrets.write(ring.encoded(), for: key(account, .pinRing))
+            // The reset runs while the caller hands the key to the agent; `unlock` waits for it.
+            pendingReset.set(CounterWrite(secrets: secrets, key: key(account, .pinRing), ring: ring))
             return (dek, ring)
         } catch  where error.code == .wrongPIN {
             if ring.failures >= UInt32(PINRing.maximumFailures) {
@@ -170,6 +170,11 @@ public struct LockService: Sendable {
             }
             throw OStackError(.wrongPIN, context: .init(account: account.alias, count: ring.attemptsLeft))
         }
+    }
+
+    /// Waits for the counter reset of the last successful PIN.
+    func finishReset() throws(OStackError) {
+        try pendingReset.take()?.wait()
     }
 
     /// Lockout: the PIN envelope and its ring are deleted; the recovery key (or a new sign-in) remains.
@@ -250,5 +255,18 @@ final class CounterWrite: @unchecked Sendable {
     func wait() throws(OStackError) {
         group.wait()
         if let outcome { throw outcome }
+    }
+}
+
+/// Holds the in-flight counter reset.
+final class ResetSlot: @unchecked Sendable {
+    // @unchecked Sendable: access goes through the mutex.
+    private let slot = Mutex<CounterWrite?>(nil)
+
+    func set(_ write: CounterWrite) { slot.withLock { $0 = write } }
+    func take() -> CounterWrite? {
+        slot.withLock { slot in
+            defer { slot = nil }; return slot
+        }
     }
 }
