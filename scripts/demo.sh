@@ -3,8 +3,8 @@
 # a private keyring namespace (inside its own D-Bus session and gnome-keyring when no Secret Service
 # is usable here). Cleans up after itself.
 #
-# The walkthrough grows with the product: PIN lock/unlock, records, offline changes, sync, audit and
-# doctor join it as they land.
+# The walkthrough grows with the product: records, offline changes, sync, audit and doctor join it as
+# they land.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +29,7 @@ server_log="$home/devserver.log"
 "$devserver" --port 0 >"$server_log" 2>&1 &
 server_pid=$!
 cleanup() {
+  "$ostack" agent stop >/dev/null 2>&1 || true
   "$ostack" accounts remove work --force >/dev/null 2>&1 || true
   "$ostack" accounts remove personal --force >/dev/null 2>&1 || true
   kill "$server_pid" 2>/dev/null || true
@@ -70,6 +71,16 @@ secret-tool search --all namespace "$OSTACK_KEYRING_PREFIX:auth:${server#http://
   | grep -E "attribute.(namespace|kind)" | sort -u
 find "$home/data/accounts" -name data.db | sed "s|$home|\$OSTACK_HOME|"
 
+say "Lock local data behind a PIN (the recovery key is shown once)"
+printf '7319\n' | run "$ostack" pin set work --pin-stdin
+run "$ostack" lock work
+run "$ostack" status --account work
+run "$ostack" auth refresh --account work || echo "(exit $?: locked accounts refuse auth and data commands)"
+printf '0000\n' | run "$ostack" unlock work --pin-stdin || echo "(exit $?)"
+printf '7319\n' | run "$ostack" unlock work --pin-stdin
+run "$ostack" agent status
+run "$ostack" auth refresh --account work
+
 say "Errors are ours, with a hint and a stable exit code"
 run "$ostack" switch nobody || echo "(exit $?)"
 printf 'wrong\n' | run "$ostack" login --server "$server" --email alice@example.com --password-stdin || echo "(exit $?)"
@@ -80,4 +91,4 @@ run "$ostack" accounts remove personal
 run "$ostack" status --all
 
 echo
-echo "Done. PIN lock, offline records and sync, audit and doctor join this walkthrough as they land."
+echo "Done. Offline records and sync, audit and doctor join this walkthrough as they land."
