@@ -75,6 +75,13 @@ public final class HTTPClient: @unchecked Sendable {
         var next = request
         next.url = target
         if to.origin != from.origin {
+            // A body (e.g. a sign-in password) or a write never follows a redirect to another origin.
+            let becomesGet = status == 303 || ((status == 301 || status == 302) && request.method == .post)
+            if (request.body != nil && !becomesGet)
+                || (request.method != .get && request.method != .head && !becomesGet)
+            {
+                throw .tooManyRedirects
+            }
             next.headers.removeAll { HTTPRequest.credentialHeaders.contains($0.0.lowercased()) }
         }
         if status == 303 || ((status == 301 || status == 302) && request.method == .post) {

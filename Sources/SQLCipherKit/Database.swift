@@ -62,8 +62,7 @@ public final class Database: @unchecked Sendable {
                     kind: .other, code: 0, extendedCode: 0, operation: "open", message: "secure_delete is off")
             }
         } catch {
-            sqlite3_close_v2(db)
-            throw error
+            throw error  // `deinit` closes the handle (the object is fully initialised here)
         }
     }
 
@@ -137,11 +136,9 @@ public final class Database: @unchecked Sendable {
             try execute("SAVEPOINT sp\(depth)")
         }
         savepointDepth += 1
+        let result: R
         do {
-            let result = try body()
-            savepointDepth -= 1
-            try execute(depth == 0 ? "COMMIT" : "RELEASE sp\(depth)")
-            return result
+            result = try body()
         } catch {
             savepointDepth -= 1
             if depth == 0 {
@@ -151,6 +148,18 @@ public final class Database: @unchecked Sendable {
             }
             throw error
         }
+        savepointDepth -= 1
+        do {
+            try execute(depth == 0 ? "COMMIT" : "RELEASE sp\(depth)")
+        } catch {
+            if depth == 0 {
+                try? execute("ROLLBACK")
+            } else {
+                try? execute("ROLLBACK TO sp\(depth); RELEASE sp\(depth)")
+            }
+            throw error
+        }
+        return result
     }
 
     // MARK: Maintenance

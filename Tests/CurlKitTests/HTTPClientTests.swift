@@ -126,6 +126,23 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         #expect(headers["x-other"] == "kept")
     }
 
+    /// A sign-in body (password) never follows a 307/308 to another origin.
+    @Test func bodiesNeverFollowCrossOriginRedirects() throws {
+        let target = server.url("/echo", host: "localhost")
+        for status in [307, 308] {
+            #expect(throws: HTTPError.tooManyRedirects) {
+                try client.send(
+                    HTTPRequest(
+                        method: .post, url: server.url("/redirect?to=\(target)&status=\(status)"),
+                        body: Array(#"{"password":"CNRY"}"#.utf8)))
+            }
+        }
+        // Same origin keeps working.
+        let same = try client.send(
+            HTTPRequest(method: .post, url: server.url("/redirect?to=\(server.url("/echo"))&status=307"), body: [1]))
+        #expect(same.status == 200)
+    }
+
     @Test func httpsToHTTPDowngradeIsRefused() throws {
         let request = HTTPRequest(url: "https://example.invalid/a", headers: [("Authorization", "Bearer x")])
         #expect(throws: HTTPError.self) {

@@ -47,6 +47,17 @@ import Testing
         #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
     }
 
+    @Test func aTakenAliasIsRefusedBeforeSigningIn() throws {
+        _ = try LoginService(environment: environment).login(request(alias: "work"))
+        let signIns = server.state.withLock { $0.signInCount }
+        let error = #expect(throws: OStackError.self) {
+            try LoginService(environment: environment).login(request("bob@example.com", "bob-pass", alias: "work"))
+        }
+        #expect(error?.code == .invalidInput)
+        #expect(server.state.withLock { $0.signInCount } == signIns)
+        #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
+    }
+
     @Test func wrongPasswordIsRefusedAndLeavesNoTrace() throws {
         let error = #expect(throws: OStackError.self) {
             try LoginService(environment: environment).login(request("alice@example.com", "nope"))

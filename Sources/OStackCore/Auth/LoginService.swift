@@ -33,7 +33,15 @@ public struct LoginService: Sendable {
     }
 
     public func login(_ request: Request) throws(OStackError) -> Account {
-        if let alias = request.alias { try AccountsService.validateAlias(alias) }
+        if let alias = request.alias {
+            try AccountsService.validateAlias(alias)
+            // Refuse a taken alias before signing in (another server or e-mail already uses it).
+            if let owner = try environment.registry.accounts().first(where: { $0.alias == alias }),
+                owner.server != request.server || owner.email.lowercased() != request.email.lowercased()
+            {
+                throw OStackError(.invalidInput, context: .init(suggestion: "The alias '\(alias)' is already used."))
+            }
+        }
         let api = AuthAPI(server: request.server, transport: environment.transport)
         try api.discover()
         return try withLoginLock { () throws(OStackError) -> Account in

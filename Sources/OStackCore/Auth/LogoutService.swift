@@ -18,6 +18,9 @@ public struct LogoutService: Sendable {
     /// Signs out: best-effort `POST /sign-out`, then the session token is deleted from the keyring
     /// and its absence verified, then the account is marked signed out. Data stays.
     public func logout(_ account: Account) throws(OStackError) -> Outcome {
+        // Under the session lock, so a concurrent refresh cannot write a rotated token back.
+        let lock = try sessionLock(account)
+        defer { withExtendedLifetime(lock) {} }
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
         let key = environment.namespaces.key(account.id, kind)
         var serverSignedOut = false
@@ -54,6 +57,8 @@ public struct LogoutService: Sendable {
         if unsyncedChanges > 0 && !force {
             throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: unsyncedChanges))
         }
+        let lock = try sessionLock(account)
+        defer { withExtendedLifetime(lock) {} }
         let namespace = environment.namespaces.account(account.id)
         let items = try environment.secrets.list(namespace: namespace)
         if account.sessionState == .signedIn, account.credentialKind == .session,
@@ -77,6 +82,15 @@ public struct LogoutService: Sendable {
         }
         try environment.configuration.update { configuration in
             if configuration.defaultAccount == account.id { configuration.defaultAccount = nil }
+        }
+    }
+
+    func sessionLock(_ account: Account) throws(OStackError) -> FileLock {
+        do {
+            try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
+            return try FileLock(path: environment.sessionLockPath(account), timeout: environment.lockTimeout)
+        } catch {
+            throw OStackError(.storageFailure, detail: "taking the session lock: \(error)")
         }
     }
 }

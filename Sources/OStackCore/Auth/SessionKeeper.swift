@@ -130,10 +130,12 @@ public struct SessionKeeper: Sendable {
                 result = rotated
             }
             try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
-                guard let index = accounts.firstIndex(where: { $0.id == latest.id }) else { return }
+                // Only while still signed in: a logout or removal meanwhile wins.
+                guard let index = accounts.firstIndex(where: { $0.id == latest.id }),
+                    accounts[index].sessionState == .signedIn
+                else { return }
                 accounts[index].sessionExpiresAt = session.expiresAt ?? accounts[index].sessionExpiresAt
                 accounts[index].sessionRefreshedAt = now
-                accounts[index].sessionState = .signedIn
             }
             return result
         }
@@ -188,7 +190,9 @@ public struct SessionKeeper: Sendable {
 
     func markExpired(_ account: Account) throws(OStackError) {
         try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
-            guard let index = accounts.firstIndex(where: { $0.id == account.id }) else { return }
+            guard let index = accounts.firstIndex(where: { $0.id == account.id }),
+                accounts[index].sessionState == .signedIn
+            else { return }
             accounts[index].sessionState = .expired
         }
     }

@@ -72,7 +72,7 @@ extension TransportFailure {
         case .tooLarge, .tooManyRedirects:
             return OStackError(.unexpectedResponse, context: context, detail: "transport: \(self)")
         case .invalidURL: return OStackError(.invalidServerURL, context: context, detail: "transport: invalid url")
-        case .other(let code): return OStackError(.offline, context: context, detail: "transport: curl \(code)")
+        case .other(let code): return OStackError(.internal, context: context, detail: "transport: curl \(code)")
         }
     }
 }
