@@ -72,9 +72,23 @@ public struct CommandContext: Sendable {
         return [try selectedAccount().account]
     }
 
-    /// Queued changes not yet on the server. Accounts have no sync queue yet (it arrives with the
-    /// sync core), so there is nothing that could be lost.
-    public func unsyncedChanges(_ account: Account) throws(OStackError) -> Int { 0 }
+    /// Queued changes not yet on the server (pending, failed or in conflict); nil when they cannot be
+    /// counted because the account is locked (its database key is sealed by the PIN).
+    public func unsyncedChanges(_ account: Account) throws(OStackError) -> Int? {
+        do {
+            let counts = try dataService(account).store.counts()
+            return counts.pending + counts.failed + counts.conflict
+        } catch let error where error.code == .locked || error.code == .pinLockedOut {
+            return nil
+        }
+    }
+
+    /// The data use cases of `account` (opens its database: a locked account is `locked`, exit 4).
+    public func dataService(_ account: Account) throws(OStackError) -> DataService {
+        let service = try DataService(account: account, environment: authEnvironment())
+        if let seconds = self.environment["OSTACK_METADATA_TTL"].flatMap(Double.init) { service.metadata.ttl = seconds }
+        return service
+    }
 
     /// Prints a command's result: the JSON document with `--json`, the human text otherwise.
     public func emit<T: Encodable>(json document: T, human: @autoclosure () -> String) {

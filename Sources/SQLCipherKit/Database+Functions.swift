@@ -60,3 +60,65 @@ final class FunctionBox {
     let body: ([SQLValue]) throws -> SQLValue
     init(_ body: @escaping ([SQLValue]) throws -> SQLValue) { self.body = body }
 }
+
+/// The arguments of a raw SQL function call, read without copying (valid only during the call).
+public struct SQLFunctionArguments: ~Copyable {
+    let count: Int32
+    let values: UnsafeMutablePointer<OpaquePointer?>
+
+    public var argumentCount: Int { Int(count) }
+
+    /// The UTF-8 bytes of a TEXT (or BLOB) argument; empty for NULL.
+    public func withBytes<R>(at index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let value = values[index]
+        let pointer = sqlite3_value_blob(value)  // first the pointer, then its length (SQLite's rule)
+        let length = Int(sqlite3_value_bytes(value))
+        guard length > 0, let pointer else {
+            return body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return body(UnsafeRawBufferPointer(start: pointer, count: length))
+    }
+
+    public func isNull(at index: Int) -> Bool { sqlite3_value_type(values[index]) == SQLITE_NULL }
+
+    public func text(at index: Int) -> String {
+        withBytes(at: index) { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+extension Database {
+    /// A scalar function that reads its arguments in place (no per-call copies): for hot paths such
+    /// as extracting a field from every row's JSON during a scan.
+    public func registerRawFunction(
+        _ name: String, argumentCount: Int, deterministic: Bool,
+        _ body: @escaping (borrowing SQLFunctionArguments) -> SQLValue
+    ) throws(SQLiteError) {
+        let box = Unmanaged.passRetained(RawFunctionBox(body)).toOpaque()
+        let flags = SQLITE_UTF8 | (deterministic ? SQLITE_DETERMINISTIC : 0)
+        let rc = sqlite3_create_function_v2(
+            handle, name, Int32(argumentCount), flags, box,
+            { context, count, arguments in
+                let box = Unmanaged<RawFunctionBox>.fromOpaque(sqlite3_user_data(context)!).takeUnretainedValue()
+                let result = box.body(SQLFunctionArguments(count: count, values: arguments!))
+                switch result {
+                case .null: sqlite3_result_null(context)
+                case .integer(let value): sqlite3_result_int64(context, value)
+                case .real(let value): sqlite3_result_double(context, value)
+                case .text(let value): sqlite3_result_text(context, value, -1, csqlcipher_transient())
+                case .blob(let value):
+                    value.withUnsafeBytes { raw in
+                        sqlite3_result_blob(context, raw.baseAddress, Int32(raw.count), csqlcipher_transient())
+                    }
+                }
+            }, nil, nil,
+            { pointer in
+                if let pointer { Unmanaged<RawFunctionBox>.fromOpaque(pointer).release() }
+            })
+        try check(rc, "create_function")
+    }
+}
+
+final class RawFunctionBox {
+    let body: (borrowing SQLFunctionArguments) -> SQLValue
+    init(_ body: @escaping (borrowing SQLFunctionArguments) -> SQLValue) { self.body = body }
+}

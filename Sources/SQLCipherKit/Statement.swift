@@ -114,6 +114,14 @@ public final class Statement {
         }
     }
 
+    /// The bytes of a TEXT or BLOB column of the current row, without copying (valid in `body` only).
+    public func withColumnBytes<R>(at index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let column = Int32(index)
+        let pointer = sqlite3_column_blob(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+    }
+
     /// The current row as a value.
     public func row() -> Row {
         Row(columns: (0..<columnCount).map(columnName), values: (0..<columnCount).map(value(at:)))

@@ -134,7 +134,7 @@ public struct ServerURL: Sendable, Hashable, Codable, CustomStringConvertible {
 }
 
 extension String {
-    func trimmingWhitespace() -> String {
+    public func trimmingWhitespace() -> String {
         var scalars = Substring(self)
         while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
         while let last = scalars.last, last.isWhitespace { scalars.removeLast() }

@@ -15,7 +15,15 @@ struct AccountsRemove: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
             guard let account = try context.accounts(target: target, all: false).first else { return }
-            let pending = try context.unsyncedChanges(account)
+            var pending = 0
+            if !force {
+                guard let counted = try context.unsyncedChanges(account) else {
+                    throw OStackError(
+                        .locked, context: .init(account: account.alias),
+                        detail: "cannot count unsynced changes while locked")
+                }
+                pending = counted
+            }
             try LogoutService(environment: environment).remove(account, unsyncedChanges: pending, force: force)
             struct Document: Encodable { var removed: String }
             context.emit(json: Document(removed: account.id.rawValue), human: "Removed account \(account.alias).")

@@ -65,14 +65,15 @@ struct Login: AsyncParsableCommand {
                 account = try LoginService(environment: environment).login(request)
             } catch let error as OStackError where error.code == .pinLockedOut && !rebuildLocalData {
                 // Ask before dropping local data (SPEC §5.2): say what would be lost.
-                let lost =
-                    try context.accounts(target: error.context.account, all: false).first.map {
+                let counted =
+                    try context.accounts(target: error.context.account, all: false).first.flatMap {
                         try context.unsyncedChanges($0)
-                    } ?? 0
+                    }
+                let lost = counted.map { "\($0) unsynced change\($0 == 1 ? "" : "s")" } ?? "any unsynced changes"
                 guard !global.noInput,
                     let answer = SecretInput.promptVisible(
                         "The PIN of this account was locked out. Signing in again rebuilds its local data from the "
-                            + "server; \(lost) unsynced change\(lost == 1 ? "" : "s") would be lost. Continue? [y/N] ",
+                            + "server; \(lost) would be lost. Continue? [y/N] ",
                         noInput: global.noInput),
                     answer.lowercased().hasPrefix("y")
                 else {

@@ -1,0 +1,270 @@
+import ArgumentParser
+import FoundationEssentials
+import OStackCore
+import PlatformKit
+
+/// `ostack records list|get|create|update|delete` (SPEC §7). Writes are local-first: one local
+/// transaction (record + queue entry), then pushed at once unless `--offline`.
+struct RecordsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "records", abstract: "Read and change records.",
+        subcommands: [List.self, Get.self, Create.self, Update.self, Delete.self])
+
+    struct SourceOptions: ParsableArguments {
+        @Flag(name: .long, help: "Read the local mirror only.") var local = false
+        @Flag(name: .long, help: "Ask the server, even for a tracked object.") var remote = false
+
+        func validate() throws {
+            if local && remote { throw ValidationError("Pass --local or --remote, not both.") }
+        }
+
+        var source: DataService.Source? { local ? .local : (remote ? .remote : nil) }
+    }
+
+    struct WriteOptions: ParsableArguments {
+        @Option(name: .long, help: ArgumentHelp("Set a field (typed by metadata); repeatable.", valueName: "field=value"))
+        var set: [String] = []
+        @Option(name: .long, help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
+        var data: String?
+        @Flag(name: .long, help: "Save and queue the change without contacting the server.") var offline = false
+
+        func fields(_ service: DataService, object: String) throws(OStackError) -> [String: JSONValue] {
+            var fields: [String: JSONValue] = [:]
+            if let data {
+                let bytes: [UInt8]
+                if data.hasPrefix("@") {
+                    guard let read = try? SecureFileSystem.readFile(String(data.dropFirst())) else {
+                        throw OStackError(.invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
+                    }
+                    bytes = read
+                } else {
+                    bytes = Array(data.utf8)
+                }
+                guard let object = JSONValue.parse(bytes)?.objectValue else {
+                    throw OStackError(.invalidInput, context: .init(suggestion: "--data takes a JSON object."), detail: "--data json")
+                }
+                fields = object
+            }
+            let schema = try service.schemaIfAvailable(object)
+            for assignment in set {
+                guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
+                    throw OStackError(.invalidInput, context: .init(suggestion: "Use --set field=value."), detail: "--set syntax")
+                }
+                let name = String(assignment[..<equals])
+                let text = String(assignment[assignment.index(after: equals)...])
+                fields[name] = try schema.map { schema throws(OStackError) in
+                    try FieldValidator(schema: schema).typedValue(field: name, text: text)
+                } ?? .string(text)
+            }
+            return fields
+        }
+    }
+
+    struct WriteDocument: Encodable {
+        var object: String
+        var id: String
+        var record: JSONValue?
+        var queued: Bool
+    }
+
+    /// Prints the result; a change still queued for a reason ends with that reason's exit code
+    /// (5 when the server could not be reached).
+    static func finish(_ result: DataService.WriteResult, verb: String, context: CommandContext) throws {
+        let document = WriteDocument(object: result.object, id: result.id, record: result.record, queued: result.queued)
+        context.emit(json: document) {
+            var text = result.record.map { RecordText.detail($0) } ?? ""
+            if !result.queued { text += (text.isEmpty ? "" : "\n") + "\(verb) \(result.object) \(result.id)." }
+            return text
+        }
+        guard result.queued else { return }
+        if var reason = result.reason {
+            reason.context.count = 1
+            throw reason
+        }
+        // --offline: queued as asked, which is success (the JSON says `"queued": true`).
+        context.note("Saved locally and queued (--offline); `ostack sync` pushes it.")
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List records of an object.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object, e.g. task.") var object: String
+        @Option(name: .long, help: "A filter, e.g. \"status = 'open' and amount >= 10\".") var filter: String?
+        @Option(name: .customLong("filter-json"), help: "The filter as the protocol's JSON AST.") var filterJSON: String?
+        @Option(name: .long, help: "Sort fields, e.g. status,-updated_at.") var sort: String?
+        @Option(name: .long, help: "At most this many records.") var limit: Int?
+        @Option(name: .long, help: "Skip this many records.") var offset: Int = 0
+        @Option(name: .long, help: "Only these fields, e.g. title,status.") var fields: String?
+        @OptionGroup var source: SourceOptions
+
+        func validate() throws {
+            if filter != nil && filterJSON != nil { throw ValidationError("Pass --filter or --filter-json, not both.") }
+            if let limit, limit < 0 { throw ValidationError("--limit must not be negative.") }
+            if offset < 0 { throw ValidationError("--offset must not be negative.") }
+        }
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let service = try context.dataService(context.selectedAccount().account)
+                var request = DataService.ListRequest(object: object)
+                if let filter {
+                    let expression = try FilterParser.parse(filter)
+                    request.wireFilter = expression.wireAST
+                    request.filter = try FilterCondition.parse(expression.wireAST)
+                } else if let filterJSON {
+                    guard let json = JSONValue.parse(Array(filterJSON.utf8)) else {
+                        throw OStackError(.invalidFilter, context: .init(suggestion: "--filter-json is not valid JSON."), detail: "json")
+                    }
+                    request.filter = try FilterCondition.parse(json)
+                    request.wireFilter = json
+                }
+                if let sort { request.sort = try SortKey.parse(sort) }
+                request.limit = limit
+                request.offset = offset
+                request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
+                request.source = source.source
+                let result = try service.list(request)
+                if result.source == .local {
+                    if !result.tracked {
+                        context.note("\(object) is not tracked: the local mirror holds only records changed here.")
+                    } else if let pulled = result.lastPullAt {
+                        context.note("Local mirror, pulled \(RecordText.age(Date().timeIntervalSince1970 - pulled)) ago.")
+                    } else {
+                        context.note("Local mirror, never pulled: run `ostack sync`.")
+                    }
+                }
+                struct Document: Encodable {
+                    var object: String
+                    var source: String
+                    var records: [JSONValue]
+                    var total: Int?
+                }
+                context.emit(
+                    json: Document(object: object, source: result.source.rawValue, records: result.records, total: result.total)
+                ) {
+                    RecordText.table(result.records, fields: request.fields, terminal: context.terminal)
+                }
+            }
+        }
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one record.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object.") var object: String
+        @Argument(help: "The record id.") var id: String
+        @OptionGroup var source: SourceOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let service = try context.dataService(context.selectedAccount().account)
+                let (record, _) = try service.get(object, id: id, source: source.source)
+                let pending = try service.hasQueuedChange(object, id: id)
+                context.emit(json: WriteDocument(object: object, id: id, record: record, queued: pending)) {
+                    RecordText.detail(record) + (pending ? "\n(has local changes not yet on the server)" : "")
+                }
+            }
+        }
+    }
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a record.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object.") var object: String
+        @OptionGroup var write: WriteOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let service = try context.dataService(context.selectedAccount().account)
+                let fields = try write.fields(service, object: object)
+                try RecordsCommand.finish(try service.create(object, data: fields, offline: write.offline), verb: "Created", context: context)
+            }
+        }
+    }
+
+    struct Update: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change fields of a record.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object.") var object: String
+        @Argument(help: "The record id.") var id: String
+        @OptionGroup var write: WriteOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let service = try context.dataService(context.selectedAccount().account)
+                let fields = try write.fields(service, object: object)
+                guard !fields.isEmpty else {
+                    throw OStackError(.invalidInput, context: .init(suggestion: "Give fields with --set or --data."), detail: "no fields")
+                }
+                try RecordsCommand.finish(
+                    try service.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated", context: context)
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a record.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object.") var object: String
+        @Argument(help: "The record id.") var id: String
+        @Flag(name: .long, help: "Save and queue the deletion without contacting the server.") var offline = false
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let service = try context.dataService(context.selectedAccount().account)
+                try RecordsCommand.finish(try service.delete(object, id: id, offline: offline), verb: "Deleted", context: context)
+            }
+        }
+    }
+}
+
+/// Human renderings of records: values are user data and printed, after control characters are stripped.
+enum RecordText {
+    static func text(_ value: JSONValue) -> String {
+        switch value {
+        case .null: ""
+        case .bool(let flag): flag ? "true" : "false"
+        case .number(let number): FieldValidator.format(number)
+        case .string(let text): text
+        case .array, .object: String(decoding: value.serialized(), as: UTF8.self)
+        }
+    }
+
+    static func detail(_ record: JSONValue) -> String {
+        guard let members = record.objectValue else { return "" }
+        let keys = members.keys.sorted { ($0 == "id" ? "" : $0) < ($1 == "id" ? "" : $1) }
+        let width = keys.map(\.count).max() ?? 0
+        return keys.map { key in
+            ErrorPresenter.sanitize(key) + String(repeating: " ", count: width - key.count) + "  "
+                + ErrorPresenter.sanitize(text(members[key]!), maxLength: 500)
+        }.joined(separator: "\n") + "\n"
+    }
+
+    static func table(_ records: [JSONValue], fields: [String]?, terminal: Terminal) -> String {
+        if records.isEmpty { return "No records." }
+        let hidden: Set<String> = ["created_at", "created_by", "updated_by", "owner_id"]
+        var columns = fields ?? []
+        if fields == nil {
+            var seen = Set<String>()
+            for record in records.prefix(50) {
+                for key in (record.objectValue ?? [:]).keys.sorted() where !hidden.contains(key) && seen.insert(key).inserted {
+                    columns.append(key)
+                }
+            }
+            columns.removeAll { $0 == "id" || $0 == "updated_at" }
+            columns = Array(columns.prefix(5)) + ["updated_at"]
+        }
+        columns = ["id"] + columns.filter { $0 != "id" }
+        return Table(headers: columns, rows: records.map { record in columns.map { text(record[$0] ?? .null) } }).render(
+            terminal: terminal)
+    }
+
+    static func age(_ seconds: Double) -> String {
+        switch seconds {
+        case ..<90: "\(max(0, Int(seconds))) s"
+        case ..<5400: "\(Int(seconds / 60)) min"
+        case ..<172_800: "\(Int(seconds / 3600)) h"
+        default: "\(Int(seconds / 86400)) days"
+        }
+    }
+}

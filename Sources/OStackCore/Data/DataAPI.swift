@@ -1,0 +1,84 @@
+import FoundationEssentials
+
+/// The data and metadata routes (PROTOCOL §3–§4) for one account, through its `SessionKeeper`
+/// (refresh before use, one refresh-and-retry on 401). Non-2xx answers become `ServerError`s that
+/// keep the status, code and field names only — never the server's text.
+public struct DataAPI: Sendable {
+    public let account: Account
+    public let keeper: SessionKeeper
+
+    public init(account: Account, keeper: SessionKeeper) {
+        self.account = account
+        self.keeper = keeper
+    }
+
+    /// A response the caller must classify (sync) rather than throw on.
+    public struct Outcome: Sendable {
+        public var response: TransportResponse
+        public var json: JSONValue?
+        public var ok: Bool { (200..<300).contains(response.status) }
+        public var error: ServerError { ServerError(response: response) }
+    }
+
+    public func url(_ path: String, query: [(String, String)] = []) -> String {
+        var url = account.server.url("/api/v1" + path)
+        if !query.isEmpty {
+            url += "?" + query.map { "\(Self.percentEncode($0.0))=\(Self.percentEncode($0.1))" }.joined(separator: "&")
+        }
+        return url
+    }
+
+    /// Sends and returns the outcome whatever the status; transport failures and an expired session
+    /// throw (`offline`/`timeout`/`tls`, `session-expired`).
+    public func exchange(
+        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
+        headers: [(String, String)] = []
+    ) throws(OStackError) -> Outcome {
+        let target = url(path, query: query)
+        let bytes = body?.serialized()
+        let response = try keeper.send(account) { authorization in
+            var all = [authorization, ("Accept", "application/json")] + headers
+            if bytes != nil { all.append(("Content-Type", "application/json")) }
+            return TransportRequest(method: method, url: target, headers: all, body: bytes)
+        }
+        return Outcome(response: response, json: response.status == 304 ? nil : JSONValue.parse(response.body))
+    }
+
+    /// Like `exchange`, but a non-2xx status throws the mapped user-safe error.
+    public func call(
+        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
+        headers: [(String, String)] = []
+    ) throws(OStackError) -> JSONValue {
+        let outcome = try exchange(method, path, query: query, body: body, headers: headers)
+        guard outcome.ok else { throw outcome.error.asOStackError(account: account.alias, host: account.server.authority) }
+        guard let json = outcome.json else {
+            throw OStackError(.unexpectedResponse, context: .init(host: account.server.authority), detail: "\(path): not JSON")
+        }
+        return json
+    }
+
+    public static func objectPath(_ object: String) -> String { "/data/" + percentEncode(object) }
+
+    public static func recordPath(_ object: String, _ id: String) -> String {
+        "/data/" + percentEncode(object) + "/" + percentEncode(id)
+    }
+
+    /// RFC 3986 unreserved characters stay; everything else is %-encoded (also in query values).
+    public static func percentEncode(_ text: String) -> String {
+        var result = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                result.unicodeScalars.append("%")
+                result.unicodeScalars.append(hex[Int(byte >> 4)])
+                result.unicodeScalars.append(hex[Int(byte & 0xF)])
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,142 @@
+import SodiumKit
+
+/// An object's definition as ostack uses it (PROTOCOL §4.2), parsed from `GET /meta/object/<name>`.
+/// Only names, labels and constraints are kept; descriptions and other free text are not.
+public struct ObjectSchema: Sendable, Equatable {
+    public var name: String
+    public var label: String
+    public var nameField: String?
+    public var fields: [FieldSchema]
+
+    public struct FieldSchema: Sendable, Equatable {
+        public var name: String
+        public var type: String
+        public var label: String
+        public var required = false
+        public var readonly = false
+        public var minLength: Int?
+        public var maxLength: Int?
+        public var min: Double?
+        public var max: Double?
+        public var scale: Int?
+        public var options: [String] = []
+        public var optionLabels: [String] = []
+
+        public init(name: String, type: String, label: String) {
+            self.name = name
+            self.type = type
+            self.label = label
+        }
+    }
+
+    /// Columns the server injects into records (PROTOCOL §3.6): always readable, never written.
+    public static let systemFields: [String] = [
+        "id", "created_at", "updated_at", "created_by", "updated_by", "owner_id", "owning_business_unit_id",
+        "organization_id",
+    ]
+
+    public init(name: String, label: String, nameField: String?, fields: [FieldSchema]) {
+        self.name = name
+        self.label = label
+        self.nameField = nameField
+        self.fields = fields
+    }
+
+    /// Parses a metadata `item`; `fields` is a name-keyed map (or, in older servers, an array).
+    public init?(item: JSONValue) {
+        guard let name = item["name"]?.stringValue, Self.isIdentifier(name) else { return nil }
+        self.name = name
+        label = item["label"]?.stringValue ?? name
+        nameField = item["nameField"]?.stringValue
+        var parsed: [FieldSchema] = []
+        var entries: [(String, JSONValue)] = []
+        if let map = item["fields"]?.objectValue {
+            entries = map.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        } else if let list = item["fields"]?.arrayValue {
+            entries = list.compactMap { field in field["name"]?.stringValue.map { ($0, field) } }
+        }
+        for (key, field) in entries where Self.isIdentifier(key) {
+            var schema = FieldSchema(
+                name: key, type: field["type"]?.stringValue ?? "text", label: field["label"]?.stringValue ?? key)
+            schema.required = field["required"]?.boolValue ?? false
+            schema.readonly = field["readonly"]?.boolValue ?? false
+            schema.minLength = field["minLength"]?.doubleValue.map { Int($0) }
+            schema.maxLength = field["maxLength"]?.doubleValue.map { Int($0) }
+            schema.min = field["min"]?.doubleValue
+            schema.max = field["max"]?.doubleValue
+            schema.scale = field["scale"]?.doubleValue.map { Int($0) }
+            for option in field["options"]?.arrayValue ?? [] {
+                if let value = option["value"]?.stringValue {
+                    schema.options.append(value)
+                    schema.optionLabels.append(option["label"]?.stringValue ?? value)
+                } else if let value = option.stringValue {
+                    schema.options.append(value)
+                    schema.optionLabels.append(value)
+                }
+            }
+            parsed.append(schema)
+        }
+        fields = parsed
+    }
+
+    public func field(_ name: String) -> FieldSchema? { fields.first { $0.name == name } }
+
+    public func isKnown(_ name: String) -> Bool { Self.systemFields.contains(name) || field(name) != nil }
+
+    /// All names a filter, sort or `--fields` may use.
+    public var allFieldNames: [String] { Self.systemFields + fields.map(\.name) }
+
+    /// A stable hash of the field set and constraints: a change means a new schema version.
+    public var fingerprint: String {
+        let canonical = fields.map { field in
+            [
+                field.name, field.type, field.required ? "r" : "", field.readonly ? "ro" : "",
+                "\(field.minLength ?? -1)", "\(field.maxLength ?? -1)", "\(field.min ?? .nan)", "\(field.max ?? .nan)",
+                "\(field.scale ?? -1)", field.options.joined(separator: "\u{1}"),
+            ].joined(separator: "\u{2}")
+        }.joined(separator: "\u{3}")
+        return BLAKE2b.hash(Array(canonical.utf8), length: 16).map { String($0, radix: 16).leftPadded(2) }.joined()
+    }
+
+    /// Machine names ostack accepts from a server: they end up in URLs and index names.
+    public static func isIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.utf8.allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 || ($0 >= 65 && $0 <= 90) }
+    }
+
+    /// The closest known field name to a mistyped one (edit distance ≤ 2, or a prefix match).
+    public func suggestion(for name: String) -> String? {
+        let lowered = name.lowercased()
+        var best: (String, Int)?
+        for candidate in allFieldNames {
+            let distance = Self.editDistance(lowered, candidate.lowercased())
+            if distance <= (candidate.count >= 4 ? 2 : 1), distance < (best?.1 ?? .max) { best = (candidate, distance) }
+        }
+        if let best { return best.0 }
+        return allFieldNames.first { $0.hasPrefix(lowered) && lowered.count >= 3 }
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.unicodeScalars)
+        let b = Array(b.unicodeScalars)
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var previous = Array(0...b.count)
+        var current = previous
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = Swift.min(
+                    previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
