@@ -70,18 +70,43 @@ public final class DataService: @unchecked Sendable {
     }
 
     public func create(_ object: String, data: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
-        let schema = try schemaIfAvailable(object)
-        guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
-        if let schema { try FieldValidator(schema: schema).validate(data, complete: true) }
-        var record = data
-        let id = data["id"]?.stringValue ?? Self.newRecordID()
-        record["id"] = .string(id)
-        try store.transaction { () throws(OStackError) in
-            try store.putRecord(object, .object(record), version: nil)
-            try store.enqueue(object: object, recordID: id, operation: .create, payload: record, baseVersion: nil, baseSnapshot: nil)
-            try auditHook?(store, "record.create", ["object": object])
+        let ids = try createLocally(object, [data])
+        return try pushAfterWrite(object, ids[0], offline: offline)
+    }
+
+    /// Several creates in one local transaction (`--data` with a JSON array); all are checked first,
+    /// so an invalid one saves none. Pushed at once unless `offline`.
+    public func createMany(_ object: String, data: [[String: JSONValue]], offline: Bool) throws(OStackError) -> [WriteResult] {
+        let ids = try createLocally(object, data)
+        if !offline, let last = ids.last { _ = try pushAfterWrite(object, last, offline: false) }
+        var results: [WriteResult] = []
+        for id in ids {
+            let queued = try hasQueuedChange(object, id: id) || offline
+            results.append(WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
         }
-        return try pushAfterWrite(object, id, offline: offline)
+        return results
+    }
+
+    func createLocally(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError) -> [String] {
+        guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        let schema = try schemaIfAvailable(object)
+        if let schema {
+            let validator = FieldValidator(schema: schema)
+            for data in items { try validator.validate(data, complete: true) }
+        }
+        var ids: [String] = []
+        try store.transaction { () throws(OStackError) in
+            for data in items {
+                var record = data
+                let id = data["id"]?.stringValue ?? Self.newRecordID()
+                record["id"] = .string(id)
+                try store.putRecord(object, .object(record), version: nil)
+                try store.enqueue(object: object, recordID: id, operation: .create, payload: record, baseVersion: nil, baseSnapshot: nil)
+                ids.append(id)
+            }
+            try auditHook?(store, "record.create", ["object": object, "count": String(items.count)])
+        }
+        return ids
     }
 
     public func update(_ object: String, id: String, changes: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {

@@ -34,7 +34,7 @@ public final class LocalStore: @unchecked Sendable {
             record_id TEXT NOT NULL, operation TEXT NOT NULL, payload TEXT, base_version TEXT,
             base_snapshot TEXT, status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
             retryable INTEGER NOT NULL DEFAULT 1, next_attempt_at REAL NOT NULL DEFAULT 0, last_error TEXT,
-            sent INTEGER NOT NULL DEFAULT 0, theirs TEXT, theirs_version TEXT,
+            sent INTEGER NOT NULL DEFAULT 0, revision INTEGER NOT NULL DEFAULT 0, theirs TEXT, theirs_version TEXT,
             created_at REAL NOT NULL, updated_at REAL NOT NULL);
         CREATE INDEX queue_record ON queue (object, record_id, seq);
         CREATE INDEX queue_status ON queue (status, next_attempt_at);

@@ -50,7 +50,7 @@ public struct SyncEngine: Sendable {
         var report = PushReport()
         try store.recoverStaleClaims()
         var rounds = 0
-        while rounds < 10_000 {
+        while rounds < 1_000 {
             rounds += 1
             let due = try store.due()
             if due.isEmpty { break }
@@ -99,13 +99,13 @@ public struct SyncEngine: Sendable {
             case (.create, 1):
                 outcome = try api.exchange(
                     "POST", DataAPI.objectPath(object), body: .object(createBody(chunk[0])),
-                    headers: [("Idempotency-Key", chunk[0].id)])
+                    headers: [("Idempotency-Key", chunk[0].idempotencyKey)])
             case (.create, _):
                 outcome = try api.exchange(
                     "POST", DataAPI.objectPath(object) + "/createMany", body: .array(chunk.map { .object(createBody($0)) }),
                     headers: [("Idempotency-Key", Self.batchKey(chunk))])
             case (.update, 1):
-                var headers = [("Idempotency-Key", chunk[0].id)]
+                var headers = [("Idempotency-Key", chunk[0].idempotencyKey)]
                 if let base = chunk[0].baseVersion { headers.append(("If-Match", base)) }
                 outcome = try api.exchange(
                     "PATCH", DataAPI.recordPath(object, chunk[0].recordID), body: .object(chunk[0].payload ?? [:]),
@@ -121,7 +121,7 @@ public struct SyncEngine: Sendable {
                     body: ["records": .array(rows), "options": ["continueOnError": true, "returnRecords": true]],
                     headers: [("Idempotency-Key", Self.batchKey(chunk))])
             case (.delete, 1):
-                var headers = [("Idempotency-Key", chunk[0].id)]
+                var headers = [("Idempotency-Key", chunk[0].idempotencyKey)]
                 if let base = chunk[0].baseVersion { headers.append(("If-Match", base)) }
                 outcome = try api.exchange("DELETE", DataAPI.recordPath(object, chunk[0].recordID), headers: headers)
             case (.delete, _):
@@ -158,7 +158,7 @@ public struct SyncEngine: Sendable {
     }
 
     static func batchKey(_ chunk: [QueueEntry]) -> String {
-        "b_" + BLAKE2b.hash(Array(chunk.map(\.id).joined(separator: ",").utf8), length: 16)
+        "b_" + BLAKE2b.hash(Array(chunk.map(\.idempotencyKey).joined(separator: ",").utf8), length: 16)
             .map { String($0, radix: 16).leftPadded(2) }.joined()
     }
 
@@ -197,8 +197,9 @@ public struct SyncEngine: Sendable {
             case 409 where error.code == "CONCURRENT_UPDATE":
                 try resolveConcurrent(entry, theirs: error.currentRecord, version: error.currentVersion, &report)
             case 409 where entry.operation == .create:
-                // The id is taken: most likely our own earlier delivery. Verify it.
-                try store.release(entry, delivered: true)
+                // The id is taken: most likely our own earlier delivery. It stays marked as sent, so
+                // the next round looks it up; counted as an attempt so this cannot repeat forever.
+                try store.fail(entry, error: "id-taken", retryable: true, retryAfter: 0)
             case 404 where entry.operation == .delete:
                 try store.complete(entry, serverRecord: nil)
                 report.pushed += 1
@@ -329,7 +330,7 @@ public struct SyncEngine: Sendable {
             if merge.alreadyApplied {
                 try store.complete(entry, serverRecord: .object(theirsRecord))
                 report.pushed += 1
-            } else if merge.conflictingFields.isEmpty {
+            } else if merge.conflictingFields.isEmpty && entry.revision < 5 {
                 try store.rebase(entry, payload: merge.localChanges, operation: .update, baseVersion: version, baseSnapshot: theirsRecord)
                 try store.putRecord(entry.object, .object(merge.merged), version: version)
                 report.merged += 1

@@ -25,10 +25,15 @@ public struct QueueEntry: Sendable, Equatable {
     public var lastError: String?
     /// Possibly delivered already (sent, no answer recorded): verify before sending again.
     public var sent: Bool
+    /// Bumped when the change is rebased (merge, `--keep mine`): a new request, a new key.
+    public var revision: Int
     /// For a conflict: the server's record and version.
     public var theirs: [String: JSONValue]?
     public var theirsVersion: String?
     public var createdAt: Double
+
+    /// The `Idempotency-Key` of this version of the change.
+    public var idempotencyKey: String { revision == 0 ? id : "\(id).\(revision)" }
 }
 
 /// The maximum automatic attempts for retryable failures (SPEC §8).
@@ -62,6 +67,7 @@ extension LocalStore {
             payload: decode(row["payload"]), baseVersion: row.text("base_version"), baseSnapshot: decode(row["base_snapshot"]),
             status: status, attempts: Int(row.int("attempts") ?? 0), retryable: row.int("retryable") != 0,
             nextAttemptAt: real("next_attempt_at"), lastError: row.text("last_error"), sent: row.int("sent") == 1,
+            revision: Int(row.int("revision") ?? 0),
             theirs: decode(row["theirs"]), theirsVersion: row.text("theirs_version"), createdAt: real("created_at"))
     }
 
@@ -217,7 +223,8 @@ extension LocalStore {
     public func fail(_ entry: QueueEntry, error: String, retryable: Bool, retryAfter: Double?) throws(OStackError) {
         let attempts = entry.attempts + 1
         let backoff = min(3600, Double(1 << min(attempts, 12)) * Double.random(in: 0.5...1.0))
-        let delay = max(retryAfter ?? 0, retryable ? backoff : 0)
+        // The server's Retry-After is honoured as given; otherwise exponential backoff with jitter.
+        let delay = retryable ? (retryAfter ?? backoff) : 0
         try run(
             "UPDATE queue SET status = 'failed', attempts = ?, retryable = ?, next_attempt_at = ?, last_error = ?, updated_at = ? WHERE seq = ?",
             [
@@ -237,7 +244,8 @@ extension LocalStore {
         try run(
             """
             UPDATE queue SET status = 'pending', operation = ?, payload = ?, base_version = ?, base_snapshot = ?, theirs = NULL,
-              theirs_version = NULL, attempts = 0, retryable = 1, next_attempt_at = 0, last_error = NULL, sent = 0, updated_at = ?
+              theirs_version = NULL, attempts = 0, retryable = 1, next_attempt_at = 0, last_error = NULL, sent = 0,
+              revision = revision + 1, updated_at = ?
             WHERE seq = ?
             """,
             [

@@ -28,19 +28,29 @@ struct RecordsCommand: AsyncParsableCommand {
         var data: String?
         @Flag(name: .long, help: "Save and queue the change without contacting the server.") var offline = false
 
+        /// `--data` holding a JSON array: several records (create only).
+        func batch() throws(OStackError) -> [[String: JSONValue]]? {
+            guard let data, set.isEmpty else { return nil }
+            guard case .array(let items) = JSONValue.parse(try bytes(data)) else { return nil }
+            let objects = items.compactMap(\.objectValue)
+            guard objects.count == items.count, !objects.isEmpty else {
+                throw OStackError(.invalidInput, context: .init(suggestion: "--data takes a JSON object or an array of objects."), detail: "--data array")
+            }
+            return objects
+        }
+
+        func bytes(_ data: String) throws(OStackError) -> [UInt8] {
+            guard data.hasPrefix("@") else { return Array(data.utf8) }
+            guard let read = try? SecureFileSystem.readFile(String(data.dropFirst())) else {
+                throw OStackError(.invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
+            }
+            return read
+        }
+
         func fields(_ service: DataService, object: String) throws(OStackError) -> [String: JSONValue] {
             var fields: [String: JSONValue] = [:]
             if let data {
-                let bytes: [UInt8]
-                if data.hasPrefix("@") {
-                    guard let read = try? SecureFileSystem.readFile(String(data.dropFirst())) else {
-                        throw OStackError(.invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
-                    }
-                    bytes = read
-                } else {
-                    bytes = Array(data.utf8)
-                }
-                guard let object = JSONValue.parse(bytes)?.objectValue else {
+                guard let object = JSONValue.parse(try bytes(data))?.objectValue else {
                     throw OStackError(.invalidInput, context: .init(suggestion: "--data takes a JSON object."), detail: "--data json")
                 }
                 fields = object
@@ -176,6 +186,18 @@ struct RecordsCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let service = try context.dataService(context.selectedAccount().account)
+                if let batch = try write.batch() {
+                    let results = try service.createMany(object, data: batch, offline: write.offline)
+                    let queued = results.filter(\.queued).count
+                    struct Document: Encodable { var records: [WriteDocument] }
+                    context.emit(
+                        json: Document(records: results.map { WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued) }),
+                        human: "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "").")
+                    if queued > 0 && !write.offline {
+                        throw OStackError(.offline, context: .init(count: queued), detail: "bulk create queued")
+                    }
+                    return
+                }
                 let fields = try write.fields(service, object: object)
                 try RecordsCommand.finish(try service.create(object, data: fields, offline: write.offline), verb: "Created", context: context)
             }

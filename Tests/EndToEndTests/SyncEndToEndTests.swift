@@ -1,0 +1,208 @@
+import Glibc
+import OStackTestSupport
+import Testing
+
+/// Records, the queue, push/pull and conflicts against the real dev server, real keyring and real
+/// SQLCipher files (issue 6 acceptance).
+@Suite(.serialized) struct SyncEndToEndTests {
+    func signedIn(_ arguments: [String] = []) throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess(arguments: arguments)
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        return (server, ostack)
+    }
+
+    /// The number of records of `object` on the server, and one record's JSON when `id` is given.
+    func serverCount(_ server: DevServerProcess, _ object: String = "task", id: String = "") throws -> (Int, String) {
+        let body = try server.control("GET", "record?object=\(object)&id=\(id)")
+        guard let range = body.firstRange(of: "\"count\":") else { return (-1, body) }
+        let digits = body[range.upperBound...].prefix { $0.isNumber }
+        return (Int(digits) ?? -1, body)
+    }
+
+    /// The value of a top-level string key in a JSON text (good enough for ids in test output).
+    func string(_ key: String, in json: String) -> String? {
+        guard let range = json.firstRange(of: "\"\(key)\":\"") else { return nil }
+        return String(json[range.upperBound...].prefix { $0 != "\"" })
+    }
+
+    @Test func createOnlineIsNotQueuedAndValidationIsLocal() throws {
+        let (server, ostack) = try signedIn()
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Write report", "--set", "amount=10.5", "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("\"queued\":false"))
+        let id = try #require(string("id", in: created.stdout))
+        let (count, record) = try serverCount(server, id: id)
+        #expect(count == 1)
+        #expect(record.contains("Write report"))
+
+        let missing = try ostack.run(["records", "create", "task", "--set", "amount=3"])
+        #expect(missing.status == 9)
+        #expect(missing.stderr.contains("Title is required"))
+        let scale = try ostack.run(["records", "create", "task", "--set", "title=x", "--set", "amount=1.234"])
+        #expect(scale.status == 9)
+        #expect(scale.stderr.contains("Amount takes at most 2 decimal places"))
+        #expect(try serverCount(server).0 == 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+    }
+
+    @Test func createWhileEveryConnectionDropsIsQueuedThenPushedOnce() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["objects", "show", "task"]).status == 0)  // metadata cached
+        try server.control("POST", "faults", #"{"action":"drop-before","count":1000}"#)
+        let offline = try ostack.run(["records", "create", "task", "--set", "title=Offline one", "--json"])
+        #expect(offline.status == 5, "\(offline.stderr)")
+        #expect(offline.stdout.contains("\"queued\":true"))
+        #expect(offline.stderr.contains("saved and queued"))
+        #expect(try ostack.run(["sync"]).status == 5)  // still offline: never reports success
+        try server.control("DELETE", "faults")
+        #expect(try serverCount(server).0 == 0)
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(sync.stdout.contains("\"pushed\":1"))
+        #expect(try serverCount(server).0 == 1)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try serverCount(server).0 == 1)
+    }
+
+    @Test func createWhoseResponseIsLostIsNotDuplicated() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["objects", "show", "task"]).status == 0)
+        // The server commits the create, then drops the connection before answering.
+        try server.control("POST", "faults", #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        let lost = try ostack.run(["records", "create", "task", "--set", "title=Committed", "--json"])
+        #expect(lost.status == 5, "\(lost.stderr)")
+        #expect(try serverCount(server).0 == 1)
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try serverCount(server).0 == 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+    }
+
+    @Test func sameFieldEditedOnBothSidesIsAConflictResolvableEitherWay() throws {
+        let (server, ostack) = try signedIn()
+        for keep in ["theirs", "mine"] {
+            let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
+            let id = try #require(string("id", in: created.stdout))
+            try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
+            let update = try ostack.run(["records", "update", "task", id, "--set", "title=Mine"])
+            #expect(update.status == 6, "\(update.stderr)")
+            let list = try ostack.run(["conflicts", "list", "--json"])
+            #expect(list.stdout.contains("\"name\":\"title\""))
+            let conflictID = try #require(string("id", in: list.stdout))
+            let show = try ostack.run(["conflicts", "show", conflictID])
+            #expect(show.stdout.contains("Base") && show.stdout.contains("Mine") && show.stdout.contains("Theirs"))
+            let resolve = try ostack.run(["conflicts", "resolve", conflictID, "--keep", keep])
+            #expect(resolve.status == 0, "\(resolve.stderr)")
+            let expected = keep == "mine" ? "Mine" : "Theirs"
+            #expect(try serverCount(server, id: id).1.contains("\"title\":\"\(expected)\""))
+            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            #expect(local.stdout.contains("\"title\":\"\(expected)\""), "\(local.stdout)")
+            #expect(try ostack.run(["conflicts", "list", "--json"]).stdout == "{\"conflicts\":[]}\n")
+            #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+        }
+    }
+
+    @Test func differentFieldsEditedOnBothSidesMergeAutomatically() throws {
+        let (server, ostack) = try signedIn()
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
+        let id = try #require(string("id", in: created.stdout))
+        try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"status":"done"}}"#)
+        let update = try ostack.run(["records", "update", "task", id, "--set", "title=Renamed"])
+        #expect(update.status == 0, "\(update.stderr)")
+        let record = try serverCount(server, id: id).1
+        #expect(record.contains("\"title\":\"Renamed\"") && record.contains("\"status\":\"done\""))
+        #expect(try ostack.run(["conflicts", "list", "--json"]).stdout == "{\"conflicts\":[]}\n")
+    }
+
+    @Test func retryAfterIsHonouredAndEightFailuresNeedQueueRetry() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["objects", "show", "task"]).status == 0)
+        try server.control(
+            "POST", "faults", #"{"action":"status","status":503,"retryAfter":2,"count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        let first = try ostack.run(["records", "create", "task", "--set", "title=Later"])
+        #expect(first.status == 11, "\(first.stderr)")
+        // Not due yet: the next sync does not send it (Retry-After: 2).
+        #expect(try ostack.run(["sync"]).status == 11)
+        #expect(try serverCount(server).0 == 0)
+        var pause = timespecLite(2.2)
+        _ = nanosleepLite(&pause)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try serverCount(server).0 == 1)
+
+        // 429 without Retry-After: backed off, not retried at once.
+        try server.control("POST", "faults", #"{"action":"status","status":429,"count":1,"match":{"method":"POST"}}"#)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Throttled"]).status == 11)
+        let queued = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queued.contains("\"lastError\":\"rate-limited\"") && queued.contains("\"attempts\":1"))
+        #expect(try ostack.run(["sync"]).status == 11)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"attempts\":1"))
+        try server.control("DELETE", "faults")
+        #expect(try ostack.run(["queue", "discard", try #require(string("id", in: queued))]).status == 0)
+
+        // Eight 5xx answers (Retry-After: 0 makes each sync a new attempt), then it stays failed.
+        try server.control(
+            "POST", "faults", #"{"action":"status","status":500,"retryAfter":0,"count":100,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Doomed"]).status == 11)
+        for _ in 0..<7 { _ = try ostack.run(["sync"]) }
+        let exhausted = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(exhausted.contains("\"attempts\":8") && exhausted.contains("\"status\":\"failed\""), "\(exhausted)")
+        try server.control("DELETE", "faults")
+        #expect(try ostack.run(["sync"]).status == 11)  // exhausted: not retried automatically
+        #expect(try serverCount(server).0 == 1)
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try serverCount(server).0 == 2)
+    }
+
+    @Test func pullIsIncrementalKeepsLocalChangesAndFindsDeletions() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":2500}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let first = try ostack.run(["sync", "--json"])
+        #expect(first.stdout.contains("\"pulled\":2500"), "\(first.stdout)")
+        let open = try ostack.run(["records", "list", "task", "--local", "--filter", "status = 'open'", "--limit", "1", "--json"])
+        #expect(open.stdout.contains("\"source\":\"local\"") && open.stdout.contains("\"total\":1667"), "\(open.stdout)")
+
+        // A local offline edit is not overwritten by a pull of a newer server version.
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s1","fields":{"title":"Server side"}}"#)
+        #expect(try ostack.run(["records", "update", "task", "tsk_s1", "--set", "notes=local", "--offline"]).status == 0)
+        let pullOnly = try ostack.run(["sync", "--pull-only", "--json"])
+        #expect(pullOnly.stdout.contains("\"pulled\":0"), "\(pullOnly.stdout)")  // only the modified record changed; it is skipped
+        #expect(try ostack.run(["records", "get", "task", "tsk_s1", "--local", "--json"]).stdout.contains("\"notes\":\"local\""))
+
+        // Push merges (different fields), then the next pull brings the merged record.
+        #expect(try ostack.run(["sync"]).status == 0)
+        let merged = try ostack.run(["records", "get", "task", "tsk_s1", "--local", "--json"]).stdout
+        #expect(merged.contains("\"notes\":\"local\"") && merged.contains("\"title\":\"Server side\""), "\(merged)")
+
+        // Deleted on the server → gone locally after reconciliation.
+        let token = try ostack.run(["records", "delete", "task", "tsk_s2"])
+        #expect(token.status == 0)
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s3","fields":{"title":"x"}}"#)
+        #expect(try ostack.run(["sync", "--reconcile"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "tsk_s2", "--local"]).status == 7)
+        let total = try ostack.run(["records", "list", "task", "--local", "--limit", "0", "--json"]).stdout
+        #expect(total.contains("\"total\":2499"), "\(total)")
+    }
+
+    @Test func noRecordContentOutsideTheEncryptedDatabase() throws {
+        let (server, ostack) = try signedIn()
+        let canary = "CANARY-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=\(canary)-online"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=\(canary)-queued", "--offline"]).status == 0)
+        try server.control("POST", "faults", #"{"action":"status","status":400,"count":1,"body":{"error":"\#(canary) server text","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"\#(canary)"}]}}"#)
+        let refused = try ostack.run(["sync"])
+        #expect(refused.status == 11)  // the server refused the change: failed, kept in the queue
+        #expect(!refused.stdout.contains(canary) && !refused.stderr.contains(canary))
+        let failed = try ostack.run(["queue", "list"])
+        #expect(failed.stdout.contains("validation: title") && !failed.stdout.contains(canary))
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let bytes = try ostack.allFileBytes()
+        #expect(!String(decoding: bytes, as: UTF8.self).contains(canary))
+        #expect(!String(decoding: bytes, as: UTF8.self).contains("Seed "))
+    }
+}
