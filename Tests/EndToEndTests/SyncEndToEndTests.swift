@@ -206,3 +206,44 @@ import Testing
         #expect(!String(decoding: bytes, as: UTF8.self).contains("Seed "))
     }
 }
+
+/// Kill -9 at 50 random points of a push of 1 000 queued changes (issue 6 acceptance).
+@Suite(.serialized) struct SyncCrashEndToEndTests {
+    @Test func killedPushesLoseNothingAndDuplicateNothing() throws {
+        // Small batches and some latency spread the push over ~1.5 s, so the kills land inside it.
+        let server = try DevServerProcess(arguments: ["--latency-ms", "10", "--batch-cap", "10"])
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let file = ostack.home.path + "/batch.json"
+        let records = (0..<1000).map { "{\"title\":\"Crash \($0)\",\"amount\":\($0 % 100)}" }
+        try #require(writeFile(file, "[" + records.joined(separator: ",") + "]"))
+        let queued = try ostack.run(["records", "create", "task", "--data", "@" + file, "--offline"])
+        try #require(queued.status == 0, "\(queued.stderr)")
+
+        var generator = SystemRandomNumberGenerator()
+        var killed = 0
+        for _ in 0..<50 {
+            let child = try ostack.start(["sync", "--push-only"])
+            var pause = timespecLite(Double.random(in: 0.0...0.12, using: &generator))
+            _ = nanosleepLite(&pause)
+            child.signal(SIGKILL)
+            let status = try child.waitForExit(timeout: 30)
+            if status != 0 { killed += 1 }
+        }
+        #expect(killed > 25)  // most runs really were killed mid-way
+
+        let final = try ostack.run(["sync", "--json"], timeout: 120)
+        #expect(final.status == 0, "\(final.stderr)")
+        let body = try server.control("GET", "record?object=task&id=")
+        #expect(body.contains("\"count\":1000"), "\(body)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+        let local = try ostack.run(["records", "list", "task", "--local", "--limit", "0", "--json"])
+        #expect(local.status == 0 && local.stdout.contains("\"total\":1000"), "\(local.stdout)")
+    }
+
+    func writeFile(_ path: String, _ text: String) -> Bool {
+        guard let handle = fopen(path, "w") else { return false }
+        defer { fclose(handle) }
+        return fputs(text, handle) >= 0
+    }
+}

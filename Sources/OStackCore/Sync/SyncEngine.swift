@@ -49,9 +49,11 @@ public struct SyncEngine: Sendable {
     public func push() throws(OStackError) -> PushReport {
         var report = PushReport()
         try store.recoverStaleClaims()
+        var cap = batchCap
         var rounds = 0
         while rounds < 1_000 {
             rounds += 1
+            cap = min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
             let due = try store.due()
             if due.isEmpty { break }
             var progressed = false
@@ -71,7 +73,7 @@ public struct SyncEngine: Sendable {
                     groups[key, default: []].append(entry)
                 }
                 for key in order {
-                    for chunk in groups[key]!.chunked(batchCap) {
+                    for chunk in groups[key]!.chunked(cap) {
                         try send(Array(chunk), &report)
                         progressed = true
                     }
@@ -184,6 +186,13 @@ public struct SyncEngine: Sendable {
             }
             return
         }
+        // Over the server's batch cap: learn the cap (kept for this account) and send again in smaller batches.
+        if status == 400, error.code == "BATCH_TOO_LARGE", chunk.count > 1 {
+            let cap = max(1, min(chunk.count - 1, outcome.json?["max"]?.doubleValue.map { Int($0) } ?? chunk.count / 2))
+            try store.setValue("sync.batch-cap", String(cap))
+            for entry in chunk { try store.release(entry, delivered: false) }
+            return
+        }
         // A batch refused because of one row (createMany is all-or-nothing): settle that row, release the rest.
         if chunk.count > 1, let index = outcome.json?["index"]?.doubleValue.map({ Int($0) }), chunk.indices.contains(index) {
             for (position, entry) in chunk.enumerated() where position != index {
@@ -286,7 +295,7 @@ public struct SyncEngine: Sendable {
     func verifyCreates(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
         let byObject = Dictionary(grouping: entries, by: \.object)
         for object in byObject.keys.sorted() {
-            for slice in byObject[object]!.chunked(batchCap) {
+            for slice in byObject[object]!.chunked(min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)) {
                 let chunk = Array(slice)
                 let filter: JSONValue = .array([.string("id"), .string("in"), .array(chunk.map { .string($0.recordID) })])
                 let json = try api.call(
