@@ -128,6 +128,13 @@ public enum SecureFileSystem {
         return info.st_mode & 0o7777
     }
 
+    /// The size in bytes of the file at `path`, or `nil` if it does not exist.
+    public static func size(of path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int(info.st_size)
+    }
+
     public static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0

@@ -19,6 +19,9 @@ public final class Database: @unchecked Sendable {
         /// How long to wait for a lock held by another connection.
         public var busyTimeout: Double = 5
         public var walMode = true
+        /// SQLCipher's page size (`cipher_page_size`); nil keeps SQLCipher's default (1024). A file
+        /// must always be opened with the size it was created with.
+        public var pageSize: Int?
 
         public init() {}
     }
@@ -48,6 +51,7 @@ public final class Database: @unchecked Sendable {
         sqlite3_extended_result_codes(db, 1)
         do throws(SQLiteError) {
             try applyKey(key, rekey: false)
+            if let pageSize = options.pageSize { try execute("PRAGMA cipher_page_size = \(pageSize)") }
             guard let version = try scalarText("PRAGMA cipher_version"), !version.isEmpty else {
                 throw SQLiteError(
                     kind: .notSQLCipher, code: 0, extendedCode: 0, operation: "open",
@@ -204,6 +208,10 @@ public final class Database: @unchecked Sendable {
         try attach.bindSecretText(newKey.rawKeyLiteral(), at: 2)
         try attach.step()
         defer { try? execute("DETACH DATABASE rekeyed") }
+        // The export keeps this database's page size (the opener tries both sizes it knows).
+        if let pageSize = try scalarInteger("PRAGMA cipher_page_size") {
+            try execute("PRAGMA rekeyed.cipher_page_size = \(pageSize)")
+        }
         _ = try query("SELECT sqlcipher_export('rekeyed')")
     }
 

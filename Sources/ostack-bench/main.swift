@@ -32,6 +32,7 @@ do {
     if wanted("unlock") { results += try UnlockBench.run(ostack: ostackBinary) }
     if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
+    if wanted("sync") { results += try SyncBench.run(ostack: ostackBinary) }
     if wanted("transport") {
         results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000)
     }

@@ -237,11 +237,11 @@ enum FilterEvaluator {
             case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
                 guard case .string(let text) = value, case .string(let needle) = right else { return nil }
                 switch op {
-                case .contains: return text.contains(needle) || needle.isEmpty
-                case .icontains: return asciiLower(text).contains(asciiLower(needle)) || needle.isEmpty
-                case .notContains: return !(text.contains(needle) || needle.isEmpty)
-                case .startsWith: return text.hasPrefix(needle)
-                case .endsWith: return text.hasSuffix(needle)
+                case .contains: return scalarsContain(text, needle)
+                case .icontains: return scalarsContain(asciiLower(text), asciiLower(needle))
+                case .notContains: return !scalarsContain(text, needle)
+                case .startsWith: return text.unicodeScalars.starts(with: needle.unicodeScalars)
+                case .endsWith: return text.unicodeScalars.reversed().starts(with: needle.unicodeScalars.reversed())
                 case .like:
                     return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
                 default: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: true)
@@ -256,12 +256,47 @@ enum FilterEvaluator {
     static func compare(_ left: JSONValue, _ right: JSONValue) -> Int? {
         switch (left, right) {
         case (.number(let a), .number(let b)): return a < b ? -1 : (a > b ? 1 : 0)
-        case (.string(let a), .string(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+        case (.string(let a), .string(let b)): return codePointOrder(a, b)
         case (.bool(let a), .bool(let b)): return a == b ? 0 : (a ? 1 : -1)
-        case (.string(let a), .number(let b)): return Double(a).map { $0 < b ? -1 : ($0 > b ? 1 : 0) }
-        case (.number(let a), .string(let b)): return Double(b).map { a < $0 ? -1 : (a > $0 ? 1 : 0) }
+        case (.string(let a), .number(let b)): return numeric(a).map { $0 < b ? -1 : ($0 > b ? 1 : 0) }
+        case (.number(let a), .string(let b)): return numeric(b).map { a < $0 ? -1 : (a > $0 ? 1 : 0) }
         default: return nil
         }
+    }
+
+    /// A numeric string as a number, like SQL's cast: finite decimals only ("nan", "inf", hex are text).
+    static func numeric(_ text: String) -> Double? {
+        guard !text.isEmpty,
+            text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }),
+            let value = Double(text), value.isFinite
+        else { return nil }
+        return value
+    }
+
+    /// Code-point order (SQL's binary collation), not Swift's canonical equivalence.
+    static func codePointOrder(_ a: String, _ b: String) -> Int {
+        var left = a.unicodeScalars.makeIterator()
+        var right = b.unicodeScalars.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?) where x != y: return x.value < y.value ? -1 : 1
+            default: continue
+            }
+        }
+    }
+
+    static func scalarsContain(_ text: String, _ needle: String) -> Bool {
+        let haystack = Array(text.unicodeScalars)
+        let pattern = Array(needle.unicodeScalars)
+        guard !pattern.isEmpty else { return true }
+        guard pattern.count <= haystack.count else { return false }
+        for start in 0...(haystack.count - pattern.count) where haystack[start] == pattern[0] {
+            if Array(haystack[start..<start + pattern.count]) == pattern { return true }
+        }
+        return false
     }
 
     static func asciiLower(_ text: String) -> String {

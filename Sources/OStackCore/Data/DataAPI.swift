@@ -15,7 +15,8 @@ public struct DataAPI: Sendable {
     /// A response the caller must classify (sync) rather than throw on.
     public struct Outcome: Sendable {
         public var response: TransportResponse
-        public var json: JSONValue?
+        /// The body parsed (on each access: a pull reads its big pages without ever building this).
+        public var json: JSONValue? { response.status == 304 ? nil : JSONValue.parse(response.body) }
         public var ok: Bool { (200..<300).contains(response.status) }
         public var error: ServerError { ServerError(response: response) }
     }
@@ -41,7 +42,7 @@ public struct DataAPI: Sendable {
             if bytes != nil { all.append(("Content-Type", "application/json")) }
             return TransportRequest(method: method, url: target, headers: all, body: bytes)
         }
-        return Outcome(response: response, json: response.status == 304 ? nil : JSONValue.parse(response.body))
+        return Outcome(response: response)
     }
 
     /// Like `exchange`, but a non-2xx status throws the mapped user-safe error.
@@ -51,7 +52,7 @@ public struct DataAPI: Sendable {
     ) throws(OStackError) -> JSONValue {
         let outcome = try exchange(method, path, query: query, body: body, headers: headers)
         guard outcome.ok else { throw outcome.error.asOStackError(account: account.alias, host: account.server.authority) }
-        guard let json = outcome.json else {
+        guard let json = JSONValue.parse(outcome.response.body) else {
             throw OStackError(.unexpectedResponse, context: .init(host: account.server.authority), detail: "\(path): not JSON")
         }
         return json

@@ -18,6 +18,8 @@ public final class LocalStore: @unchecked Sendable {
         self.database = database
         self.clock = clock
         try Self.registerFunctions(database)
+        // A 32 MB page cache: scans and bulk pulls touch tens of thousands of (encrypted) pages.
+        try run("PRAGMA cache_size = -32768")
     }
 
     // MARK: Schema
@@ -27,8 +29,7 @@ public final class LocalStore: @unchecked Sendable {
         CREATE TABLE records (
             object TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, version TEXT,
             schema_version INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (object, id));
-        CREATE INDEX records_keyset ON records (object, version, id);
+            PRIMARY KEY (object, id)) WITHOUT ROWID;
         CREATE TABLE queue (
             seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, object TEXT NOT NULL,
             record_id TEXT NOT NULL, operation TEXT NOT NULL, payload TEXT, base_version TEXT,
@@ -51,8 +52,9 @@ public final class LocalStore: @unchecked Sendable {
         do {
             // ostack_field(data, name): a top-level field of a record's JSON as an SQL value.
             try database.registerRawFunction("ostack_field", argumentCount: 2, deterministic: true) { arguments in
-                let name = arguments.text(at: 1)
-                let value = arguments.withBytes(at: 0) { FieldScanner(fields: [name]).scan($0)[0] }
+                let value = arguments.withBytes(at: 1) { name in
+                    arguments.withBytes(at: 0) { data in FieldScanner.value(of: name, in: data) }
+                }
                 switch value {
                 case .missing, .null, .compound: return .null
                 case .bool(let flag): return .integer(flag ? 1 : 0)
@@ -85,16 +87,54 @@ public final class LocalStore: @unchecked Sendable {
         return OStackError(.storageFailure, detail: "database: \(type(of: error))")
     }
 
+    /// Prepared statements by SQL text: the queue and record paths run the same few statements
+    /// thousands of times per push.
+    private var statements: [String: Statement] = [:]
+
+    func statement(_ sql: String, _ bindings: [SQLValue]) throws(OStackError) -> Statement {
+        do {
+            let statement: Statement
+            if let cached = statements[sql] {
+                statement = cached
+            } else {
+                statement = try database.prepare(sql)
+                if statements.count < 64 { statements[sql] = statement }
+            }
+            try statement.bind(bindings)
+            return statement
+        } catch {
+            throw Self.storage(error)
+        }
+    }
+
     func run(_ sql: String, _ bindings: [SQLValue] = []) throws(OStackError) {
-        do { try database.execute(sql, bindings) } catch { throw Self.storage(error) }
+        // Statements without bindings may hold several commands (PRAGMA, DDL): not cached.
+        if bindings.isEmpty {
+            do { try database.execute(sql) } catch { throw Self.storage(error) }
+            return
+        }
+        let statement = try statement(sql, bindings)
+        defer { statement.reset() }
+        do { while try statement.step() {} } catch { throw Self.storage(error) }
     }
 
     func rows(_ sql: String, _ bindings: [SQLValue] = []) throws(OStackError) -> [Row] {
-        do { return try database.query(sql, bindings) } catch { throw Self.storage(error) }
+        let statement = try statement(sql, bindings)
+        defer { statement.reset() }
+        var rows: [Row] = []
+        do { while try statement.step() { rows.append(statement.row()) } } catch { throw Self.storage(error) }
+        return rows
     }
 
     func integer(_ sql: String, _ bindings: [SQLValue] = []) throws(OStackError) -> Int {
-        do { return Int(try database.scalarInteger(sql, bindings) ?? 0) } catch { throw Self.storage(error) }
+        let statement = try statement(sql, bindings)
+        defer { statement.reset() }
+        do {
+            guard try statement.step(), case .integer(let value) = statement.value(at: 0) else { return 0 }
+            return Int(value)
+        } catch {
+            throw Self.storage(error)
+        }
     }
 
     var now: Double { clock.now().timeIntervalSince1970 }
@@ -190,9 +230,11 @@ public final class LocalStore: @unchecked Sendable {
         // The object is inlined (a checked identifier) so SQLite can use the object's partial indexes.
         var sql = "FROM records WHERE object = '\(query.object)'"
         var bindings: [SQLValue] = []
+        var narrowed = false
         if let filter = query.filter {
             let indexed = try indexedFields(query.object)
             for (field, values) in Self.indexableEqualities(filter) where indexed.contains(field) {
+                narrowed = true
                 sql += " AND ostack_field(data, '\(field)') IN (\(values.map { _ in "?" }.joined(separator: ", ")))"
                 bindings += values.map { .text($0) }
             }
@@ -210,16 +252,21 @@ public final class LocalStore: @unchecked Sendable {
             key.field == "id" ? "id\(key.descending ? " DESC" : "")"
                 : "ostack_field(data, '\(key.field)')\(key.descending ? " DESC" : "")"
         }
-        order.append("id")
-        let total = try integer("SELECT count(*) " + sql, bindings)
-        var page = "SELECT data " + sql + " ORDER BY " + order.joined(separator: ", ")
-        page += " LIMIT \(query.limit ?? -1) OFFSET \(max(0, query.offset))"
+        // `+id`: when an index narrows the rows, do not let "ORDER BY id" talk SQLite into a full
+        // primary-key scan instead (it has no statistics to know better).
+        order.append(narrowed ? "+id" : "id")
+        // One pass: every match is counted (for `total`), only the requested page is copied out.
+        let page = "SELECT data " + sql + " ORDER BY " + order.joined(separator: ", ")
+        let first = max(0, query.offset)
+        let end = query.limit.map { first + $0 } ?? Int.max
         do {
             let statement = try database.prepare(page)
             try statement.bind(bindings)
             var records: [[UInt8]] = []
+            var total = 0
             while try statement.step() {
-                records.append(statement.withColumnBytes(at: 0) { Array($0) })
+                if total >= first && total < end { records.append(statement.withColumnBytes(at: 0) { Array($0) }) }
+                total += 1
             }
             return (records, total)
         } catch {
@@ -260,8 +307,10 @@ public final class LocalStore: @unchecked Sendable {
         try integer("SELECT count(*) FROM tracked WHERE object = ?", [.text(object)]) > 0
     }
 
-    /// Field types worth an expression index: what people filter by equality.
-    static let indexedTypes: Set<String> = ["select", "radio", "lookup", "master_detail", "user", "boolean", "toggle", "email"]
+    /// Field types worth an expression index: equality on them is selective (references, people,
+    /// e-mail addresses; plus the object's name field). Selects and booleans are not: with a handful
+    /// of values an index lookup per row is slower than the sequential scan.
+    static let indexedTypes: Set<String> = ["lookup", "master_detail", "user", "email"]
 
     /// Starts mirroring `object` and creates its indexes.
     public func track(_ schema: ObjectSchema) throws(OStackError) {
@@ -278,7 +327,7 @@ public final class LocalStore: @unchecked Sendable {
         var created: [String] = []
         for field in Set(fields).sorted() where ObjectSchema.isIdentifier(field) && ObjectSchema.isIdentifier(object) {
             try run(
-                "CREATE INDEX IF NOT EXISTS \"ix_\(object)__\(field)\" ON records (ostack_field(data, '\(field)')) WHERE object = '\(object)'")
+                "CREATE INDEX IF NOT EXISTS \"ix_\(object)__\(field)\" ON records (object, ostack_field(data, '\(field)')) WHERE object = '\(object)'")
             created.append(field)
         }
         try run("UPDATE tracked SET indexed_fields = ? WHERE object = ?", [.text(created.joined(separator: ",")), .text(object)])
@@ -295,6 +344,19 @@ public final class LocalStore: @unchecked Sendable {
                 "DELETE FROM records WHERE object = ?1 AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.object = ?1 AND q.record_id = records.id)",
                 [.text(object)])
         }
+    }
+
+    /// Drops an object's expression indexes for a bulk load (`restoreIndexes` rebuilds them, once,
+    /// which is far cheaper than maintaining them row by row).
+    public func suspendIndexes(_ object: String) throws(OStackError) {
+        for field in try indexedFields(object) where ObjectSchema.isIdentifier(object) {
+            try run("DROP INDEX IF EXISTS \"ix_\(object)__\(field)\"")
+        }
+    }
+
+    /// (Re)creates the object's expression indexes that are missing.
+    public func restoreIndexes(_ object: String) throws(OStackError) {
+        try createIndexes(object, Array(try indexedFields(object)))
     }
 
     public func indexedFields(_ object: String) throws(OStackError) -> Set<String> {

@@ -61,6 +61,35 @@ public struct FieldScanner: Sendable {
         return result
     }
 
+    /// One field, without allocating a scanner (the `ostack_field` SQL function's hot path).
+    public static func value(of key: UnsafeRawBufferPointer, in bytes: UnsafeRawBufferPointer) -> ScalarValue {
+        guard bytes.count > 1 else { return .missing }
+        var reader = Reader(bytes: bytes)
+        reader.skipSpace()
+        guard reader.consume(UInt8(ascii: "{")) else { return .missing }
+        while true {
+            reader.skipSpace()
+            guard let range = reader.stringRange() else { return .missing }
+            reader.skipSpace()
+            guard reader.consume(UInt8(ascii: ":")) else { return .missing }
+            reader.skipSpace()
+            let length = range.end - range.start
+            var equal = !range.escaped && length == key.count
+            if equal {
+                for offset in 0..<length where bytes[range.start + offset] != key[offset] {
+                    equal = false
+                    break
+                }
+            } else if range.escaped {
+                equal = Array(Reader.decode(bytes, range).utf8).elementsEqual(key)
+            }
+            if equal { return reader.value() }
+            guard reader.skipValue() else { return .missing }
+            reader.skipSpace()
+            guard reader.consume(UInt8(ascii: ",")) else { return .missing }
+        }
+    }
+
     public func scan(_ bytes: [UInt8]) -> [ScalarValue] {
         bytes.withUnsafeBytes { scan($0) }
     }

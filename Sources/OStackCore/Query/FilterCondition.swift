@@ -76,6 +76,7 @@ public indirect enum FilterCondition: Sendable, Equatable {
     }
 
     static func parseArray(_ items: [JSONValue], depth: Int) throws(Malformed) -> FilterCondition {
+        guard depth < 64 else { throw Malformed(message: "The filter is nested too deeply") }
         guard let first = items.first else { throw Malformed(message: "An empty filter matches nothing") }
         if case .string(let head) = first {
             let keyword = head.lowercased()

@@ -127,11 +127,11 @@ public struct LocalFilter: Sendable {
         case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
             guard case .string(let text) = value, case .string(let needle) = right else { return nil }
             switch op {
-            case .contains: return needle.isEmpty || text.contains(needle)
-            case .icontains: return needle.isEmpty || asciiLower(text).contains(asciiLower(needle))
-            case .notContains: return !(needle.isEmpty || text.contains(needle))
-            case .startsWith: return text.hasPrefix(needle)
-            case .endsWith: return text.hasSuffix(needle)
+            case .contains: return needle.isEmpty || Self.scalarsContain(text, needle)
+            case .icontains: return needle.isEmpty || Self.scalarsContain(asciiLower(text), asciiLower(needle))
+            case .notContains: return !(needle.isEmpty || Self.scalarsContain(text, needle))
+            case .startsWith: return text.unicodeScalars.starts(with: needle.unicodeScalars)
+            case .endsWith: return text.unicodeScalars.reversed().starts(with: needle.unicodeScalars.reversed())
             case .like: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
             default: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: true)
             }
@@ -144,12 +144,46 @@ public struct LocalFilter: Sendable {
         func order<T: Comparable>(_ a: T, _ b: T) -> Int { a < b ? -1 : (a > b ? 1 : 0) }
         switch (left, right) {
         case (.number(let a), .number(let b)): return order(a, b)
-        case (.string(let a), .string(let b)): return order(a, b)
+        case (.string(let a), .string(let b)): return codePointOrder(a, b)
         case (.bool(let a), .bool(let b)): return a == b ? 0 : (a ? 1 : -1)
-        case (.string(let a), .number(let b)): return Double(a).map { order($0, b) }
-        case (.number(let a), .string(let b)): return Double(b).map { order(a, $0) }
+        case (.string(let a), .number(let b)): return numeric(a).map { order($0, b) }
+        case (.number(let a), .string(let b)): return numeric(b).map { order(a, $0) }
         default: return nil
         }
+    }
+
+    /// A numeric string as a number: finite decimal only ("nan", "inf" and hex floats are text).
+    static func numeric(_ text: String) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }),
+            let value = Double(text), value.isFinite
+        else { return nil }
+        return value
+    }
+
+    /// Strings compare by code point, like the server's SQL, not by Swift's canonical equivalence
+    /// ("é" precomposed and decomposed are different strings there).
+    static func codePointOrder(_ a: String, _ b: String) -> Int {
+        var left = a.unicodeScalars.makeIterator()
+        var right = b.unicodeScalars.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?) where x != y: return x.value < y.value ? -1 : 1
+            default: continue
+            }
+        }
+    }
+
+    static func scalarsContain(_ text: String, _ needle: String) -> Bool {
+        let haystack = Array(text.unicodeScalars)
+        let pattern = Array(needle.unicodeScalars)
+        guard pattern.count <= haystack.count else { return false }
+        for start in 0...(haystack.count - pattern.count) where haystack[start] == pattern[0] {
+            if Array(haystack[start..<start + pattern.count]) == pattern { return true }
+        }
+        return false
     }
 
     static func asciiLower(_ text: String) -> String {

@@ -1,3 +1,4 @@
+import PlatformKit
 import SQLCipherKit
 import SodiumKit
 
@@ -14,7 +15,7 @@ public enum AccountDatabase {
     /// Opens (creating if needed) and migrates. Wrong key or a damaged file → `storage-unreadable`.
     public static func open(path: String, key: SecretBytes) throws(OStackError) -> Database {
         do {
-            let database = try Database(path: path, key: DatabaseKey(key))
+            let database = try openTryingPageSizes(path: path, key: DatabaseKey(key))
             try LocalStore.registerFunctions(database)  // before anything touches the records' indexes
             try migrator.migrate(database)
             return database
@@ -30,6 +31,26 @@ public enum AccountDatabase {
         } catch {
             throw OStackError(.storageFailure, detail: "database migration failed")
         }
+    }
+
+    /// Account databases use 4 KiB pages (a quarter of the per-page decrypt/encrypt work of
+    /// SQLCipher's default 1 KiB on scans and bulk pulls); files created before 0.6 have 1 KiB pages.
+    /// A new file gets 4 KiB; an existing one is opened with 4 KiB, else 1 KiB (a wrong key fails both).
+    static let pageSizes = [4096, 1024]
+
+    static func openTryingPageSizes(path: String, key: DatabaseKey) throws(SQLiteError) -> Database {
+        var options = Database.Options()
+        let existing = (SecureFileSystem.size(of: path) ?? 0) > 0 || (SecureFileSystem.size(of: path + "-wal") ?? 0) > 0
+        var lastError: SQLiteError?
+        for size in existing ? pageSizes : [pageSizes[0]] {
+            options.pageSize = size
+            do {
+                return try Database(path: path, key: key, options: options)
+            } catch where error.kind == .unreadable {
+                lastError = error
+            }
+        }
+        throw lastError ?? SQLiteError(kind: .unreadable, code: 26, extendedCode: 26, operation: "open", message: "unreadable")
     }
 
     /// The provisioning hook used at first sign-in and re-login.

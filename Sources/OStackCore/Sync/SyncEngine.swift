@@ -386,6 +386,8 @@ public struct SyncEngine: Sendable {
         var report = PullReport()
         guard var state = try store.trackState(object) else { return report }
         let idScanner = FieldScanner(fields: ["id", "updated_at"])
+        // The first pull is a bulk load: build the object's indexes once at the end instead.
+        if state.cursorVersion == nil { try store.suspendIndexes(object) }
         while true {
             var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
             if let version = state.cursorVersion, let id = state.cursorID {
@@ -428,6 +430,7 @@ public struct SyncEngine: Sendable {
             progress?(object, report.pulled)
             if page.count < pageSize || page.last?.version == nil { break }
         }
+        try store.restoreIndexes(object)
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
         if due { report.deleted = try reconcile(object) }
         try store.markPulled(object, reconciled: due)
