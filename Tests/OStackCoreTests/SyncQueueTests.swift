@@ -1,0 +1,646 @@
+import FoundationEssentials
+@testable import OStackCore
+import OStackTestSupport
+import PlatformKit
+import SQLCipherKit
+import SodiumKit
+import Synchronization
+import Testing
+
+/// A small deterministic generator (SplitMix64) so random tests are reproducible.
+private struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A clock the test moves by hand.
+private final class ManualClock: Sendable {
+    let seconds = Mutex<Double>(1_800_000_000)
+    var now: Double { seconds.withLock { $0 } }
+    func advance(_ delta: Double) { seconds.withLock { $0 += delta } }
+    var clock: Clock { Clock { [self] in Date(timeIntervalSince1970: self.now) } }
+}
+
+/// A real SQLCipher account database in a temporary directory.
+private struct Fixture {
+    let directory = TemporaryDirectory()
+    let time = ManualClock()
+    let store: LocalStore
+
+    init() throws {
+        let database = try AccountDatabase.open(path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
+        store = try LocalStore(database: database, clock: time.clock)
+    }
+}
+
+@Suite struct SyncQueueTests {
+    private let fixture: Fixture
+    var store: LocalStore { fixture.store }
+
+    init() throws {
+        fixture = try Fixture()
+    }
+
+    @discardableResult
+    func enqueue(
+        _ operation: QueueEntry.Operation, _ recordID: String = "r1", _ payload: [String: JSONValue]? = nil,
+        base: String? = nil, snapshot: [String: JSONValue]? = nil, object: String = "task"
+    ) throws -> String? {
+        try store.enqueue(
+            object: object, recordID: recordID, operation: operation, payload: payload, baseVersion: base,
+            baseSnapshot: snapshot)
+    }
+
+    func only() throws -> QueueEntry {
+        let all = try store.entries()
+        try #require(all.count == 1, "\(all)")
+        return all[0]
+    }
+
+    // MARK: The database
+
+    @Test func theDatabaseIsEncryptedAndReopensOnlyWithItsKey() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("a.db")
+        let key = SecretBytes(randomCount: 32)
+        do {
+            let store = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
+            try store.putRecord("task", ["id": "t1", "title": "CNRY-PLAINTEXT"], version: "v1")
+        }
+        let raw = try #require(try SecureFileSystem.readFile(path)) + ((try? SecureFileSystem.readFile(path + "-wal")) ?? nil ?? [])
+        #expect(raw.count > 4096)
+        #expect(raw.firstRange(of: Array("CNRY-PLAINTEXT".utf8)) == nil)
+        #expect(raw.firstRange(of: Array("SQLite format 3".utf8)) == nil)
+        let reopened = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
+        #expect(try reopened.record("task", "t1")?.data["title"] == "CNRY-PLAINTEXT")
+        let error = #expect(throws: OStackError.self) { try AccountDatabase.open(path: path, key: SecretBytes(randomCount: 32)) }
+        #expect(error?.code == .storageUnreadable)
+    }
+
+    // MARK: Coalescing
+
+    @Test func createThenUpdateIsOneCreateWithTheMergedPayload() throws {
+        let first = try enqueue(.create, "r1", ["id": "r1", "title": "a", "amount": 1])
+        let second = try enqueue(.update, "r1", ["title": "b", "done": true], base: "v9")
+        let entry = try only()
+        #expect(first != nil && second == first && entry.id == first)
+        #expect(entry.operation == .create)
+        #expect(entry.payload == ["id": "r1", "title": "b", "amount": 1, "done": true])
+        #expect(entry.baseVersion == nil)
+        #expect(entry.status == .pending && entry.attempts == 0 && !entry.sent && entry.revision == 0)
+        #expect(entry.idempotencyKey == entry.id)
+        #expect(entry.id.hasPrefix("q_") && entry.id.count == 26)
+    }
+
+    @Test func updateThenUpdateIsOneUpdateKeepingTheFirstBase() throws {
+        let snapshot: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 1]
+        let first = try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: snapshot)
+        let second = try enqueue(.update, "r1", ["amount": 2, "title": "c"], base: "v2", snapshot: ["id": "r1", "title": "b", "amount": 1])
+        let entry = try only()
+        #expect(second == first)
+        #expect(entry.operation == .update)
+        #expect(entry.payload == ["title": "c", "amount": 2])
+        #expect(entry.baseVersion == "v1")
+        #expect(entry.baseSnapshot == snapshot)
+    }
+
+    @Test func createThenDeleteQueuesNothing() throws {
+        try enqueue(.create, "r1", ["id": "r1", "title": "a"])
+        try enqueue(.update, "r1", ["title": "b"])
+        let deleted = try enqueue(.delete, "r1")
+        #expect(deleted == nil)
+        #expect(try store.entries().isEmpty)
+        #expect(try store.counts() == .init(pending: 0, failed: 0, conflict: 0))
+    }
+
+    @Test func updateThenDeleteIsOneDelete() throws {
+        let first = try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: ["id": "r1", "title": "a"])
+        let second = try enqueue(.delete, "r1", base: "v2")
+        let entry = try only()
+        #expect(second == first)
+        #expect(entry.operation == .delete)
+        #expect(entry.payload == nil)
+        #expect(entry.baseVersion == "v1")
+        #expect(entry.baseSnapshot == ["id": "r1", "title": "a"])
+    }
+
+    @Test func aDeleteIsNotMergedWithWhatFollows() throws {
+        try enqueue(.delete, "r1", base: "v1")
+        try enqueue(.update, "r1", ["title": "b"])
+        try enqueue(.create, "r1", ["id": "r1"])
+        // Neither delete+update nor update+create is a coalescing pair.
+        #expect(try store.entries().map(\.operation) == [.delete, .update, .create])
+    }
+
+    @Test func onlyTheSameRecordOfTheSameObjectCoalesces() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        try enqueue(.update, "r2", ["title": "b"])
+        try enqueue(.update, "r1", ["title": "c"], object: "project")
+        try enqueue(.update, "r1", ["done": true])
+        let entries = try store.entries()
+        #expect(entries.map { "\($0.object)/\($0.recordID)" } == ["task/r1", "task/r2", "project/r1"])
+        #expect(entries[0].payload == ["title": "a", "done": true])
+    }
+
+    @Test func aClaimedEntryIsNotCoalesced() throws {
+        try enqueue(.update, "r1", ["title": "a"], base: "v1")
+        try store.claim(try store.entries())
+        #expect(try only().status == .inProgress)
+        #expect(try only().sent)
+        try enqueue(.update, "r1", ["title": "b"], base: "v1")
+        let entries = try store.entries()
+        #expect(entries.count == 2)
+        #expect(entries.map(\.payload) == [["title": "a"], ["title": "b"]])
+    }
+
+    @Test func aSentEntryBackToPendingIsNotCoalesced() throws {
+        try enqueue(.create, "r1", ["id": "r1", "title": "a"])
+        try store.claim(try store.entries())
+        try store.release(try only(), delivered: true)
+        let released = try only()
+        #expect(released.status == .pending && released.sent)
+        try enqueue(.update, "r1", ["title": "b"])
+        try enqueue(.delete, "r1")
+        // The create may have reached the server: it stays, and the later changes are separate (and
+        // coalesce among themselves: update+delete → delete).
+        let entries = try store.entries()
+        #expect(entries.map(\.operation) == [.create, .delete])
+        #expect(entries[0].payload == ["id": "r1", "title": "a"])
+    }
+
+    @Test func aReleasedUndeliveredEntryCoalescesAgain() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        try store.claim(try store.entries())
+        // A claim always marks the entry possibly delivered; a release keeps that mark.
+        try store.release(try only(), delivered: false)
+        #expect(try only().sent)
+        try enqueue(.update, "r1", ["title": "b"])
+        #expect(try store.entries().count == 2)
+    }
+
+    @Test func aFailedEntryIsNotCoalesced() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        try store.fail(try only(), error: "http 500", retryable: true, retryAfter: nil)
+        try enqueue(.update, "r1", ["title": "b"])
+        #expect(try store.entries().map(\.status) == [.failed, .pending])
+    }
+
+    @Test func coalescingUsesTheLastEntryOfTheRecord() throws {
+        try enqueue(.create, "r1", ["id": "r1", "title": "a"])
+        try store.claim(try store.entries())
+        try enqueue(.update, "r1", ["title": "b"])
+        try enqueue(.update, "r1", ["amount": 3])
+        let entries = try store.entries()
+        #expect(entries.map(\.operation) == [.create, .update])
+        #expect(entries[1].payload == ["title": "b", "amount": 3])
+    }
+
+    // MARK: Due entries
+
+    @Test func dueGivesTheOldestEntryOfEachRecordInQueueOrder() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        try store.claim(try store.entries())
+        try enqueue(.update, "r1", ["title": "b"])  // behind the claimed one
+        try enqueue(.create, "r2", ["id": "r2"])
+        try enqueue(.update, "r3", ["title": "c"])
+        try enqueue(.delete, "r4")
+        #expect(try store.due().map(\.recordID) == ["r2", "r3", "r4"])
+        #expect(try store.due(limit: 2).map(\.recordID) == ["r2", "r3"])
+
+        // A crashed push: the claim is stale, back to pending (still marked sent), and first in line.
+        #expect(try store.recoverStaleClaims() == 1)
+        #expect(try store.recoverStaleClaims() == 0)
+        let due = try store.due()
+        #expect(due.map(\.recordID) == ["r1", "r2", "r3", "r4"])
+        #expect(due[0].payload == ["title": "a"] && due[0].sent && due[0].status == .pending)
+    }
+
+    @Test func completingTheHeadMakesTheNextEntryOfTheRecordDue() throws {
+        try enqueue(.create, "r1", ["id": "r1", "title": "a"])
+        try store.claim(try store.entries())
+        try enqueue(.update, "r1", ["title": "b"])
+        #expect(try store.due().isEmpty)
+        let head = try #require(try store.entries().first)
+        try store.complete(head, serverRecord: ["id": "r1", "title": "a", "updated_at": "v5"])
+        let next = try store.due()
+        #expect(next.map(\.payload) == [["title": "b"]])
+        // The later change is now based on the version the server gave.
+        #expect(next.first?.baseVersion == "v5")
+    }
+
+    @Test func retryableFailureHonoursRetryAfter() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        let start = fixture.time.now
+        try store.fail(try only(), error: "http 429", retryable: true, retryAfter: 30)
+        let failed = try only()
+        #expect(failed.status == .failed && failed.attempts == 1 && failed.retryable)
+        #expect(failed.nextAttemptAt == start + 30)
+        #expect(failed.lastError == "http 429")
+        #expect(try store.due().isEmpty)
+        fixture.time.advance(29)
+        #expect(try store.due().isEmpty)
+        fixture.time.advance(1)
+        #expect(try store.due().map(\.id) == [failed.id])
+    }
+
+    @Test func retryableFailureWithoutRetryAfterBacksOffExponentially() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        var previousDelay = 0.0
+        for attempt in 1...5 {
+            let start = fixture.time.now
+            try store.fail(try only(), error: "http 503", retryable: true, retryAfter: nil)
+            let delay = try only().nextAttemptAt - start
+            let ceiling = Double(1 << attempt)
+            #expect(delay >= ceiling / 2 && delay <= ceiling, "attempt \(attempt): \(delay)")
+            if attempt > 1 { #expect(delay >= previousDelay / 2) }
+            previousDelay = delay
+            fixture.time.advance(delay)
+        }
+    }
+
+    @Test func afterEightAttemptsAnEntryIsNoLongerDueUntilRetried() throws {
+        let id = try #require(try enqueue(.update, "r1", ["title": "a"]))
+        for attempt in 1...maximumPushAttempts {
+            #expect(try store.due().map(\.id) == [id], "before attempt \(attempt)")
+            try store.fail(try only(), error: "http 500", retryable: true, retryAfter: 5)
+            fixture.time.advance(6)
+        }
+        #expect(try only().attempts == 8)
+        fixture.time.advance(1_000_000)
+        #expect(try store.due().isEmpty)
+        #expect(try store.counts() == .init(pending: 0, failed: 1, conflict: 0))
+
+        #expect(try store.retry(ids: ["q_other"]) == 0)
+        #expect(try store.due().isEmpty)
+        #expect(try store.retry(ids: [id]) == 1)
+        let retried = try only()
+        #expect(retried.status == .pending && retried.attempts == 0 && retried.nextAttemptAt == 0)
+        #expect(try store.due().map(\.id) == [id])
+    }
+
+    @Test func aPermanentFailureIsNeverDueUntilRetried() throws {
+        try enqueue(.update, "r1", ["title": "a"])
+        try enqueue(.update, "r2", ["title": "b"])
+        try store.fail(try #require(try store.entries().first), error: "validation", retryable: false, retryAfter: 60)
+        let failed = try #require(try store.entries().first)
+        #expect(failed.status == .failed && !failed.retryable && failed.nextAttemptAt == fixture.time.now)
+        fixture.time.advance(1_000_000)
+        #expect(try store.due().map(\.recordID) == ["r2"])
+        #expect(try store.retry(ids: nil) == 1)
+        #expect(try store.due().map(\.recordID) == ["r1", "r2"])
+    }
+
+    @Test func counts() throws {
+        #expect(try store.counts() == .init(pending: 0, failed: 0, conflict: 0))
+        try enqueue(.update, "r1", ["title": "a"])
+        try enqueue(.update, "r2", ["title": "b"])
+        try enqueue(.update, "r3", ["title": "c"])
+        try enqueue(.create, "r4", ["id": "r4"])
+        let entries = try store.entries()
+        try store.claim([entries[0]])
+        try store.fail(entries[1], error: "x", retryable: true, retryAfter: nil)
+        try store.markConflict(entries[2], theirs: ["id": "r3", "title": "theirs"], version: "v7")
+        #expect(try store.counts() == .init(pending: 2, failed: 1, conflict: 1))
+        #expect(try store.entries(statuses: [.conflict]).map(\.recordID) == ["r3"])
+        let conflict = try #require(try store.entries(statuses: [.conflict]).first)
+        #expect(conflict.theirs == ["id": "r3", "title": "theirs"] && conflict.theirsVersion == "v7")
+        #expect(try store.entries(statuses: [.pending, .inProgress]).map(\.recordID) == ["r1", "r4"])
+    }
+
+    @Test func rebaseIsANewRequestWithANewKey() throws {
+        let id = try #require(try enqueue(.update, "r1", ["title": "a"], base: "v1"))
+        try store.claim(try store.entries())
+        try store.markConflict(try only(), theirs: ["id": "r1", "title": "x"], version: "v2")
+        try store.rebase(try only(), payload: ["title": "a"], operation: .update, baseVersion: "v2", baseSnapshot: ["id": "r1", "title": "x"])
+        let rebased = try only()
+        #expect(rebased.status == .pending && !rebased.sent && rebased.revision == 1 && rebased.theirs == nil)
+        #expect(rebased.idempotencyKey == "\(id).1")
+        #expect(rebased.baseVersion == "v2")
+        // A rebased entry is an ordinary pending change again: a later edit coalesces into it.
+        try enqueue(.update, "r1", ["done": true])
+        #expect(try only().payload == ["title": "a", "done": true])
+    }
+}
+
+// MARK: - Three-way merge
+
+@Suite struct ThreeWayMergeTests {
+    let base: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 1, "status": "open", "updated_at": "v1"]
+
+    @Test func nonOverlappingChangesMerge() {
+        let theirs: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 2, "status": "open", "updated_at": "v2"]
+        let merge = ThreeWayMerge(base: base, mine: ["title": "b"], theirs: theirs)
+        #expect(merge.localChanges == ["title": "b"])
+        #expect(merge.remoteChanges == ["amount"])
+        #expect(merge.conflictingFields.isEmpty)
+        #expect(!merge.alreadyApplied)
+        #expect(merge.merged == ["id": "r1", "title": "b", "amount": 2, "status": "open", "updated_at": "v2"])
+    }
+
+    @Test func overlappingDifferentValuesConflict() {
+        let theirs: [String: JSONValue] = ["id": "r1", "title": "c", "amount": 2, "status": "open", "updated_at": "v2"]
+        let merge = ThreeWayMerge(base: base, mine: ["title": "b", "status": "done"], theirs: theirs)
+        #expect(merge.conflictingFields == ["title"])
+        #expect(!merge.alreadyApplied)
+    }
+
+    @Test func identicalValuesAreAlreadyApplied() {
+        let theirs: [String: JSONValue] = ["id": "r1", "title": "b", "amount": 1, "status": "done", "updated_at": "v2"]
+        let merge = ThreeWayMerge(base: base, mine: ["title": "b", "status": "done"], theirs: theirs)
+        #expect(merge.conflictingFields.isEmpty)
+        #expect(merge.alreadyApplied)
+        // Only part of the change on the server: not applied, and no conflict either.
+        let partial = ThreeWayMerge(base: base, mine: ["title": "b", "status": "done"], theirs: ["id": "r1", "title": "b", "amount": 1, "status": "open"])
+        #expect(!partial.alreadyApplied)
+        #expect(partial.conflictingFields.isEmpty)
+    }
+
+    @Test func unchangedFieldsAndSystemFieldsAreNotLocalChanges() {
+        let merge = ThreeWayMerge(
+            base: base, mine: ["title": "a", "updated_at": "mine", "id": "other"], theirs: base.merging(["amount": 5]) { $1 })
+        #expect(merge.localChanges.isEmpty)
+        #expect(merge.alreadyApplied)
+        #expect(merge.conflictingFields.isEmpty)
+    }
+
+    @Test func aFieldTheServerClearedOrAddedIsARemoteChange() {
+        var theirs = base
+        theirs["amount"] = nil
+        theirs["owner"] = "u2"
+        let merge = ThreeWayMerge(base: base, mine: ["amount": 3, "owner": "u1"], theirs: theirs)
+        #expect(merge.remoteChanges == ["amount", "owner"])
+        #expect(merge.conflictingFields == ["amount", "owner"])
+        // Setting a field to null that the server also removed is no conflict.
+        let cleared = ThreeWayMerge(base: base, mine: ["amount": nil], theirs: theirs)
+        #expect(cleared.conflictingFields.isEmpty)
+        #expect(cleared.alreadyApplied)
+    }
+}
+
+// MARK: - Local queries
+
+@Suite struct LocalQueryTests {
+    private let fixture: Fixture
+    var store: LocalStore { fixture.store }
+    let schema: ObjectSchema
+
+    static let statuses: [JSONValue?] = [nil, .null, "open", "in_progress", "done", "Open", "é", "1", 1, true, ["open"]]
+    static let titles: [JSONValue?] = [nil, .null, "", "alpha", "Alpha", "beta", "b", "10", "9", "2026-01-31", 5]
+    static let estimates: [JSONValue?] = [nil, .null, 0, 1, .number(2.5), 10, -3, "7", "x", false]
+    static let projects: [JSONValue?] = [nil, .null, "p1", "p2", "p3"]
+    static let dones: [JSONValue?] = [nil, .null, true, false, "true"]
+
+    init() throws {
+        fixture = try Fixture()
+        let item: JSONValue = [
+            "name": "task", "label": "Task", "nameField": "title",
+            "fields": [
+                "title": ["type": "text", "label": "Title"],
+                "status": ["type": "select", "label": "Status", "options": ["open", "in_progress", "done"]],
+                "estimate": ["type": "number", "label": "Estimate"],
+                "project_id": ["type": "lookup", "label": "Project"],
+                "done": ["type": "boolean", "label": "Done"],
+                "notes": ["type": "textarea", "label": "Notes"],
+            ],
+        ]
+        schema = try #require(ObjectSchema(item: item))
+    }
+
+    /// A few hundred random records (and some of another object that must never show up).
+    fileprivate func populate(_ generator: inout SeededGenerator, count: Int = 300) throws -> [JSONValue] {
+        var records: [JSONValue] = []
+        try store.transaction { () throws(OStackError) in
+            for index in 0..<count {
+                var members: [String: JSONValue] = ["id": .string("tsk_\(String(index * 7919 % 1000).leftPadded(3))")]
+                for (name, pool) in [
+                    ("status", Self.statuses), ("title", Self.titles), ("estimate", Self.estimates),
+                    ("project_id", Self.projects), ("done", Self.dones),
+                ] {
+                    if let value = pool.randomElement(using: &generator)! { members[name] = value }
+                }
+                records.append(.object(members))
+                try store.putRecord("task", .object(members), version: "v\(index)")
+                try store.putRecord("project", ["id": .string("prj_\(index)"), "status": "open"], version: nil)
+            }
+        }
+        return records
+    }
+
+    /// SQLite's ORDER BY on `ostack_field`: NULL, then numbers (booleans as 0/1), then text by bytes.
+    enum SQLKey: Comparable {
+        case null
+        case number(Double)
+        case text([UInt8])
+
+        init(_ value: JSONValue?) {
+            switch value {
+            case .bool(let flag)?: self = .number(flag ? 1 : 0)
+            case .number(let number)?: self = .number(number)
+            case .string(let text)?: self = .text(Array(text.utf8))
+            default: self = .null
+            }
+        }
+
+        static func < (lhs: SQLKey, rhs: SQLKey) -> Bool {
+            switch (lhs, rhs) {
+            case (.null, .null): false
+            case (.null, _): true
+            case (_, .null): false
+            case (.number(let a), .number(let b)): a < b
+            case (.number, .text): true
+            case (.text, .number): false
+            case (.text(let a), .text(let b)): a.lexicographicallyPrecedes(b)
+            }
+        }
+    }
+
+    func expected(_ records: [JSONValue], _ query: LocalStore.LocalQuery) -> (ids: [String], total: Int) {
+        let compiled = query.filter.map(LocalFilter.init)
+        let matching = records.filter { compiled?.matches($0) ?? true }
+        let sorted = matching.sorted { left, right in
+            for key in query.sort {
+                let a = key.field == "id" ? SQLKey(left["id"]) : SQLKey(left[key.field])
+                let b = key.field == "id" ? SQLKey(right["id"]) : SQLKey(right[key.field])
+                if a == b { continue }
+                return key.descending ? b < a : a < b
+            }
+            return left["id"]!.stringValue! < right["id"]!.stringValue!
+        }
+        let page = sorted.dropFirst(query.offset).prefix(query.limit ?? Int.max)
+        return (page.map { $0["id"]!.stringValue! }, matching.count)
+    }
+
+    func actual(_ query: LocalStore.LocalQuery) throws -> (ids: [String], total: Int) {
+        let result = try store.query(query)
+        let scanner = FieldScanner(fields: ["id"])
+        let ids = result.records.map { bytes -> String in
+            if case .string(let id) = scanner.scan(bytes)[0] { return id }
+            return "?"
+        }
+        return (ids, result.total)
+    }
+
+    @Test func trackingCreatesExpressionIndexesForEqualityFields() throws {
+        try store.track(schema)
+        #expect(try store.isTracked("task"))
+        #expect(try store.trackedObjects() == ["task"])
+        let indexed = try store.indexedFields("task")
+        // References and the name field are indexed; free text and numbers are not.
+        #expect(indexed.isSuperset(of: ["project_id", "title"]))
+        #expect(indexed.isDisjoint(with: ["notes", "estimate"]))
+        let indexes = try store.database.query(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND name LIKE 'ix_%' ORDER BY name"
+        ).compactMap { $0.text("name") }
+        #expect(indexes == indexed.sorted().map { "ix_task__\($0)" })
+        // The equality on an indexed field is an index lookup.
+        let plan = try store.database.query(
+            "EXPLAIN QUERY PLAN SELECT data FROM records WHERE object = 'task' AND ostack_field(data, 'project_id') IN ('p1')"
+        ).compactMap { $0.text("detail") }.joined(separator: "\n")
+        #expect(plan.contains("ix_task__project_id"), "\(plan)")
+        // Tracking again changes nothing.
+        try store.track(schema)
+        #expect(try store.indexedFields("task") == indexed)
+        try store.untrack("task")
+        #expect(try !store.isTracked("task"))
+        #expect(try store.indexedFields("task").isEmpty)
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE name LIKE 'ix_task__%'") == 0)
+    }
+
+    @Test func indexedEqualitiesAreOnlyNonNumericStrings() throws {
+        func indexable(_ text: String) throws -> [String] {
+            let condition = try FilterCondition.parse(try #require(JSONValue.parse(Array(text.utf8))))
+            return LocalStore.indexableEqualities(condition).map { "\($0.0)=\($0.1.joined(separator: "|"))" }
+        }
+        #expect(try indexable(#"["status","=","open"]"#) == ["status=open"])
+        #expect(try indexable(#"["and",["status","in",["open","done"]],["project_id","=","p1"],["estimate",">",1]]"#) == [
+            "status=open|done", "project_id=p1",
+        ])
+        #expect(try indexable(#"["status","=","1"]"#) == [])  // "1" also equals the number 1
+        #expect(try indexable(#"["status","in",["open",1]]"#) == [])
+        #expect(try indexable(#"["status","=",true]"#) == [])
+        #expect(try indexable(#"["or",["status","=","open"],["status","=","done"]]"#) == [])
+        #expect(try indexable(#"["status","!=","open"]"#) == [])
+        #expect(try indexable(#"{"status":{"$field":"title"}}"#) == [])
+    }
+
+    /// Filter, sort, limit and offset in SQL give exactly what evaluating `LocalFilter` over every
+    /// record in Swift gives, with and without the index narrowing.
+    @Test func queryAgreesWithEvaluatingEveryRecord() throws {
+        var generator = SeededGenerator(seed: 2026)
+        let records = try populate(&generator)
+        let literals: [JSONValue] = ["open", "in_progress", "done", "Open", "é", "p1", "p2", "alpha", "b", "10", "1", 1, 0, 10, .number(2.5), true, false]
+        let fields = ["status", "title", "estimate", "project_id", "done", "notes", "id"]
+        let sortable = ["status", "title", "estimate", "project_id", "done", "id", "notes"]
+        func comparison() -> JSONValue {
+            let field = fields.randomElement(using: &generator)!
+            switch Int.random(in: 0..<7, using: &generator) {
+            case 0, 1: return [.string(field), "=", literals.randomElement(using: &generator)!]
+            case 2:
+                return [.string(field), "in", .array((0..<Int.random(in: 1...3, using: &generator)).map { _ in
+                    (["open", "done", "p1", "p3", "alpha", "Alpha", "é"] as [JSONValue]).randomElement(using: &generator)!
+                })]
+            case 3: return [.string(field), .string(["!=", ">", ">=", "<", "<="].randomElement(using: &generator)!), literals.randomElement(using: &generator)!]
+            case 4: return [.string(field), .string(["is_null", "is_not_null"].randomElement(using: &generator)!)]
+            case 5: return [.string(field), "between", [literals.randomElement(using: &generator)!, literals.randomElement(using: &generator)!]]
+            default: return [.string(field), .string(["contains", "startswith", "like", "ilike", "nin"].randomElement(using: &generator)!),
+                            Bool.random(using: &generator) ? ["a%", "%a", "_", "o", "Op%"].map(JSONValue.string).randomElement(using: &generator)! : ["open", "p2"]]
+            }
+        }
+        func filter() -> JSONValue? {
+            switch Int.random(in: 0..<9, using: &generator) {
+            case 0: return nil
+            case 1: return comparison()
+            case 2:
+                // A top-level conjunction with an indexable equality in it.
+                let field: JSONValue = Bool.random(using: &generator) ? "project_id" : "title"
+                let value = (["p1", "p3", "alpha", "b", "Alpha", "é", "zzz"] as [JSONValue]).randomElement(using: &generator)!
+                return ["and", [field, "=", value], comparison()]
+            case 3: return ["and", comparison(), comparison()]
+            case 4: return ["or", comparison(), comparison()]
+            case 5: return ["$not": comparison()]
+            case 6: return ["$and": [["$not": comparison()], comparison()]]
+            case 7: return ["project_id": ["$in": ["p1", "p2"]], "title": ["$ne": "alpha"]]
+            default: return [.string("project_id"), "in", ["p1", "p2"]]
+            }
+        }
+        func fixArrays(_ value: JSONValue) -> JSONValue {
+            // ["nin", "a%"] is not valid: nin needs a list; text operators need a string.
+            guard case .array(let items) = value, items.count == 3, let op = items[1].stringValue else { return value }
+            if op == "nin", items[2].stringValue != nil { return [items[0], "nin", [items[2]]] }
+            if op != "nin", ["contains", "startswith", "like", "ilike"].contains(op), items[2].arrayValue != nil { return [items[0], .string(op), "o"] }
+            return value
+        }
+        func normalised(_ value: JSONValue) -> JSONValue {
+            switch value {
+            case .object(let members): return .object(members.mapValues(normalised))
+            case .array(let items) where items.first == "and" || items.first == "or":
+                return .array([items[0]] + items.dropFirst().map(normalised))
+            case .array(let items) where items.count >= 2 && items[0].stringValue != nil && items[1].stringValue != nil:
+                return fixArrays(value)
+            case .array(let items): return .array(items.map(normalised))
+            default: return value
+            }
+        }
+
+        var checked = 0
+        var nonEmpty = 0
+        for round in 0..<240 {
+            if round == 120 { try store.track(schema) }  // the second half runs with the indexes
+            let wire = filter().map(normalised)
+            let condition = try wire.map { (json) throws -> FilterCondition in
+                do { return try FilterCondition.parse(json) } catch {
+                    Issue.record("generated an invalid filter: \(String(decoding: json.serialized(), as: UTF8.self))")
+                    throw error
+                }
+            }
+            let sort = (0..<Int.random(in: 0...2, using: &generator)).map { _ in
+                SortKey(field: sortable.randomElement(using: &generator)!, descending: Bool.random(using: &generator))
+            }
+            let limit: Int? = Bool.random(using: &generator) ? Int.random(in: 0...40, using: &generator) : nil
+            let offset = Bool.random(using: &generator) ? Int.random(in: 0...60, using: &generator) : 0
+            let query = LocalStore.LocalQuery(object: "task", filter: condition, sort: sort, limit: limit, offset: offset)
+            let want = expected(records, query)
+            let got = try actual(query)
+            let described = "\(wire.map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "-") sort \(sort.map(\.wire)) limit \(String(describing: limit)) offset \(offset)"
+            #expect(got.total == want.total, "\(described)")
+            #expect(got.ids == want.ids, "\(described)")
+            checked += 1
+            if !want.ids.isEmpty { nonEmpty += 1 }
+        }
+        #expect(checked == 240)
+        #expect(nonEmpty > 60)
+    }
+
+    /// The same query gives the same rows whether an index narrows it (SQL text equality) or not
+    /// (LocalFilter alone): strings are equal only with the same code points in both.
+    @Test func indexNarrowingDoesNotChangeResults() throws {
+        try store.putRecord("task", ["id": "t1", "title": "e\u{301}", "project_id": "p\u{e9}"], version: "v1")
+        try store.putRecord("task", ["id": "t2", "title": "\u{e9}", "project_id": "pe\u{301}"], version: "v1")
+        func ids(_ field: String, _ value: String) throws -> [String] {
+            let query = LocalStore.LocalQuery(object: "task", filter: .compare(field: field, op: .eq, operand: .value(.string(value))))
+            return try actual(query).ids
+        }
+        let cases = [("title", "\u{e9}"), ("title", "e\u{301}"), ("project_id", "p\u{e9}"), ("project_id", "pe\u{301}")]
+        let untracked = try cases.map { try ids($0.0, $0.1) }
+        #expect(untracked == [["t2"], ["t1"], ["t1"], ["t2"]])
+        try store.track(schema)
+        #expect(try store.indexedFields("task").isSuperset(of: ["title", "project_id"]))
+        #expect(try cases.map { try ids($0.0, $0.1) } == untracked)
+    }
+
+    @Test func queryOfAnotherOrAnInvalidObjectIsEmpty() throws {
+        var generator = SeededGenerator(seed: 1)
+        _ = try populate(&generator, count: 20)
+        #expect(try store.query(.init(object: "task")).total == 20)
+        #expect(try store.query(.init(object: "project")).total == 20)
+        #expect(try store.query(.init(object: "contact")).total == 0)
+        #expect(try store.query(.init(object: "task' OR 1=1 --")).total == 0)
+    }
+}
