@@ -76,7 +76,9 @@ extension DataStore {
         }
         let errors = FieldValidator.validate(data, object: definition, isCreate: true)
         if !errors.isEmpty { throw WriteFailure(response: validationFailed(errors, object: definition.name)) }
-        var table = state.tables[definition.name] ?? Table()
+        // Taken out of the dictionary while it changes, so appending never copies the whole table.
+        var table = state.tables.removeValue(forKey: definition.name) ?? Table()
+        defer { state.tables[definition.name] = table }
         let id: String
         if let requestedID {
             if table.record(requestedID) != nil {
@@ -101,7 +103,6 @@ extension DataStore {
                 ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
             ])
         table.append(record)
-        state.tables[definition.name] = table
         return (record, dropped)
     }
 

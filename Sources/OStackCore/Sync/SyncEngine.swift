@@ -167,18 +167,18 @@ public struct SyncEngine: Sendable {
     /// One outcome for every entry of the chunk (a single request, or a batch refused as a whole).
     func settleWhole(_ chunk: [QueueEntry], _ outcome: DataAPI.Outcome, _ report: inout PushReport) throws(OStackError) {
         let status = outcome.response.status
-        let error = outcome.error
+        let json = outcome.json  // parsed once
         if outcome.ok {
             let entry = chunk[0]
             switch entry.operation {
             case .create:
-                let created = outcome.json?["records"]?.arrayValue ?? [outcome.json?["record"] ?? .null]
+                let created = json?["records"]?.arrayValue ?? [json?["record"] ?? .null]
                 for (index, entry) in chunk.enumerated() {
                     try adoptCreated(entry, created.indices.contains(index) ? created[index] : nil)
                     report.pushed += 1
                 }
             case .update:
-                try store.complete(entry, serverRecord: outcome.json?["record"])
+                try store.complete(entry, serverRecord: json?["record"])
                 report.pushed += 1
             case .delete:
                 try store.complete(entry, serverRecord: nil)
@@ -186,15 +186,16 @@ public struct SyncEngine: Sendable {
             }
             return
         }
+        let error = outcome.error
         // Over the server's batch cap: learn the cap (kept for this account) and send again in smaller batches.
         if status == 400, error.code == "BATCH_TOO_LARGE", chunk.count > 1 {
-            let cap = max(1, min(chunk.count - 1, outcome.json?["max"]?.doubleValue.map { Int($0) } ?? chunk.count / 2))
+            let cap = max(1, min(chunk.count - 1, json?["max"]?.doubleValue.map { Int($0) } ?? chunk.count / 2))
             try store.setValue("sync.batch-cap", String(cap))
             for entry in chunk { try store.release(entry, delivered: false) }
             return
         }
         // A batch refused because of one row (createMany is all-or-nothing): settle that row, release the rest.
-        if chunk.count > 1, let index = outcome.json?["index"]?.doubleValue.map({ Int($0) }), chunk.indices.contains(index) {
+        if chunk.count > 1, let index = json?["index"]?.doubleValue.map({ Int($0) }), chunk.indices.contains(index) {
             for (position, entry) in chunk.enumerated() where position != index {
                 try store.release(entry, delivered: false)
             }
@@ -242,7 +243,7 @@ public struct SyncEngine: Sendable {
             try settleWhole(chunk, outcome, &report)
             return
         }
-        let results = outcome.json?["results"]?.arrayValue ?? []
+        let results = outcome.json?["results"]?.arrayValue ?? []  // parsed once
         for (index, entry) in chunk.enumerated() {
             let result = results.first { $0["index"]?.doubleValue.map { Int($0) } == index }
                 ?? results.first { $0["id"]?.stringValue == entry.recordID }
