@@ -209,7 +209,7 @@ public final class Database: @unchecked Sendable {
         try attach.step()
         defer { try? execute("DETACH DATABASE rekeyed") }
         // The export keeps this database's page size (the opener tries both sizes it knows).
-        if let pageSize = try scalarInteger("PRAGMA cipher_page_size") {
+        if let pageSize = try scalarText("PRAGMA cipher_page_size").flatMap({ Int($0) }) {
             try execute("PRAGMA rekeyed.cipher_page_size = \(pageSize)")
         }
         _ = try query("SELECT sqlcipher_export('rekeyed')")

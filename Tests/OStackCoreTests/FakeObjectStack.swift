@@ -14,6 +14,10 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         var signOutCount = 0
         var failure: TransportFailure?
         var expiresAt = "2030-01-01T00:00:00.000Z"
+        /// The `task` metadata item served at /api/v1/meta/object/task (ETag = its hash).
+        var taskItem = #"{"name":"task","label":"Task","nameField":"title","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":20}}}"#
+        var metaRequests = 0
+        var notModified = 0
     }
 
     let state = Mutex(State())
@@ -66,6 +70,18 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                 if let bearer { $0.tokens[bearer] = nil }
             }
             return json(200, #"{"success":true}"#)
+        case ("GET", "/api/v1/meta/object/task"):
+            return state.withLock { state -> TransportResponse in
+                state.metaRequests += 1
+                let etag = "\"\(String(UInt32(truncatingIfNeeded: state.taskItem.hashValue), radix: 16))\""
+                if request.headers.contains(where: { $0.0 == "If-None-Match" && $0.1 == etag }) {
+                    state.notModified += 1
+                    return TransportResponse(status: 304, headers: [("ETag", etag)])
+                }
+                var response = json(200, #"{"type":"object","name":"task","item":\#(state.taskItem)}"#)
+                response.headers.append(("ETag", etag))
+                return response
+            }
         case ("GET", "/api/v1/data/task"):
             let known = state.withLock { state in bearer.map { state.tokens[$0] != nil } ?? false }
             if !known {

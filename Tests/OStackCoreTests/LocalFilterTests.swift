@@ -84,7 +84,9 @@ private func json(_ text: String) throws -> JSONValue {
     }
 
     @Test func fieldReferences() throws {
-        #expect(try parse(#"{"a":{"$field":"b"}}"#) == .compare(field: "a", op: .eq, operand: .field("b")))
+        // Like the server, a bare {"$field"} is not an operator: column equality is {"$eq":{"$field":…}}.
+        #expect(throws: OStackError.self) { try parse(#"{"a":{"$field":"b"}}"#) }
+        #expect(try parse(#"{"a":{"$eq":{"$field":"b"}}}"#) == .compare(field: "a", op: .eq, operand: .field("b")))
         #expect(try parse(#"{"a":{"$gte":{"$field":"b"}}}"#) == .compare(field: "a", op: .gte, operand: .field("b")))
         #expect(try parse(#"["a","<",{"$field":"b"}]"#) == .compare(field: "a", op: .lt, operand: .field("b")))
         #expect(try parse(#"{"a":{"$gte":{"$field":"b"}}}"#).fields == ["a", "b"])
@@ -334,14 +336,14 @@ private func json(_ text: String) throws -> JSONValue {
 
     @Test func columnComparison() throws {
         try verify(
-            #"{"a":{"$field":"b"}}"#, match: [#"{"a":1,"b":1}"#, #"{"a":"1","b":1}"#, #"{"a":"x","b":"x"}"#],
+            #"{"a":{"$eq":{"$field":"b"}}}"#, match: [#"{"a":1,"b":1}"#, #"{"a":"1","b":1}"#, #"{"a":"x","b":"x"}"#],
             reject: [#"{"a":1,"b":2}"#, #"{"a":null,"b":null}"#, #"{"a":1}"#, #"{"b":1}"#, "{}"])
         try verify(#"{"a":{"$gt":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3}"#])
         try verify(#"{"a":{"$ne":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3,"b":null}"#])
         try verify(#"["end",">=",{"$field":"start"}]"#, match: [#"{"start":"2026-01-01","end":"2026-01-02"}"#],
             reject: [#"{"start":"2026-01-03","end":"2026-01-02"}"#])
         // The same field on both sides.
-        try verify(#"{"a":{"$field":"a"}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#])
+        try verify(#"{"a":{"$eq":{"$field":"a"}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#])
     }
 
     @Test func rangeOnOneFieldIsAConjunction() throws {
@@ -373,7 +375,7 @@ private indirect enum GeneratedFilter {
         case .or(let children): ["$or": .array(children.map(\.wire))]
         case .fieldCompare(let field, let op, let other):
             op == .eq && field != "c"
-                ? [field: ["$field": .string(other)]]
+                ? [field: ["$eq": ["$field": .string(other)]]]
                 : [field: .object(["$" + op.rawValue: ["$field": .string(other)]])]
         case .like(let field, let pattern, let caseInsensitive):
             [.string(field), .string(caseInsensitive ? "ilike" : "like"), .string(pattern)]

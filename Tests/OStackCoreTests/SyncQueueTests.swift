@@ -527,7 +527,7 @@ private struct Fixture {
         #expect(try indexable(#"["status","=",true]"#) == [])
         #expect(try indexable(#"["or",["status","=","open"],["status","=","done"]]"#) == [])
         #expect(try indexable(#"["status","!=","open"]"#) == [])
-        #expect(try indexable(#"{"status":{"$field":"title"}}"#) == [])
+        #expect(try indexable(#"{"status":{"$eq":{"$field":"title"}}}"#) == [])
     }
 
     /// Filter, sort, limit and offset in SQL give exactly what evaluating `LocalFilter` over every

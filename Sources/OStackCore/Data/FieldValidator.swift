@@ -56,7 +56,7 @@ public struct FieldValidator: Sendable {
 
     func check(_ value: JSONValue, _ field: ObjectSchema.FieldSchema) -> Problem? {
         func problem(_ message: String) -> Problem { Problem(field: field.name, label: field.label, message: message) }
-        if value == .null {
+        if value == .null || (value == .string("") && field.required) {
             return field.required ? problem("\(field.label) is required") : nil
         }
         switch field.type {

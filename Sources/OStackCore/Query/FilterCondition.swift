@@ -130,10 +130,6 @@ public indirect enum FilterCondition: Sendable, Equatable {
                     throw Malformed(message: "A field condition needs an operator")
                 }
                 if case .object(let ops) = value, ops.keys.allSatisfy({ $0.hasPrefix("$") }) {
-                    if ops.count == 1, let other = ops["$field"]?.stringValue {
-                        conditions.append(.compare(field: key, op: .eq, operand: .field(other)))
-                        continue
-                    }
                     for opKey in ops.keys.sorted() {
                         guard let op = objectOperators[opKey] else {
                             throw Malformed(message: "Unknown operator in the filter")

@@ -1,0 +1,108 @@
+import FoundationEssentials
+import KeyringKit
+@testable import OStackCore
+import OStackTestSupport
+import PlatformKit
+import SodiumKit
+import SQLCipherKit
+import Testing
+
+/// The metadata cache (SPEC §7): TTL, If-None-Match/304, stale use offline, schema versions with
+/// re-validation of local records — against a real SQLCipher account database and a scripted server.
+@Suite struct MetadataCacheTests {
+    let home = TemporaryDirectory()
+    let keyring = InMemoryKeyring()
+    let server = FakeObjectStack()
+
+    func signedIn() throws -> DataService {
+        let environment = AuthEnvironment(
+            layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1),
+            secrets: KeyringSecretStore(keyring: keyring), namespaces: KeyringNamespaces(prefix: "test"), transport: server,
+            keyringBackend: "secret-service", provisionDatabase: AccountDatabase.provision)
+        let account = try LoginService(environment: environment).login(
+            LoginService.Request(
+                server: try ServerURL(parsing: "http://127.0.0.1:9"), email: "alice@example.com",
+                credential: .password(SecretBytes(copying: Array("alice-pass".utf8))), alias: nil, makeDefault: true))
+        return try DataService(account: account, environment: environment)
+    }
+
+    @Test func freshEntriesAreServedFromTheCacheThenRevalidatedWithAnETag() throws {
+        let service = try signedIn()
+        #expect(try service.metadata.object("task").schema.field("title")?.label == "Title")
+        #expect(try service.metadata.object("task").stale == false)
+        #expect(server.state.withLock { $0.metaRequests } == 1)  // second read: within the TTL
+
+        service.metadata.ttl = 0
+        let revalidated = try service.metadata.object("task")
+        #expect(revalidated.schemaVersion == 1 && !revalidated.stale)
+        #expect(server.state.withLock { ($0.metaRequests, $0.notModified) } == (2, 1))
+    }
+
+    @Test func staleMetadataIsUsedOfflineAndMissingMetadataIsOffline() throws {
+        let service = try signedIn()
+        _ = try service.metadata.object("task")
+        service.metadata.ttl = 0
+        server.state.withLock { $0.failure = .connectionRefused }
+        let cached = try service.metadata.object("task")
+        #expect(cached.stale && cached.schema.name == "task")
+        #expect(throws: OStackError.self) { try service.metadata.object("project") }
+        do {
+            _ = try service.metadata.object("project")
+        } catch {
+            #expect(error.code == .offline)
+        }
+    }
+
+    @Test func aChangedSchemaIsANewVersionAndLocalRecordsAreRevalidated() throws {
+        let service = try signedIn()
+        _ = try service.metadata.object("task")
+        _ = try service.create("task", data: ["title": "Short"], offline: true)
+        _ = try service.create("task", data: ["title": "Medium length"], offline: true)
+        // Rejected now: too long for the current maxLength of 20.
+        #expect(throws: OStackError.self) {
+            _ = try service.create("task", data: ["title": "This title is too long for twenty"], offline: true)
+        }
+        server.state.withLock {
+            $0.taskItem = #"{"name":"task","label":"Task","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":10},"notes":{"type":"text","label":"Notes"}}}"#
+        }
+        service.metadata.ttl = 0
+        let changed = try service.metadata.object("task")
+        #expect(changed.schemaVersion == 2)
+        #expect(changed.schema.field("notes") != nil)
+        let flagged = try service.store.rows("SELECT count(*) AS n FROM records WHERE object = 'task' AND invalid = 1")
+        #expect(flagged.first?.int("n") == 1)  // the 13-character title no longer passes
+        let versions = try service.store.rows("SELECT DISTINCT schema_version FROM records WHERE object = 'task'")
+        #expect(versions.map { $0.int("schema_version") } == [2])
+        #expect(try service.metadata.object("task").schemaVersion == 2)  // unchanged again: same version
+    }
+}
+
+/// Account databases: 4 KiB pages for new files, 1 KiB files from earlier versions still open.
+@Suite struct AccountDatabasePageSizeTests {
+    let home = TemporaryDirectory()
+
+    @Test func newFilesUse4KiBPagesAndOld1KiBFilesStillOpen() throws {
+        let key = SecureRandom.secret(32)
+        let fresh = try AccountDatabase.open(path: home.path + "/new.db", key: key)
+        #expect(try fresh.scalarText("PRAGMA cipher_page_size") == "4096")
+
+        // A database as ostack 0.5 made it: SQLCipher's default 1 KiB pages.
+        let oldPath = home.path + "/old.db"
+        do {
+            let old = try Database(path: oldPath, key: DatabaseKey(key))
+            try Migrator(Array(AccountDatabase.migrator.migrations.prefix(1))).migrate(old)
+            try old.execute("INSERT INTO account_info VALUES ('k', 'v')")
+        }
+        let reopened = try AccountDatabase.open(path: oldPath, key: key)
+        #expect(try reopened.scalarText("PRAGMA cipher_page_size") == "1024")
+        #expect(try reopened.scalarText("SELECT value FROM account_info WHERE key = 'k'") == "v")
+
+        // A wrong key fails with both page sizes: unreadable, not something else.
+        #expect(throws: OStackError.self) { _ = try AccountDatabase.open(path: oldPath, key: SecureRandom.secret(32)) }
+        do {
+            _ = try AccountDatabase.open(path: oldPath, key: SecureRandom.secret(32))
+        } catch {
+            #expect(error.code == .storageUnreadable)
+        }
+    }
+}
