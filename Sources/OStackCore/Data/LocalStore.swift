@@ -182,21 +182,21 @@ public final class LocalStore: @unchecked Sendable {
     /// were written.
     public func applyPulled(_ object: String, _ records: [(id: String, version: String?, json: [UInt8])]) throws(OStackError) -> Int {
         try transaction { () throws(OStackError) -> Int in
+            // Records with a queued change are skipped (usually none: one query per page).
+            let queued = Set(
+                try rows("SELECT record_id FROM queue WHERE object = ?", [.text(object)]).compactMap { $0.text("record_id") })
             do {
-                let statement = try database.prepare(
-                    """
-                    INSERT OR REPLACE INTO records (object, id, data, version)
-                    SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM queue WHERE object = ?1 AND record_id = ?2)
-                    """)
+                let statement = try statement("INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)", [])
                 var written = 0
-                for record in records {
+                for record in records where !queued.contains(record.id) {
                     try statement.bind([
                         .text(object), .text(record.id), .text(String(decoding: record.json, as: UTF8.self)),
                         record.version.map { .text($0) } ?? .null,
                     ])
                     _ = try statement.step()
-                    written += database.changes
+                    written += 1
                 }
+                statement.reset()
                 return written
             } catch {
                 throw Self.storage(error)

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import PlatformKit
 import SodiumKit
@@ -386,56 +387,85 @@ public struct SyncEngine: Sendable {
     public func pull(_ object: String, reconcile forceReconcile: Bool = false) throws(OStackError) -> PullReport {
         var report = PullReport()
         guard var state = try store.trackState(object) else { return report }
-        let idScanner = FieldScanner(fields: ["id", "updated_at"])
-        // The first pull is a bulk load: build the object's indexes once at the end instead.
-        if state.cursorVersion == nil { try store.suspendIndexes(object) }
+        // The first pull is a bulk load: build the object's indexes once at the end instead. It also
+        // brings every record, so it needs no deletion reconciliation right after.
+        let initial = state.cursorVersion == nil
+        if initial { try store.suspendIndexes(object) }
+        // Pipelined: while one page is written, the next one is already being fetched (the keyset
+        // cursor of the next request is known as soon as a page is parsed).
+        var pending = fetchPage(object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } })
         while true {
-            var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
-            if let version = state.cursorVersion, let id = state.cursorID {
-                let filter: JSONValue = [
-                    "or", ["updated_at", ">", .string(version)], ["and", ["updated_at", "=", .string(version)], ["id", ">", .string(id)]],
-                ]
-                query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
-            }
-            query.append(("count", "false"))
-            let outcome = try api.exchange("GET", DataAPI.objectPath(object), query: query)
-            guard outcome.ok else {
-                throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
-            }
-            let body = outcome.response.body
-            let page: [(id: String, version: String?, json: [UInt8])]? = body.withUnsafeBytes { raw in
-                guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
-                var page: [(id: String, version: String?, json: [UInt8])] = []
-                page.reserveCapacity(found.ranges.count)
-                for range in found.ranges {
-                    let slice = UnsafeRawBufferPointer(rebasing: raw[range])
-                    let values = idScanner.scan(slice)
-                    guard case .string(let id) = values[0] else { return nil }
-                    let version: String? = if case .string(let v) = values[1] { v } else { nil }
-                    page.append((id, version, Array(slice)))
-                }
-                return page
-            }
-            guard let page else {
-                throw OStackError(.unexpectedResponse, context: .init(host: api.account.server.authority), detail: "list page malformed")
-            }
+            let page = try pending.wait()
             if page.isEmpty { break }
+            let last = page.last!
+            let more = page.count >= pageSize && last.version != nil
+            if more { pending = fetchPage(object, after: (last.version!, last.id)) }
             try store.transaction { () throws(OStackError) in
                 report.pulled += try store.applyPulled(object, page)
-                if let last = page.last, let version = last.version {
+                if let version = last.version {
                     try store.advanceCursor(object, version: version, id: last.id)
                     state.cursorVersion = version
                     state.cursorID = last.id
                 }
             }
             progress?(object, report.pulled)
-            if page.count < pageSize || page.last?.version == nil { break }
+            if !more { break }
         }
         try store.restoreIndexes(object)
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
-        if due { report.deleted = try reconcile(object) }
+        if due && !(initial && !forceReconcile) { report.deleted = try reconcile(object) }
         try store.markPulled(object, reconciled: due)
         return report
+    }
+
+    typealias Page = [(id: String, version: String?, json: [UInt8])]
+
+    /// Starts fetching one keyset page on a background thread.
+    func fetchPage(_ object: String, after cursor: (version: String, id: String)?) -> PageFetch {
+        let fetch = PageFetch()
+        let api = self.api
+        var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize)), ("count", "false")]
+        if let cursor {
+            let filter: JSONValue = [
+                "or", ["updated_at", ">", .string(cursor.version)],
+                ["and", ["updated_at", "=", .string(cursor.version)], ["id", ">", .string(cursor.id)]],
+            ]
+            query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
+        }
+        let request = query
+        DispatchQueue.global().async {
+            fetch.finish(
+                Result { () throws(OStackError) -> Page in
+                    let outcome = try api.exchange("GET", DataAPI.objectPath(object), query: request)
+                    guard outcome.ok else {
+                        throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
+                    }
+                    guard let page = Self.parsePage(outcome.response.body) else {
+                        throw OStackError(
+                            .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "list page malformed")
+                    }
+                    return page
+                })
+        }
+        return fetch
+    }
+
+    /// A list page's records as (id, version, raw JSON), found without decoding the page.
+    static func parsePage(_ body: [UInt8]) -> Page? {
+        let scanner = FieldScanner(fields: ["id", "updated_at"])
+        return body.withUnsafeBytes { raw -> Page? in
+            guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
+            var page: Page = []
+            page.reserveCapacity(found.ranges.count)
+            for range in found.ranges {
+                let slice = UnsafeRawBufferPointer(rebasing: raw[range])
+                let values = scanner.scan(slice)
+                guard case .string(let id) = values[0] else { return nil }
+                let version: String? = if case .string(let v) = values[1] { v } else { nil }
+                page.append((id, version, Array(slice)))
+            }
+            return page
+        }
     }
 
     /// Id-only reconciliation: local records (without queued changes) the server no longer has are
@@ -519,5 +549,22 @@ public struct ThreeWayMerge: Sendable {
 extension Array {
     func chunked(_ size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: Swift.max(1, size)).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+/// One page being fetched in the background; `wait` blocks until it arrives.
+final class PageFetch: @unchecked Sendable {
+    // @unchecked: `result` is written once before `done` is signalled and read only after waiting.
+    private var result: Result<SyncEngine.Page, OStackError>?
+    private let done = DispatchSemaphore(value: 0)
+
+    func finish(_ result: Result<SyncEngine.Page, OStackError>) {
+        self.result = result
+        done.signal()
+    }
+
+    func wait() throws(OStackError) -> SyncEngine.Page {
+        done.wait()
+        return try result!.get()
     }
 }
