@@ -32,7 +32,9 @@ enum SyncBench {
             environment["OSTACK_KEYRING_PREFIX"] = "ostack-bench-\(UInt32.random(in: 0...UInt32.max))"
             environment["NO_COLOR"] = "1"
             self.environment = environment
-            try run(["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin"], stdin: "alice-pass\n")
+            try run(
+                ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin"],
+                stdin: "alice-pass\n")
         }
 
         @discardableResult
@@ -74,7 +76,8 @@ enum SyncBench {
         let insertRate = Double(records) / insertSeconds
         results.append(
             BenchResult(
-                name: "pull-100k", value: pullRate, unit: "records/s", baseline: insertRate, ratio: pullRate / insertRate,
+                name: "pull-100k", value: pullRate, unit: "records/s", baseline: insertRate,
+                ratio: pullRate / insertRate,
                 target: ">= 50 % of raw SQLCipher insert rate", ok: pullRate >= 0.5 * insertRate))
         results.append(
             BenchResult(
@@ -89,17 +92,22 @@ enum SyncBench {
         let single = try pushSeconds(ostack: ostack, serverArguments: ["--batch-cap", "1"])
         results.append(
             BenchResult(
-                name: "push-10k-creates", value: batched * 1000, unit: "ms", baseline: single * 1000, ratio: single / batched,
-                target: ">= 10x faster than one request per mutation; <= 5000 ms", ok: single / batched >= 10 && batched <= 5))
+                name: "push-10k-creates", value: batched * 1000, unit: "ms", baseline: single * 1000,
+                ratio: single / batched,
+                target: ">= 10x faster than one request per mutation; <= 5000 ms",
+                ok: single / batched >= 10 && batched <= 5))
         return results
     }
 
     /// The seeded records as the server sends them, and the task metadata item.
-    static func fetchRows(_ server: DevServerProcess) throws -> ([(id: String, version: String?, json: [UInt8])], JSONValue) {
+    static func fetchRows(_ server: DevServerProcess) throws -> (
+        [(id: String, version: String?, json: [UInt8])], JSONValue
+    ) {
         let client = HTTPClient()
         let signIn = try client.send(
             HTTPRequest(
-                method: .post, url: server.url + "/api/v1/auth/sign-in/email", headers: [("Content-Type", "application/json")],
+                method: .post, url: server.url + "/api/v1/auth/sign-in/email",
+                headers: [("Content-Type", "application/json")],
                 body: Array(#"{"email":"alice@example.com","password":"alice-pass"}"#.utf8)))
         let token = JSONValue.parse(signIn.body)?["token"]?.stringValue ?? ""
         let auth = [("Authorization", "Bearer \(token)")]
@@ -107,7 +115,9 @@ enum SyncBench {
         let scanner = FieldScanner(fields: ["id", "updated_at"])
         for page in 0..<(records / 2000) {
             let response = try client.send(
-                HTTPRequest(url: server.url + "/api/v1/data/task?top=2000&skip=\(page * 2000)&count=false&sort=updated_at,id", headers: auth))
+                HTTPRequest(
+                    url: server.url + "/api/v1/data/task?top=2000&skip=\(page * 2000)&count=false&sort=updated_at,id",
+                    headers: auth))
             response.body.withUnsafeBytes { raw in
                 for range in FieldScanner.recordRanges(in: raw)?.ranges ?? [] {
                     let slice = UnsafeRawBufferPointer(rebasing: raw[range])
@@ -133,12 +143,16 @@ enum SyncBench {
         // Exactly the mirror's table (LocalStore.schema), without the indexes tracking adds.
         let ddl = LocalStore.schema.components(separatedBy: ";").first { $0.contains("CREATE TABLE records") } ?? ""
         try database.execute(ddl)
-        let statement = try database.prepare("INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
+        let statement = try database.prepare(
+            "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
         return try Measure.time {
             for start in stride(from: 0, to: rows.count, by: 2000) {
                 try database.transaction { () throws -> Void in
                     for row in rows[start..<min(start + 2000, rows.count)] {
-                        try statement.bind([.text("task"), .text(row.id), .text(String(decoding: row.json, as: UTF8.self)), .text(row.version ?? "")])
+                        try statement.bind([
+                            .text("task"), .text(row.id), .text(String(decoding: row.json, as: UTF8.self)),
+                            .text(row.version ?? ""),
+                        ])
                         _ = try statement.step()
                     }
                 }
@@ -146,7 +160,8 @@ enum SyncBench {
         }
     }
 
-    static func query(_ rows: [(id: String, version: String?, json: [UInt8])], item: JSONValue) throws -> [BenchResult] {
+    static func query(_ rows: [(id: String, version: String?, json: [UInt8])], item: JSONValue) throws -> [BenchResult]
+    {
         let directory = TemporaryDirectory(prefix: "ostack-bench-query")
         let database = try AccountDatabase.open(path: directory.path + "/data.db", key: SecureRandom.secret(32))
         let store = try LocalStore(database: database)
@@ -171,24 +186,34 @@ enum SyncBench {
             return Measure.median(samples) * 1000
         }
         if getenv("OSTACK_BENCH_PLAN") != nil {
-            for row in try database.query("EXPLAIN QUERY PLAN SELECT data FROM records WHERE object = 'task' AND ostack_field(data, 'title') IN (?) ORDER BY +id", [.text("Seed 77777")]) {
+            for row in try database.query(
+                "EXPLAIN QUERY PLAN SELECT data FROM records WHERE object = 'task' AND ostack_field(data, 'title') IN (?) ORDER BY +id",
+                [.text("Seed 77777")])
+            {
                 print(row.values)
             }
-            for row in try database.query("SELECT name, sql FROM sqlite_master WHERE type = 'index'") { print(row.values) }
+            for row in try database.query("SELECT name, sql FROM sqlite_master WHERE type = 'index'") {
+                print(row.values)
+            }
         }
         let indexed = try median("title = 'Seed 77777'")
         let compound = try median("status = 'open' and (amount >= 500 or title ends with '7')")
         var scanSamples: [Double] = []
         for _ in 0..<21 {
-            scanSamples.append(try Measure.time { _ = try database.scalarInteger("SELECT count(*) FROM records WHERE object = 'task'") })
+            scanSamples.append(
+                try Measure.time {
+                    _ = try database.scalarInteger("SELECT count(*) FROM records WHERE object = 'task'")
+                })
         }
         let scan = Measure.median(scanSamples) * 1000
         return [
             BenchResult(
-                name: "query-indexed-equality", value: indexed, unit: "ms (median)", baseline: scan, ratio: indexed / scan,
+                name: "query-indexed-equality", value: indexed, unit: "ms (median)", baseline: scan,
+                ratio: indexed / scan,
                 target: "<= 5 ms", ok: indexed <= 5),
             BenchResult(
-                name: "query-compound-scan", value: compound, unit: "ms (median)", baseline: scan, ratio: compound / scan,
+                name: "query-compound-scan", value: compound, unit: "ms (median)", baseline: scan,
+                ratio: compound / scan,
                 target: "<= 150 ms", ok: compound <= 150),
         ]
     }

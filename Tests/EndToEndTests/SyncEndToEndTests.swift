@@ -29,7 +29,9 @@ import Testing
 
     @Test func createOnlineIsNotQueuedAndValidationIsLocal() throws {
         let (server, ostack) = try signedIn()
-        let created = try ostack.run(["records", "create", "task", "--set", "title=Write report", "--set", "amount=10.5", "--json"])
+        let created = try ostack.run([
+            "records", "create", "task", "--set", "title=Write report", "--set", "amount=10.5", "--json",
+        ])
         #expect(created.status == 0, "\(created.stderr)")
         #expect(created.stdout.contains("\"queued\":false"))
         let id = try #require(string("id", in: created.stdout))
@@ -70,7 +72,9 @@ import Testing
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["objects", "show", "task"]).status == 0)
         // The server commits the create, then drops the connection before answering.
-        try server.control("POST", "faults", #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
         let lost = try ostack.run(["records", "create", "task", "--set", "title=Committed", "--json"])
         #expect(lost.status == 5, "\(lost.stderr)")
         #expect(try serverCount(server).0 == 1)
@@ -120,7 +124,9 @@ import Testing
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["objects", "show", "task"]).status == 0)
         try server.control(
-            "POST", "faults", #"{"action":"status","status":503,"retryAfter":2,"count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+            "POST", "faults",
+            #"{"action":"status","status":503,"retryAfter":2,"count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#
+        )
         let first = try ostack.run(["records", "create", "task", "--set", "title=Later"])
         #expect(first.status == 11, "\(first.stderr)")
         // Not due yet: the next sync does not send it (Retry-After: 2).
@@ -143,7 +149,9 @@ import Testing
 
         // Eight 5xx answers (Retry-After: 0 makes each sync a new attempt), then it stays failed.
         try server.control(
-            "POST", "faults", #"{"action":"status","status":500,"retryAfter":0,"count":100,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+            "POST", "faults",
+            #"{"action":"status","status":500,"retryAfter":0,"count":100,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#
+        )
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Doomed"]).status == 11)
         for _ in 0..<7 { _ = try ostack.run(["sync"]) }
         let exhausted = try ostack.run(["queue", "list", "--json"]).stdout
@@ -162,15 +170,22 @@ import Testing
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         let first = try ostack.run(["sync", "--json"])
         #expect(first.stdout.contains("\"pulled\":2500"), "\(first.stdout)")
-        let open = try ostack.run(["records", "list", "task", "--local", "--filter", "status = 'open'", "--limit", "1", "--json"])
-        #expect(open.stdout.contains("\"source\":\"local\"") && open.stdout.contains("\"total\":1667"), "\(open.stdout)")
+        let open = try ostack.run([
+            "records", "list", "task", "--local", "--filter", "status = 'open'", "--limit", "1", "--json",
+        ])
+        #expect(
+            open.stdout.contains("\"source\":\"local\"") && open.stdout.contains("\"total\":1667"), "\(open.stdout)")
 
         // A local offline edit is not overwritten by a pull of a newer server version.
         try server.control("POST", "modify", #"{"object":"task","id":"tsk_s1","fields":{"title":"Server side"}}"#)
-        #expect(try ostack.run(["records", "update", "task", "tsk_s1", "--set", "notes=local", "--offline"]).status == 0)
+        #expect(
+            try ostack.run(["records", "update", "task", "tsk_s1", "--set", "notes=local", "--offline"]).status == 0)
         let pullOnly = try ostack.run(["sync", "--pull-only", "--json"])
-        #expect(pullOnly.stdout.contains("\"pulled\":0"), "\(pullOnly.stdout)")  // only the modified record changed; it is skipped
-        #expect(try ostack.run(["records", "get", "task", "tsk_s1", "--local", "--json"]).stdout.contains("\"notes\":\"local\""))
+        // Only the modified record changed, and it has a queued change: skipped.
+        #expect(pullOnly.stdout.contains("\"pulled\":0"), "\(pullOnly.stdout)")
+        #expect(
+            try ostack.run(["records", "get", "task", "tsk_s1", "--local", "--json"]).stdout.contains(
+                "\"notes\":\"local\""))
 
         // Push merges (different fields), then the next pull brings the merged record.
         #expect(try ostack.run(["sync"]).status == 0)
@@ -187,13 +202,32 @@ import Testing
         #expect(total.contains("\"total\":2499"), "\(total)")
     }
 
+    @Test func aRevokedSessionStopsTheAccountsSyncAndKeepsTheQueue() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--offline"]).status == 0)
+        try server.control("POST", "expire-sessions")
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 3, "\(sync.stderr)")  // one refresh attempt, then signed out: stop
+        #expect(sync.stdout.contains("\"ok\":false"))
+        #expect(try serverCount(server).0 == 0)
+        let queue = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queue.contains("\"status\":\"pending\"") && queue.contains("\"attempts\":0"))
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try serverCount(server).0 == 1)
+    }
+
     @Test func noRecordContentOutsideTheEncryptedDatabase() throws {
         let (server, ostack) = try signedIn()
         let canary = "CANARY-\(UInt32.random(in: 0...UInt32.max))"
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         #expect(try ostack.run(["records", "create", "task", "--set", "title=\(canary)-online"]).status == 0)
-        #expect(try ostack.run(["records", "create", "task", "--set", "title=\(canary)-queued", "--offline"]).status == 0)
-        try server.control("POST", "faults", #"{"action":"status","status":400,"count":1,"body":{"error":"\#(canary) server text","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"\#(canary)"}]}}"#)
+        #expect(
+            try ostack.run(["records", "create", "task", "--set", "title=\(canary)-queued", "--offline"]).status == 0)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":400,"count":1,"body":{"error":"\#(canary) server text","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"\#(canary)"}]}}"#
+        )
         let refused = try ostack.run(["sync"])
         #expect(refused.status == 11)  // the server refused the change: failed, kept in the queue
         #expect(!refused.stdout.contains(canary) && !refused.stderr.contains(canary))

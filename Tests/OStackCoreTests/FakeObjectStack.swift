@@ -15,7 +15,8 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         var failure: TransportFailure?
         var expiresAt = "2030-01-01T00:00:00.000Z"
         /// The `task` metadata item served at /api/v1/meta/object/task (ETag = its hash).
-        var taskItem = #"{"name":"task","label":"Task","nameField":"title","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":20}}}"#
+        var taskItem =
+            #"{"name":"task","label":"Task","nameField":"title","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":20}}}"#
         var metaRequests = 0
         var notModified = 0
     }

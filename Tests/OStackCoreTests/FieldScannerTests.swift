@@ -48,7 +48,8 @@ private struct SeededGenerator: RandomNumberGenerator {
 
     @Test func keysThatArePrefixesOfEachOtherAreTold() {
         let json = #"{"ab":1,"a":2,"abc":3,"b":4}"#
-        #expect(scan(json, ["a", "ab", "abc", "abcd", "bc"]) == [.number(2), .number(1), .number(3), .missing, .missing])
+        #expect(
+            scan(json, ["a", "ab", "abc", "abcd", "bc"]) == [.number(2), .number(1), .number(3), .missing, .missing])
         // Only a longer key in the document: the shorter field is missing, not matched by prefix.
         #expect(scan(#"{"status_code":"x"}"#, ["status"]) == [.missing])
         #expect(scan(#"{"st":"x"}"#, ["status"]) == [.missing])
@@ -129,7 +130,8 @@ private struct SeededGenerator: RandomNumberGenerator {
             ":", "\u{7F}", "\u{2028}",
         ]
         func string() -> String {
-            (0..<Int.random(in: 0...8, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }.joined()
+            (0..<Int.random(in: 0...8, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+                .joined()
         }
         func value(depth: Int) -> JSONValue {
             switch Int.random(in: 0..<(depth > 1 ? 5 : 7), using: &generator) {
@@ -138,8 +140,9 @@ private struct SeededGenerator: RandomNumberGenerator {
             case 2: return .number(Double(Int.random(in: -100_000...100_000, using: &generator)))
             case 3:
                 return .number(
-                    Double(Int.random(in: -1_000_000...1_000_000, using: &generator)) / [10, 100, 1e6, 1e-12].randomElement(
-                        using: &generator)!)
+                    Double(Int.random(in: -1_000_000...1_000_000, using: &generator)) / [10, 100, 1e6, 1e-12]
+                        .randomElement(
+                            using: &generator)!)
             case 4: return .string(string())
             case 5: return .array((0..<Int.random(in: 0...3, using: &generator)).map { _ in value(depth: depth + 1) })
             default:
@@ -231,13 +234,16 @@ private struct SeededGenerator: RandomNumberGenerator {
         for _ in 0..<300 {
             let records: [JSONValue] = (0..<Int.random(in: 0...6, using: &generator)).map { index in
                 [
-                    "id": .string("r\(index)"), "title": .string(["a", "}", "]\"", "é{", ""].randomElement(using: &generator)!),
+                    "id": .string("r\(index)"),
+                    "title": .string(["a", "}", "]\"", "é{", ""].randomElement(using: &generator)!),
                     "tags": .array([.string("["), .number(Double(index))]), "nested": ["k": ["deep": .null]],
                 ]
             }
             let hasMore = Bool.random(using: &generator)
-            let body = JSONValue.object(["object": "task", "records": .array(records), "hasMore": .bool(hasMore), "total": 9])
-                .serialized()
+            let body = JSONValue.object([
+                "object": "task", "records": .array(records), "hasMore": .bool(hasMore), "total": 9,
+            ])
+            .serialized()
             let found = try #require(body.withUnsafeBytes { FieldScanner.recordRanges(in: $0) })
             #expect(found.hasMore == hasMore)
             #expect(found.ranges.map { JSONValue.parse(Array(body[$0])) } == records.map { Optional($0) })
@@ -256,20 +262,27 @@ private struct SeededGenerator: RandomNumberGenerator {
             #"{"\u0061":"\u","b":"\\","c":"\ud83d"}"#,
             #"{"records":[],"hasMore":false}"#,
         ]
-        let pieces: [[UInt8]] = ["{", "}", "[", "]", "\"", "\\", "\\u", "\\ud83d", ":", ",", "true", "t", "f", "n", "-", "1e", "a", " ", "records", "hasMore"]
-            .map { Array($0.utf8) }
+        let pieces: [[UInt8]] = [
+            "{", "}", "[", "]", "\"", "\\", "\\u", "\\ud83d", ":", ",", "true", "t", "f", "n", "-", "1e", "a", " ",
+            "records", "hasMore",
+        ]
+        .map { Array($0.utf8) }
         let scanner = FieldScanner(fields: ["a", "b", "c", "ab", "records", "hasMore", "é"])
         var scannedSomething = 0
         for round in 0..<5000 {
             var bytes: [UInt8]
             switch round % 4 {
             case 0:
-                bytes = (0..<Int.random(in: 0...64, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                bytes = (0..<Int.random(in: 0...64, using: &generator)).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
             case 1:
                 let source = Array(valid.randomElement(using: &generator)!.utf8)
                 bytes = Array(source.prefix(Int.random(in: 0...source.count, using: &generator)))
             case 2:
-                bytes = (0..<Int.random(in: 0...24, using: &generator)).flatMap { _ in pieces.randomElement(using: &generator)! }
+                bytes = (0..<Int.random(in: 0...24, using: &generator)).flatMap { _ in
+                    pieces.randomElement(using: &generator)!
+                }
                 if Bool.random(using: &generator) { bytes.insert(UInt8(ascii: "{"), at: 0) }
             default:
                 bytes = Array(valid.randomElement(using: &generator)!.utf8)

@@ -55,10 +55,12 @@ import Testing
         #expect(schema.label == "Task")
         #expect(schema.nameField == "title")
         // Sorted by name; a name that is not an identifier is dropped.
-        #expect(schema.fields.map(\.name) == [
-            "amount", "at_time", "code", "done", "due_date", "email", "estimate", "number_ro", "project_id", "starts_at",
-            "status", "tags", "title", "website",
-        ])
+        #expect(
+            schema.fields.map(\.name) == [
+                "amount", "at_time", "code", "done", "due_date", "email", "estimate", "number_ro", "project_id",
+                "starts_at",
+                "status", "tags", "title", "website",
+            ])
         let title = try #require(schema.field("title"))
         #expect(title.type == "text" && title.label == "Title" && title.required && title.maxLength == 200)
         let status = try #require(schema.field("status"))
@@ -89,7 +91,10 @@ import Testing
     // MARK: Required
 
     @Test func requiredFieldsOnCreate() {
-        #expect(problems([:], complete: true) == [FieldValidator.Problem(field: "title", label: "Title", message: "Title is required")])
+        #expect(
+            problems([:], complete: true) == [
+                FieldValidator.Problem(field: "title", label: "Title", message: "Title is required")
+            ])
         #expect(messages(["title": .null], complete: true) == ["Title is required"])
         #expect(messages(["title": ""], complete: true) == ["Title is required"])
         #expect(messages(["title": "Write tests"], complete: true) == [])
@@ -151,7 +156,8 @@ import Testing
 
     @Test func textLength() {
         #expect(messages(["title": .string(String(repeating: "x", count: 200))]) == [])
-        #expect(messages(["title": .string(String(repeating: "x", count: 201))]) == ["Title takes at most 200 characters"])
+        #expect(
+            messages(["title": .string(String(repeating: "x", count: 201))]) == ["Title takes at most 200 characters"])
         // Characters, not bytes.
         #expect(messages(["title": .string(String(repeating: "é", count: 200))]) == [])
         #expect(messages(["code": "A"]) == ["Code needs at least 2 characters"])
@@ -161,7 +167,8 @@ import Testing
 
     @Test(arguments: [
         ("2026-02-28", true), ("2026-02-30", false), ("2024-02-29", true), ("2023-02-29", false), ("2000-02-29", true),
-        ("1900-02-29", false), ("2026-04-31", false), ("2026-12-31", true), ("2026-13-01", false), ("2026-00-10", false),
+        ("1900-02-29", false), ("2026-04-31", false), ("2026-12-31", true), ("2026-13-01", false),
+        ("2026-00-10", false),
         ("2026-01-00", false), ("2026-1-01", false), ("20260101", false), ("2026-01-01T00:00:00Z", false), ("", false),
         ("abcd-ef-gh", false),
     ])
@@ -184,7 +191,8 @@ import Testing
     ])
     func webAddresses(text: String, valid: Bool) {
         #expect(
-            messages(["website": .string(text)]) == (valid ? [] : ["Website must be a web address (http:// or https://)"]),
+            messages(["website": .string(text)])
+                == (valid ? [] : ["Website must be a web address (http:// or https://)"]),
             "\(text)")
     }
 
@@ -202,7 +210,10 @@ import Testing
     // MARK: Unknown, read-only and system fields
 
     @Test func unknownReadOnlyAndSystemFields() {
-        #expect(problems(["nmae": "x"]) == [FieldValidator.Problem(field: "nmae", label: "nmae", message: "nmae is not a field of Task")])
+        #expect(
+            problems(["nmae": "x"]) == [
+                FieldValidator.Problem(field: "nmae", label: "nmae", message: "nmae is not a field of Task")
+            ])
         #expect(messages(["number_ro": 5]) == ["Number is read-only"])
         #expect(messages(["id": "tsk_1", "updated_at": "2026-01-01T00:00:00Z", "owner_id": 5]) == [])
     }
@@ -220,7 +231,10 @@ import Testing
         #expect(error?.code == .validation)
         #expect(error?.context.object == "task")
         #expect(error?.context.fields == ["Amount", "Status", "Title"])
-        #expect(error?.context.suggestion == "Amount takes at most 2 decimal places; Status must be one of: open, in_progress, done; Title is required.")
+        #expect(
+            error?.context.suggestion
+                == "Amount takes at most 2 decimal places; Status must be one of: open, in_progress, done; Title is required."
+        )
         #expect(throws: Never.self) { try validator.validate(["title": "ok", "amount": .number(1.5)], complete: true) }
     }
 
@@ -243,8 +257,10 @@ import Testing
         #expect(try validator.typedValue(field: "title", text: "null") == .null)
     }
 
-    @Test(arguments: [("amount", "twelve", "Amount must be a number."), ("amount", "1e400", "Amount must be a number."),
-        ("estimate", "12,5", "Estimate (hours) must be a number."), ("done", "maybe", "Done must be true or false.")])
+    @Test(arguments: [
+        ("amount", "twelve", "Amount must be a number."), ("amount", "1e400", "Amount must be a number."),
+        ("estimate", "12,5", "Estimate (hours) must be a number."), ("done", "maybe", "Done must be true or false."),
+    ])
     func typingErrors(field: String, text: String, suggestion: String) {
         let error = #expect(throws: OStackError.self) { try validator.typedValue(field: field, text: text) }
         #expect(error?.code == .validation)
@@ -298,12 +314,19 @@ import Testing
         #expect(withField.fingerprint != schema.fingerprint)
 
         // A changed constraint is a new version too; so is a new option.
-        let longer = try #require(ObjectSchema(item: try Self.item(Self.taskItem.replacingOccurrences("\"maxLength\": 200", "\"maxLength\": 300"))))
+        let longer = try #require(
+            ObjectSchema(
+                item: try Self.item(Self.taskItem.replacingOccurrences("\"maxLength\": 200", "\"maxLength\": 300"))))
         #expect(longer.fingerprint != schema.fingerprint)
-        let moreOptions = try #require(ObjectSchema(item: try Self.item(Self.taskItem.replacingOccurrences(#"["red", "green"]"#, #"["red", "green", "blue"]"#))))
+        let moreOptions = try #require(
+            ObjectSchema(
+                item: try Self.item(
+                    Self.taskItem.replacingOccurrences(#"["red", "green"]"#, #"["red", "green", "blue"]"#))))
         #expect(moreOptions.fingerprint != schema.fingerprint)
         // Free text that is not kept does not matter.
-        let described = try #require(ObjectSchema(item: try Self.item(Self.taskItem.replacingOccurrences("free text that is not kept", "other words"))))
+        let described = try #require(
+            ObjectSchema(
+                item: try Self.item(Self.taskItem.replacingOccurrences("free text that is not kept", "other words"))))
         #expect(described.fingerprint == schema.fingerprint)
     }
 }

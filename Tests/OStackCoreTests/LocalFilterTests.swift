@@ -28,9 +28,11 @@ private func json(_ text: String) throws -> JSONValue {
     @Test func arrayComparison() throws {
         #expect(try parse(#"["status","=","open"]"#) == .compare(field: "status", op: .eq, operand: .value("open")))
         #expect(try parse(#"["amount",">=",1000]"#) == .compare(field: "amount", op: .gte, operand: .value(1000)))
-        #expect(try parse(#"["a","in",[1,"x",null]]"#) == .compare(field: "a", op: .in, operand: .value([1, "x", nil])))
-        #expect(try parse(#"["d","between",["2026-01-01","2026-03-31"]]"#)
-            == .compare(field: "d", op: .between, operand: .value(["2026-01-01", "2026-03-31"])))
+        #expect(
+            try parse(#"["a","in",[1,"x",null]]"#) == .compare(field: "a", op: .in, operand: .value([1, "x", nil])))
+        #expect(
+            try parse(#"["d","between",["2026-01-01","2026-03-31"]]"#)
+                == .compare(field: "d", op: .between, operand: .value(["2026-01-01", "2026-03-31"])))
     }
 
     @Test(arguments: [
@@ -68,10 +70,18 @@ private func json(_ text: String) throws -> JSONValue {
     @Test func objectForm() throws {
         #expect(try parse(#"{"status":"open"}"#) == .compare(field: "status", op: .eq, operand: .value("open")))
         #expect(try parse(#"{"a":null}"#) == .compare(field: "a", op: .eq, operand: .value(nil)))
-        #expect(try parse(#"{"a":{"$gt":1,"$lt":5}}"#)
-            == .all([.compare(field: "a", op: .gt, operand: .value(1)), .compare(field: "a", op: .lt, operand: .value(5))]))
-        #expect(try parse(#"{"a":1,"b":"x"}"#)
-            == .all([.compare(field: "a", op: .eq, operand: .value(1)), .compare(field: "b", op: .eq, operand: .value("x"))]))
+        #expect(
+            try parse(#"{"a":{"$gt":1,"$lt":5}}"#)
+                == .all([
+                    .compare(field: "a", op: .gt, operand: .value(1)),
+                    .compare(field: "a", op: .lt, operand: .value(5)),
+                ]))
+        #expect(
+            try parse(#"{"a":1,"b":"x"}"#)
+                == .all([
+                    .compare(field: "a", op: .eq, operand: .value(1)),
+                    .compare(field: "b", op: .eq, operand: .value("x")),
+                ]))
         #expect(try parse(#"{"a":{"$in":["x","y"]}}"#) == .compare(field: "a", op: .in, operand: .value(["x", "y"])))
         #expect(try parse(#"{"a":{"$null":false}}"#) == .compare(field: "a", op: .null, operand: .value(false)))
         #expect(try parse(#"{"a":{"$exists":true}}"#) == .compare(field: "a", op: .exists, operand: .value(true)))
@@ -79,8 +89,12 @@ private func json(_ text: String) throws -> JSONValue {
         #expect(try parse(#"{"$or":[]}"#) == .constant(false))
         #expect(try parse(#"{"$not":{"a":1}}"#) == .not(.compare(field: "a", op: .eq, operand: .value(1))))
         #expect(try parse(#"{"$not":["a","=",1]}"#) == .not(.compare(field: "a", op: .eq, operand: .value(1))))
-        #expect(try parse(#"{"$or":[{"a":1},["b",">",2]]}"#)
-            == .any([.compare(field: "a", op: .eq, operand: .value(1)), .compare(field: "b", op: .gt, operand: .value(2))]))
+        #expect(
+            try parse(#"{"$or":[{"a":1},["b",">",2]]}"#)
+                == .any([
+                    .compare(field: "a", op: .eq, operand: .value(1)),
+                    .compare(field: "b", op: .gt, operand: .value(2)),
+                ]))
     }
 
     @Test func fieldReferences() throws {
@@ -113,7 +127,8 @@ private func json(_ text: String) throws -> JSONValue {
         let error = #expect(throws: OStackError.self) { try FilterCondition.parse(try json(deepObject)) }
         #expect(error?.code == .invalidFilter)
         // The array form has the same limit.
-        let deepArray = String(repeating: #"["and","#, count: 100) + #"["a","=",1]"# + String(repeating: "]", count: 100)
+        let deepArray =
+            String(repeating: #"["and","#, count: 100) + #"["a","=",1]"# + String(repeating: "]", count: 100)
         let arrayError = #expect(throws: OStackError.self) { try FilterCondition.parse(try json(deepArray)) }
         #expect(arrayError?.code == .invalidFilter)
         let deepList = String(repeating: "[", count: 100) + #"["a","=",1]"# + String(repeating: "]", count: 100)
@@ -133,7 +148,8 @@ private func json(_ text: String) throws -> JSONValue {
         let value = try json(record)
         let viaBytes = Array(record.utf8).withUnsafeBytes { compiled.matches($0) }
         let viaValue = compiled.matches(value)
-        #expect(viaBytes == viaValue, "bytes and value disagree: \(filter) on \(record)", sourceLocation: sourceLocation)
+        #expect(
+            viaBytes == viaValue, "bytes and value disagree: \(filter) on \(record)", sourceLocation: sourceLocation)
         return viaBytes
     }
 
@@ -141,11 +157,13 @@ private func json(_ text: String) throws -> JSONValue {
         _ filter: String, match: [String] = [], reject: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         for record in match {
-            #expect(try matches(filter, record, sourceLocation: sourceLocation), "\(filter) should match \(record)",
+            #expect(
+                try matches(filter, record, sourceLocation: sourceLocation), "\(filter) should match \(record)",
                 sourceLocation: sourceLocation)
         }
         for record in reject {
-            #expect(try !matches(filter, record, sourceLocation: sourceLocation), "\(filter) should not match \(record)",
+            #expect(
+                try !matches(filter, record, sourceLocation: sourceLocation), "\(filter) should not match \(record)",
                 sourceLocation: sourceLocation)
         }
     }
@@ -164,7 +182,8 @@ private func json(_ text: String) throws -> JSONValue {
     @Test func notEqualDoesNotMatchNull() throws {
         try verify(#"["a","!=",1]"#, match: [#"{"a":2}"#, #"{"a":"x"}"#], reject: [#"{"a":1}"#, #"{"a":null}"#, "{}"])
         try verify(#"["a","nin",[1,2]]"#, match: [#"{"a":3}"#], reject: [#"{"a":1}"#, #"{"a":null}"#, "{}"])
-        try verify(#"["a","notcontains","x"]"#, match: [#"{"a":"abc"}"#], reject: [#"{"a":"xyz"}"#, #"{"a":null}"#, "{}"])
+        try verify(
+            #"["a","notcontains","x"]"#, match: [#"{"a":"abc"}"#], reject: [#"{"a":"xyz"}"#, #"{"a":null}"#, "{}"])
     }
 
     @Test func comparingWithANullLiteralMatchesNothing() throws {
@@ -185,7 +204,9 @@ private func json(_ text: String) throws -> JSONValue {
     }
 
     @Test func existsTestsPresenceNotValue() throws {
-        try verify(#"{"a":{"$exists":true}}"#, match: [#"{"a":null}"#, #"{"a":0}"#, #"{"a":[1]}"#], reject: ["{}", #"{"b":1}"#])
+        try verify(
+            #"{"a":{"$exists":true}}"#, match: [#"{"a":null}"#, #"{"a":0}"#, #"{"a":[1]}"#],
+            reject: ["{}", #"{"b":1}"#])
         try verify(#"{"a":{"$exists":false}}"#, match: ["{}"], reject: [#"{"a":null}"#, #"{"a":0}"#])
     }
 
@@ -194,9 +215,11 @@ private func json(_ text: String) throws -> JSONValue {
             #"{"$not":{"a":1}}"#, match: [#"{"a":2}"#, #"{"a":null}"#, "{}", #"{"a":"x"}"#, #"{"a":[1]}"#],
             reject: [#"{"a":1}"#, #"{"a":"1"}"#])
         // Rows whose inner comparison was unknown (incomparable types) are returned.
-        try verify(#"{"$not":{"a":{"$gt":5}}}"#, match: [#"{"a":"x"}"#, #"{"a":true}"#, #"{"a":3}"#], reject: [#"{"a":6}"#])
+        try verify(
+            #"{"$not":{"a":{"$gt":5}}}"#, match: [#"{"a":"x"}"#, #"{"a":true}"#, #"{"a":3}"#], reject: [#"{"a":6}"#])
         // Unknown inside a group: NOT(unknown OR false) is returned; NOT(unknown OR true) is not.
-        try verify(#"{"$not":{"$or":[{"a":1},{"b":2}]}}"#, match: [#"{"a":null,"b":3}"#], reject: [#"{"a":null,"b":2}"#])
+        try verify(
+            #"{"$not":{"$or":[{"a":1},{"b":2}]}}"#, match: [#"{"a":null,"b":3}"#], reject: [#"{"a":null,"b":2}"#])
         try verify(#"{"$not":{"$and":[{"a":1},{"b":2}]}}"#, match: [#"{"a":null,"b":2}"#], reject: [#"{"a":1,"b":2}"#])
         // Double negation of an unknown: not returned.
         try verify(#"{"$not":{"$not":{"a":1}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#, "{}", #"{"a":2}"#])
@@ -204,8 +227,11 @@ private func json(_ text: String) throws -> JSONValue {
     }
 
     @Test func threeValuedGroups() throws {
-        try verify(#"["or",["a","=",1],["b","=",2]]"#, match: [#"{"a":null,"b":2}"#, #"{"a":1}"#], reject: [#"{"b":3}"#, "{}"])
-        try verify(#"["and",["a","=",1],["b","=",2]]"#, match: [#"{"a":1,"b":2}"#], reject: [#"{"a":1}"#, #"{"a":1,"b":null}"#])
+        try verify(
+            #"["or",["a","=",1],["b","=",2]]"#, match: [#"{"a":null,"b":2}"#, #"{"a":1}"#], reject: [#"{"b":3}"#, "{}"])
+        try verify(
+            #"["and",["a","=",1],["b","=",2]]"#, match: [#"{"a":1,"b":2}"#],
+            reject: [#"{"a":1}"#, #"{"a":1,"b":null}"#])
     }
 
     @Test func emptyGroupsAreConstants() throws {
@@ -219,9 +245,14 @@ private func json(_ text: String) throws -> JSONValue {
     // MARK: Types
 
     @Test func numericStringsCompareWithNumbersAsNumbers() throws {
-        try verify(#"["a","=",5]"#, match: [#"{"a":5}"#, #"{"a":"5"}"#, #"{"a":"5.0"}"#, #"{"a":"5e0"}"#], reject: [#"{"a":"five"}"#, #"{"a":"6"}"#])
-        try verify(#"["a","=","5"]"#, match: [#"{"a":5}"#, #"{"a":"5"}"#], reject: [#"{"a":"5.0"}"#])  // string = string is textual
-        try verify(#"["a",">",10]"#, match: [#"{"a":"11"}"#, #"{"a":10.5}"#], reject: [#"{"a":"9"}"#, #"{"a":"10"}"#, #"{"a":"abc"}"#])
+        try verify(
+            #"["a","=",5]"#, match: [#"{"a":5}"#, #"{"a":"5"}"#, #"{"a":"5.0"}"#, #"{"a":"5e0"}"#],
+            reject: [#"{"a":"five"}"#, #"{"a":"6"}"#])
+        // string = string is textual
+        try verify(#"["a","=","5"]"#, match: [#"{"a":5}"#, #"{"a":"5"}"#], reject: [#"{"a":"5.0"}"#])
+        try verify(
+            #"["a",">",10]"#, match: [#"{"a":"11"}"#, #"{"a":10.5}"#],
+            reject: [#"{"a":"9"}"#, #"{"a":"10"}"#, #"{"a":"abc"}"#])
         try verify(#"["a","<","10"]"#, match: [#"{"a":9}"#, #"{"a":-1}"#], reject: [#"{"a":10}"#, #"{"a":100}"#])
     }
 
@@ -258,12 +289,14 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(#"["a","<","9"]"#, match: [#"{"a":"10"}"#, #"{"a":"1"}"#])
         // Upper case sorts before lower case; ISO dates order correctly.
         try verify(#"["a","<","a"]"#, match: [#"{"a":"Z"}"#, #"{"a":"A"}"#], reject: [#"{"a":"b"}"#, #"{"a":"a"}"#])
-        try verify(#"["d",">=","2026-01-31"]"#, match: [#"{"d":"2026-02-01"}"#, #"{"d":"2026-01-31T10:00:00.000Z"}"#],
+        try verify(
+            #"["d",">=","2026-01-31"]"#, match: [#"{"d":"2026-02-01"}"#, #"{"d":"2026-01-31T10:00:00.000Z"}"#],
             reject: [#"{"d":"2026-01-30"}"#, #"{"d":"2025-12-31"}"#])
     }
 
     @Test func booleansOrderFalseBeforeTrueAndDoNotMixWithOtherTypes() throws {
-        try verify(#"["d","=",true]"#, match: [#"{"d":true}"#], reject: [#"{"d":false}"#, #"{"d":"true"}"#, #"{"d":1}"#])
+        try verify(
+            #"["d","=",true]"#, match: [#"{"d":true}"#], reject: [#"{"d":false}"#, #"{"d":"true"}"#, #"{"d":1}"#])
         try verify(#"["d","<",true]"#, match: [#"{"d":false}"#], reject: [#"{"d":true}"#, #"{"d":0}"#])
         try verify(#"["d","=",1]"#, reject: [#"{"d":true}"#])
     }
@@ -295,7 +328,9 @@ private func json(_ text: String) throws -> JSONValue {
     }
 
     @Test func inAndNotIn() throws {
-        try verify(#"["s","in",["a","b"]]"#, match: [#"{"s":"a"}"#, #"{"s":"b"}"#], reject: [#"{"s":"c"}"#, #"{"s":"A"}"#, #"{"s":null}"#])
+        try verify(
+            #"["s","in",["a","b"]]"#, match: [#"{"s":"a"}"#, #"{"s":"b"}"#],
+            reject: [#"{"s":"c"}"#, #"{"s":"A"}"#, #"{"s":null}"#])
         try verify(#"["s","nin",["a","b"]]"#, match: [#"{"s":"c"}"#], reject: [#"{"s":"a"}"#, #"{"s":null}"#, "{}"])
         try verify(#"["n","in",[1,2]]"#, match: [#"{"n":2}"#, #"{"n":"2"}"#], reject: [#"{"n":3}"#])
         try verify(#"["n","in",[]]"#, reject: [#"{"n":1}"#])
@@ -327,7 +362,9 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(#"["t","ilike","HELLO_WORLD"]"#, match: [hello])
         try verify(#"["t","like","%"]"#, match: [#"{"t":""}"#, hello])
         try verify(#"["t","like","_"]"#, match: [#"{"t":"x"}"#], reject: [#"{"t":""}"#, #"{"t":"xy"}"#])
-        try verify(#"["t","like","a%b%c"]"#, match: [#"{"t":"aXbYc"}"#, #"{"t":"abc"}"#, #"{"t":"abcbc"}"#], reject: [#"{"t":"aXbYcd"}"#])
+        try verify(
+            #"["t","like","a%b%c"]"#, match: [#"{"t":"aXbYc"}"#, #"{"t":"abc"}"#, #"{"t":"abcbc"}"#],
+            reject: [#"{"t":"aXbYcd"}"#])
         try verify(#"["t","like","%ab"]"#, match: [#"{"t":"aab"}"#, #"{"t":"abab"}"#], reject: [#"{"t":"aba"}"#])
         try verify(#"["t","like","a_c"]"#, match: [#"{"t":"abc"}"#], reject: [#"{"t":"abbc"}"#, #"{"t":"ac"}"#])
         try verify(#"["t","like","Hello World"]"#, match: [hello], reject: [#"{"t":"Hello World!"}"#])
@@ -338,9 +375,13 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(
             #"{"a":{"$eq":{"$field":"b"}}}"#, match: [#"{"a":1,"b":1}"#, #"{"a":"1","b":1}"#, #"{"a":"x","b":"x"}"#],
             reject: [#"{"a":1,"b":2}"#, #"{"a":null,"b":null}"#, #"{"a":1}"#, #"{"b":1}"#, "{}"])
-        try verify(#"{"a":{"$gt":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3}"#])
-        try verify(#"{"a":{"$ne":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3,"b":null}"#])
-        try verify(#"["end",">=",{"$field":"start"}]"#, match: [#"{"start":"2026-01-01","end":"2026-01-02"}"#],
+        try verify(
+            #"{"a":{"$gt":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3}"#])
+        try verify(
+            #"{"a":{"$ne":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#],
+            reject: [#"{"a":2,"b":2}"#, #"{"a":3,"b":null}"#])
+        try verify(
+            #"["end",">=",{"$field":"start"}]"#, match: [#"{"start":"2026-01-01","end":"2026-01-02"}"#],
             reject: [#"{"start":"2026-01-03","end":"2026-01-02"}"#])
         // The same field on both sides.
         try verify(#"{"a":{"$eq":{"$field":"a"}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#])
@@ -449,8 +490,17 @@ private enum Reference {
             let t = Array(text.unicodeScalars)
             let n = Array(needle.unicodeScalars)
             switch op {
-            case .contains: return n.isEmpty || (0...max(0, t.count - n.count)).contains { t.count >= n.count && Array(t[$0..<$0 + n.count]) == n }
-            case .notContains: return !(n.isEmpty || (0...max(0, t.count - n.count)).contains { t.count >= n.count && Array(t[$0..<$0 + n.count]) == n })
+            case .contains:
+                return n.isEmpty
+                    || (0...max(0, t.count - n.count)).contains {
+                        t.count >= n.count && Array(t[$0..<$0 + n.count]) == n
+                    }
+            case .notContains:
+                return
+                    !(n.isEmpty
+                    || (0...max(0, t.count - n.count)).contains {
+                        t.count >= n.count && Array(t[$0..<$0 + n.count]) == n
+                    })
             case .startsWith: return t.starts(with: n)
             default: return t.count >= n.count && Array(t.suffix(n.count)) == n
             }
@@ -477,11 +527,17 @@ private enum Reference {
     /// The numeric strings the generator uses, with their values (any other string is not numeric).
     static let numericText: [String: Double] = ["0": 0, "1": 1, "2": 2, "10": 10, "2.5": 2.5, "-1": -1, "1e1": 10]
 
-    static func like(_ text: ArraySlice<Unicode.Scalar>, _ pattern: ArraySlice<Unicode.Scalar>, _ caseInsensitive: Bool) -> Bool {
-        func fold(_ s: Unicode.Scalar) -> UInt32 { caseInsensitive && (65...90).contains(s.value) ? s.value + 32 : s.value }
+    static func like(_ text: ArraySlice<Unicode.Scalar>, _ pattern: ArraySlice<Unicode.Scalar>, _ caseInsensitive: Bool)
+        -> Bool
+    {
+        func fold(_ s: Unicode.Scalar) -> UInt32 {
+            caseInsensitive && (65...90).contains(s.value) ? s.value + 32 : s.value
+        }
         guard let head = pattern.first else { return text.isEmpty }
         if head == "%" {
-            return (text.startIndex...text.endIndex).contains { like(text[$0...], pattern.dropFirst(), caseInsensitive) }
+            return (text.startIndex...text.endIndex).contains {
+                like(text[$0...], pattern.dropFirst(), caseInsensitive)
+            }
         }
         guard let first = text.first, head == "_" || fold(head) == fold(first) else { return false }
         return like(text.dropFirst(), pattern.dropFirst(), caseInsensitive)
@@ -491,7 +547,8 @@ private enum Reference {
 @Suite struct LocalFilterPropertyTests {
     static let fields = ["a", "b", "c"]
     static let values: [JSONValue?] = [
-        nil, .null, true, false, -1, 0, 1, 2, .number(2.5), 10, "", "a", "ab", "B", "b a", "1", "2", "10", "2.5", "-1", "1e1",
+        nil, .null, true, false, -1, 0, 1, 2, .number(2.5), 10, "", "a", "ab", "B", "b a", "1", "2", "10", "2.5", "-1",
+        "1e1",
         "A%", "a_b", [1], ["a": 1],
     ]
     static let strings = ["", "a", "ab", "b", "B", "1", "2", "10", "2.5", "x", "a%", "b a"]
@@ -520,8 +577,12 @@ private enum Reference {
                 negated: Bool.random(using: &generator))
         case 2: return .null(field: field, isNull: Bool.random(using: &generator))
         case 3: return .between(field: field, low: literal(&generator), high: literal(&generator))
-        case 4: return .all((0..<Int.random(in: 2...3, using: &generator)).map { _ in expression(&generator, depth: depth + 1) })
-        default: return .any((0..<Int.random(in: 2...3, using: &generator)).map { _ in expression(&generator, depth: depth + 1) })
+        case 4:
+            return .all(
+                (0..<Int.random(in: 2...3, using: &generator)).map { _ in expression(&generator, depth: depth + 1) })
+        default:
+            return .any(
+                (0..<Int.random(in: 2...3, using: &generator)).map { _ in expression(&generator, depth: depth + 1) })
         }
     }
 
@@ -538,8 +599,11 @@ private enum Reference {
                 fields.randomElement(using: &generator)!, patterns.randomElement(using: &generator)!,
                 caseInsensitive: Bool.random(using: &generator))
         case 6: return .not(filter(&generator, depth: depth + 1))
-        case 7: return .and((0..<Int.random(in: 0...3, using: &generator)).map { _ in filter(&generator, depth: depth + 1) })
-        default: return .or((0..<Int.random(in: 0...3, using: &generator)).map { _ in filter(&generator, depth: depth + 1) })
+        case 7:
+            return .and(
+                (0..<Int.random(in: 0...3, using: &generator)).map { _ in filter(&generator, depth: depth + 1) })
+        default:
+            return .or((0..<Int.random(in: 0...3, using: &generator)).map { _ in filter(&generator, depth: depth + 1) })
         }
     }
 
@@ -566,7 +630,8 @@ private enum Reference {
                 let viaBytes = bytes.withUnsafeBytes { compiled.matches($0) }
                 let viaValue = compiled.matches(.object(members))
                 let expected = Reference.matches(generated, members)
-                let described = "\(String(decoding: generated.wire.serialized(), as: UTF8.self)) on \(String(decoding: bytes, as: UTF8.self))"
+                let described =
+                    "\(String(decoding: generated.wire.serialized(), as: UTF8.self)) on \(String(decoding: bytes, as: UTF8.self))"
                 #expect(viaBytes == viaValue, "\(described)")
                 #expect(viaBytes == expected, "\(described)")
                 if viaBytes { matched += 1 }
@@ -597,7 +662,8 @@ private enum Reference {
                 let op = FilterExpression.Comparison.allCases.randomElement(using: &generator)!
                 let textual: [FilterExpression.Comparison] = [.contains, .notContains, .startsWith, .endsWith]
                 return .compare(
-                    field: field, op: op, value: textual.contains(op) ? .string(strings.randomElement(using: &generator)!) : literal())
+                    field: field, op: op,
+                    value: textual.contains(op) ? .string(strings.randomElement(using: &generator)!) : literal())
             case 1:
                 return .membership(
                     field: field, values: (0..<Int.random(in: 1...3, using: &generator)).map { _ in literal() },
@@ -619,10 +685,12 @@ private enum Reference {
             case .compare(let field, let op, let value):
                 return .compare(field: field, op: ops[op]!, operand: .value(Reference.value(value)))
             case .membership(let field, let values, let negated):
-                return .compare(field: field, op: negated ? .nin : .in, operand: .value(.array(values.map(Reference.value))))
+                return .compare(
+                    field: field, op: negated ? .nin : .in, operand: .value(.array(values.map(Reference.value))))
             case .null(let field, let isNull): return .compare(field: field, op: .null, operand: .value(.bool(isNull)))
             case .between(let field, let low, let high):
-                return .compare(field: field, op: .between, operand: .value([Reference.value(low), Reference.value(high)]))
+                return .compare(
+                    field: field, op: .between, operand: .value([Reference.value(low), Reference.value(high)]))
             }
         }
         for _ in 0..<2000 {

@@ -17,7 +17,8 @@ import Testing
     func signedIn() throws -> DataService {
         let environment = AuthEnvironment(
             layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1),
-            secrets: KeyringSecretStore(keyring: keyring), namespaces: KeyringNamespaces(prefix: "test"), transport: server,
+            secrets: KeyringSecretStore(keyring: keyring), namespaces: KeyringNamespaces(prefix: "test"),
+            transport: server,
             keyringBackend: "secret-service", provisionDatabase: AccountDatabase.provision)
         let account = try LoginService(environment: environment).login(
             LoginService.Request(
@@ -63,7 +64,8 @@ import Testing
             _ = try service.create("task", data: ["title": "This title is too long for twenty"], offline: true)
         }
         server.state.withLock {
-            $0.taskItem = #"{"name":"task","label":"Task","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":10},"notes":{"type":"text","label":"Notes"}}}"#
+            $0.taskItem =
+                #"{"name":"task","label":"Task","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":10},"notes":{"type":"text","label":"Notes"}}}"#
         }
         service.metadata.ttl = 0
         let changed = try service.metadata.object("task")

@@ -35,7 +35,8 @@ private struct Fixture {
     let store: LocalStore
 
     init() throws {
-        let database = try AccountDatabase.open(path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
+        let database = try AccountDatabase.open(
+            path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
         store = try LocalStore(database: database, clock: time.clock)
     }
 }
@@ -74,13 +75,17 @@ private struct Fixture {
             let store = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
             try store.putRecord("task", ["id": "t1", "title": "CNRY-PLAINTEXT"], version: "v1")
         }
-        let raw = try #require(try SecureFileSystem.readFile(path)) + ((try? SecureFileSystem.readFile(path + "-wal")) ?? nil ?? [])
+        let raw =
+            try #require(try SecureFileSystem.readFile(path))
+            + ((try? SecureFileSystem.readFile(path + "-wal")) ?? nil ?? [])
         #expect(raw.count > 4096)
         #expect(raw.firstRange(of: Array("CNRY-PLAINTEXT".utf8)) == nil)
         #expect(raw.firstRange(of: Array("SQLite format 3".utf8)) == nil)
         let reopened = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
         #expect(try reopened.record("task", "t1")?.data["title"] == "CNRY-PLAINTEXT")
-        let error = #expect(throws: OStackError.self) { try AccountDatabase.open(path: path, key: SecretBytes(randomCount: 32)) }
+        let error = #expect(throws: OStackError.self) {
+            try AccountDatabase.open(path: path, key: SecretBytes(randomCount: 32))
+        }
         #expect(error?.code == .storageUnreadable)
     }
 
@@ -102,7 +107,8 @@ private struct Fixture {
     @Test func updateThenUpdateIsOneUpdateKeepingTheFirstBase() throws {
         let snapshot: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 1]
         let first = try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: snapshot)
-        let second = try enqueue(.update, "r1", ["amount": 2, "title": "c"], base: "v2", snapshot: ["id": "r1", "title": "b", "amount": 1])
+        let second = try enqueue(
+            .update, "r1", ["amount": 2, "title": "c"], base: "v2", snapshot: ["id": "r1", "title": "b", "amount": 1])
         let entry = try only()
         #expect(second == first)
         #expect(entry.operation == .update)
@@ -318,7 +324,9 @@ private struct Fixture {
         let id = try #require(try enqueue(.update, "r1", ["title": "a"], base: "v1"))
         try store.claim(try store.entries())
         try store.markConflict(try only(), theirs: ["id": "r1", "title": "x"], version: "v2")
-        try store.rebase(try only(), payload: ["title": "a"], operation: .update, baseVersion: "v2", baseSnapshot: ["id": "r1", "title": "x"])
+        try store.rebase(
+            try only(), payload: ["title": "a"], operation: .update, baseVersion: "v2",
+            baseSnapshot: ["id": "r1", "title": "x"])
         let rebased = try only()
         #expect(rebased.status == .pending && !rebased.sent && rebased.revision == 1 && rebased.theirs == nil)
         #expect(rebased.idempotencyKey == "\(id).1")
@@ -357,14 +365,17 @@ private struct Fixture {
         #expect(merge.conflictingFields.isEmpty)
         #expect(merge.alreadyApplied)
         // Only part of the change on the server: not applied, and no conflict either.
-        let partial = ThreeWayMerge(base: base, mine: ["title": "b", "status": "done"], theirs: ["id": "r1", "title": "b", "amount": 1, "status": "open"])
+        let partial = ThreeWayMerge(
+            base: base, mine: ["title": "b", "status": "done"],
+            theirs: ["id": "r1", "title": "b", "amount": 1, "status": "open"])
         #expect(!partial.alreadyApplied)
         #expect(partial.conflictingFields.isEmpty)
     }
 
     @Test func unchangedFieldsAndSystemFieldsAreNotLocalChanges() {
         let merge = ThreeWayMerge(
-            base: base, mine: ["title": "a", "updated_at": "mine", "id": "other"], theirs: base.merging(["amount": 5]) { $1 })
+            base: base, mine: ["title": "a", "updated_at": "mine", "id": "other"],
+            theirs: base.merging(["amount": 5]) { $1 })
         #expect(merge.localChanges.isEmpty)
         #expect(merge.alreadyApplied)
         #expect(merge.conflictingFields.isEmpty)
@@ -391,7 +402,9 @@ private struct Fixture {
     var store: LocalStore { fixture.store }
     let schema: ObjectSchema
 
-    static let statuses: [JSONValue?] = [nil, .null, "open", "in_progress", "done", "Open", "é", "1", 1, true, ["open"]]
+    static let statuses: [JSONValue?] = [
+        nil, .null, "open", "in_progress", "done", "Open", "é", "1", 1, true, ["open"],
+    ]
     static let titles: [JSONValue?] = [nil, .null, "", "alpha", "Alpha", "beta", "b", "10", "9", "2026-01-31", 5]
     static let estimates: [JSONValue?] = [nil, .null, 0, 1, .number(2.5), 10, -3, "7", "x", false]
     static let projects: [JSONValue?] = [nil, .null, "p1", "p2", "p3"]
@@ -510,7 +523,8 @@ private struct Fixture {
         try store.untrack("task")
         #expect(try !store.isTracked("task"))
         #expect(try store.indexedFields("task").isEmpty)
-        #expect(try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE name LIKE 'ix_task__%'") == 0)
+        #expect(
+            try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE name LIKE 'ix_task__%'") == 0)
     }
 
     @Test func indexedEqualitiesAreOnlyNonNumericStrings() throws {
@@ -519,9 +533,10 @@ private struct Fixture {
             return LocalStore.indexableEqualities(condition).map { "\($0.0)=\($0.1.joined(separator: "|"))" }
         }
         #expect(try indexable(#"["status","=","open"]"#) == ["status=open"])
-        #expect(try indexable(#"["and",["status","in",["open","done"]],["project_id","=","p1"],["estimate",">",1]]"#) == [
-            "status=open|done", "project_id=p1",
-        ])
+        #expect(
+            try indexable(#"["and",["status","in",["open","done"]],["project_id","=","p1"],["estimate",">",1]]"#) == [
+                "status=open|done", "project_id=p1",
+            ])
         #expect(try indexable(#"["status","=","1"]"#) == [])  // "1" also equals the number 1
         #expect(try indexable(#"["status","in",["open",1]]"#) == [])
         #expect(try indexable(#"["status","=",true]"#) == [])
@@ -535,7 +550,10 @@ private struct Fixture {
     @Test func queryAgreesWithEvaluatingEveryRecord() throws {
         var generator = SeededGenerator(seed: 2026)
         let records = try populate(&generator)
-        let literals: [JSONValue] = ["open", "in_progress", "done", "Open", "é", "p1", "p2", "alpha", "b", "10", "1", 1, 0, 10, .number(2.5), true, false]
+        let literals: [JSONValue] = [
+            "open", "in_progress", "done", "Open", "é", "p1", "p2", "alpha", "b", "10", "1", 1, 0, 10, .number(2.5),
+            true, false,
+        ]
         let fields = ["status", "title", "estimate", "project_id", "done", "notes", "id"]
         let sortable = ["status", "title", "estimate", "project_id", "done", "id", "notes"]
         func comparison() -> JSONValue {
@@ -543,14 +561,33 @@ private struct Fixture {
             switch Int.random(in: 0..<7, using: &generator) {
             case 0, 1: return [.string(field), "=", literals.randomElement(using: &generator)!]
             case 2:
-                return [.string(field), "in", .array((0..<Int.random(in: 1...3, using: &generator)).map { _ in
-                    (["open", "done", "p1", "p3", "alpha", "Alpha", "é"] as [JSONValue]).randomElement(using: &generator)!
-                })]
-            case 3: return [.string(field), .string(["!=", ">", ">=", "<", "<="].randomElement(using: &generator)!), literals.randomElement(using: &generator)!]
+                return [
+                    .string(field), "in",
+                    .array(
+                        (0..<Int.random(in: 1...3, using: &generator)).map { _ in
+                            (["open", "done", "p1", "p3", "alpha", "Alpha", "é"] as [JSONValue]).randomElement(
+                                using: &generator)!
+                        }),
+                ]
+            case 3:
+                return [
+                    .string(field), .string(["!=", ">", ">=", "<", "<="].randomElement(using: &generator)!),
+                    literals.randomElement(using: &generator)!,
+                ]
             case 4: return [.string(field), .string(["is_null", "is_not_null"].randomElement(using: &generator)!)]
-            case 5: return [.string(field), "between", [literals.randomElement(using: &generator)!, literals.randomElement(using: &generator)!]]
-            default: return [.string(field), .string(["contains", "startswith", "like", "ilike", "nin"].randomElement(using: &generator)!),
-                            Bool.random(using: &generator) ? ["a%", "%a", "_", "o", "Op%"].map(JSONValue.string).randomElement(using: &generator)! : ["open", "p2"]]
+            case 5:
+                return [
+                    .string(field), "between",
+                    [literals.randomElement(using: &generator)!, literals.randomElement(using: &generator)!],
+                ]
+            default:
+                return [
+                    .string(field),
+                    .string(["contains", "startswith", "like", "ilike", "nin"].randomElement(using: &generator)!),
+                    Bool.random(using: &generator)
+                        ? ["a%", "%a", "_", "o", "Op%"].map(JSONValue.string).randomElement(using: &generator)!
+                        : ["open", "p2"],
+                ]
             }
         }
         func filter() -> JSONValue? {
@@ -560,7 +597,8 @@ private struct Fixture {
             case 2:
                 // A top-level conjunction with an indexable equality in it.
                 let field: JSONValue = Bool.random(using: &generator) ? "project_id" : "title"
-                let value = (["p1", "p3", "alpha", "b", "Alpha", "é", "zzz"] as [JSONValue]).randomElement(using: &generator)!
+                let value = (["p1", "p3", "alpha", "b", "Alpha", "é", "zzz"] as [JSONValue]).randomElement(
+                    using: &generator)!
                 return ["and", [field, "=", value], comparison()]
             case 3: return ["and", comparison(), comparison()]
             case 4: return ["or", comparison(), comparison()]
@@ -574,7 +612,9 @@ private struct Fixture {
             // ["nin", "a%"] is not valid: nin needs a list; text operators need a string.
             guard case .array(let items) = value, items.count == 3, let op = items[1].stringValue else { return value }
             if op == "nin", items[2].stringValue != nil { return [items[0], "nin", [items[2]]] }
-            if op != "nin", ["contains", "startswith", "like", "ilike"].contains(op), items[2].arrayValue != nil { return [items[0], .string(op), "o"] }
+            if op != "nin", ["contains", "startswith", "like", "ilike"].contains(op), items[2].arrayValue != nil {
+                return [items[0], .string(op), "o"]
+            }
             return value
         }
         func normalised(_ value: JSONValue) -> JSONValue {
@@ -605,10 +645,12 @@ private struct Fixture {
             }
             let limit: Int? = Bool.random(using: &generator) ? Int.random(in: 0...40, using: &generator) : nil
             let offset = Bool.random(using: &generator) ? Int.random(in: 0...60, using: &generator) : 0
-            let query = LocalStore.LocalQuery(object: "task", filter: condition, sort: sort, limit: limit, offset: offset)
+            let query = LocalStore.LocalQuery(
+                object: "task", filter: condition, sort: sort, limit: limit, offset: offset)
             let want = expected(records, query)
             let got = try actual(query)
-            let described = "\(wire.map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "-") sort \(sort.map(\.wire)) limit \(String(describing: limit)) offset \(offset)"
+            let described =
+                "\(wire.map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "-") sort \(sort.map(\.wire)) limit \(String(describing: limit)) offset \(offset)"
             #expect(got.total == want.total, "\(described)")
             #expect(got.ids == want.ids, "\(described)")
             checked += 1
@@ -624,10 +666,13 @@ private struct Fixture {
         try store.putRecord("task", ["id": "t1", "title": "e\u{301}", "project_id": "p\u{e9}"], version: "v1")
         try store.putRecord("task", ["id": "t2", "title": "\u{e9}", "project_id": "pe\u{301}"], version: "v1")
         func ids(_ field: String, _ value: String) throws -> [String] {
-            let query = LocalStore.LocalQuery(object: "task", filter: .compare(field: field, op: .eq, operand: .value(.string(value))))
+            let query = LocalStore.LocalQuery(
+                object: "task", filter: .compare(field: field, op: .eq, operand: .value(.string(value))))
             return try actual(query).ids
         }
-        let cases = [("title", "\u{e9}"), ("title", "e\u{301}"), ("project_id", "p\u{e9}"), ("project_id", "pe\u{301}")]
+        let cases = [
+            ("title", "\u{e9}"), ("title", "e\u{301}"), ("project_id", "p\u{e9}"), ("project_id", "pe\u{301}"),
+        ]
         let untracked = try cases.map { try ids($0.0, $0.1) }
         #expect(untracked == [["t2"], ["t1"], ["t1"], ["t2"]])
         try store.track(schema)

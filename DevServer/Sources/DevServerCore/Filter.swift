@@ -267,7 +267,8 @@ enum FilterEvaluator {
     /// A numeric string as a number, like SQL's cast: finite decimals only ("nan", "inf", hex are text).
     static func numeric(_ text: String) -> Double? {
         guard !text.isEmpty,
-            text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }),
+            text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }
+            ),
             let value = Double(text), value.isFinite
         else { return nil }
         return value

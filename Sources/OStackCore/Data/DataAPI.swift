@@ -51,9 +51,12 @@ public struct DataAPI: Sendable {
         headers: [(String, String)] = []
     ) throws(OStackError) -> JSONValue {
         let outcome = try exchange(method, path, query: query, body: body, headers: headers)
-        guard outcome.ok else { throw outcome.error.asOStackError(account: account.alias, host: account.server.authority) }
+        guard outcome.ok else {
+            throw outcome.error.asOStackError(account: account.alias, host: account.server.authority)
+        }
         guard let json = JSONValue.parse(outcome.response.body) else {
-            throw OStackError(.unexpectedResponse, context: .init(host: account.server.authority), detail: "\(path): not JSON")
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: account.server.authority), detail: "\(path): not JSON")
         }
         return json
     }

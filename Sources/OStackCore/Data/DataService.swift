@@ -13,7 +13,8 @@ public final class DataService: @unchecked Sendable {
     public let api: DataAPI
     public var metadata: MetadataCache
     /// Called inside every local write transaction (the audit trail's hook).
-    public var auditHook: (@Sendable (_ store: LocalStore, _ event: String, _ details: [String: String]) throws(OStackError) -> Void)?
+    public var auditHook:
+        (@Sendable (_ store: LocalStore, _ event: String, _ details: [String: String]) throws(OStackError) -> Void)?
 
     public init(account: Account, environment: AuthEnvironment) throws(OStackError) {
         self.account = account
@@ -34,7 +35,8 @@ public final class DataService: @unchecked Sendable {
         do {
             try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
             lock = try FileLock(
-                path: environment.layout.locksDirectory + "/sync-\(account.dataDirectory).lock", timeout: environment.lockTimeout)
+                path: environment.layout.locksDirectory + "/sync-\(account.dataDirectory).lock",
+                timeout: environment.lockTimeout)
         } catch {
             throw OStackError(.storageFailure, context: .init(account: account.alias), detail: "sync lock: \(error)")
         }
@@ -76,13 +78,16 @@ public final class DataService: @unchecked Sendable {
 
     /// Several creates in one local transaction (`--data` with a JSON array); all are checked first,
     /// so an invalid one saves none. Pushed at once unless `offline`.
-    public func createMany(_ object: String, data: [[String: JSONValue]], offline: Bool) throws(OStackError) -> [WriteResult] {
+    public func createMany(_ object: String, data: [[String: JSONValue]], offline: Bool) throws(OStackError)
+        -> [WriteResult]
+    {
         let ids = try createLocally(object, data)
         if !offline, let last = ids.last { _ = try pushAfterWrite(object, last, offline: false) }
         var results: [WriteResult] = []
         for id in ids {
             let queued = try hasQueuedChange(object, id: id) || offline
-            results.append(WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
+            results.append(
+                WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
         }
         return results
     }
@@ -101,7 +106,9 @@ public final class DataService: @unchecked Sendable {
                 let id = data["id"]?.stringValue ?? Self.newRecordID()
                 record["id"] = .string(id)
                 try store.putRecord(object, .object(record), version: nil)
-                try store.enqueue(object: object, recordID: id, operation: .create, payload: record, baseVersion: nil, baseSnapshot: nil)
+                try store.enqueue(
+                    object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
+                    baseSnapshot: nil)
                 ids.append(id)
             }
             try auditHook?(store, "record.create", ["object": object, "count": String(items.count)])
@@ -109,7 +116,9 @@ public final class DataService: @unchecked Sendable {
         return ids
     }
 
-    public func update(_ object: String, id: String, changes: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
+    public func update(_ object: String, id: String, changes: [String: JSONValue], offline: Bool) throws(OStackError)
+        -> WriteResult
+    {
         let schema = try schemaIfAvailable(object)
         var base = try store.record(object, id)
         if base == nil && !offline {
@@ -125,7 +134,8 @@ public final class DataService: @unchecked Sendable {
         try store.transaction { () throws(OStackError) in
             try store.putRecord(object, .object(updated), version: base.version)
             try store.enqueue(
-                object: object, recordID: id, operation: .update, payload: changes, baseVersion: base.version, baseSnapshot: snapshot)
+                object: object, recordID: id, operation: .update, payload: changes, baseVersion: base.version,
+                baseSnapshot: snapshot)
             try auditHook?(store, "record.update", ["object": object])
         }
         return try pushAfterWrite(object, id, offline: offline)
@@ -158,7 +168,8 @@ public final class DataService: @unchecked Sendable {
         }
         let report = try withSyncLock { () throws(OStackError) -> SyncEngine.PushReport in try engine().push() }
         let pending = try store.rows(
-            "SELECT status, last_error FROM queue WHERE object = ? AND record_id = ? ORDER BY seq LIMIT 1", [.text(object), .text(id)]
+            "SELECT status, last_error FROM queue WHERE object = ? AND record_id = ? ORDER BY seq LIMIT 1",
+            [.text(object), .text(id)]
         ).first
         result.record = try store.record(object, id)?.data
         guard let pending else {
@@ -168,17 +179,27 @@ public final class DataService: @unchecked Sendable {
         if let stop = report.stoppedError {
             result.reason = stop
         } else if pending.text("status") == "conflict" {
-            result.reason = OStackError(.conflict, context: .init(account: account.alias, object: object), detail: "push conflict")
+            result.reason = OStackError(
+                .conflict, context: .init(account: account.alias, object: object), detail: "push conflict")
         } else if pending.text("status") == "failed" {
             let error = pending.text("last_error") ?? "failed"
             if error.hasPrefix("validation") {
                 // The server refused the change: nothing was stored there; undo it here and say why.
-                if let entry = try store.rows("SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq LIMIT 1", [.text(object), .text(id)]).first.flatMap(LocalStore.entry) {
+                if let entry = try store.rows(
+                    "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq LIMIT 1",
+                    [.text(object), .text(id)]
+                ).first.flatMap(LocalStore.entry) {
                     try store.discard(entry)
                 }
-                let fields = error.split(separator: ":").dropFirst().first.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } } ?? []
-                let labels = try schemaIfAvailable(object).map { schema in fields.map { schema.field($0)?.label ?? $0 } } ?? fields
-                throw OStackError(.validation, context: .init(object: object, fields: labels), detail: "server validation")
+                let fields =
+                    error.split(separator: ":").dropFirst().first.map {
+                        $0.split(separator: ",").map { String($0).trimmingWhitespace() }
+                    } ?? []
+                let labels =
+                    try schemaIfAvailable(object).map { schema in fields.map { schema.field($0)?.label ?? $0 } }
+                    ?? fields
+                throw OStackError(
+                    .validation, context: .init(object: object, fields: labels), detail: "server validation")
             }
             result.reason = OStackError(
                 error == "rate-limited" ? .rateLimited : (error == "not-found" ? .notFound : .serverError),
@@ -191,7 +212,8 @@ public final class DataService: @unchecked Sendable {
         do {
             let json = try api.call("GET", DataAPI.recordPath(object, id))
             guard let record = json["record"] else { return nil }
-            return LocalStore.StoredRecord(object: object, id: id, data: record, version: record["updated_at"]?.stringValue)
+            return LocalStore.StoredRecord(
+                object: object, id: id, data: record, version: record["updated_at"]?.stringValue)
         } catch let error where error.code == .notFound {
             var error = error
             error.context.object = object
@@ -233,7 +255,9 @@ public final class DataService: @unchecked Sendable {
     }
 
     public func list(_ request: ListRequest) throws(OStackError) -> ListResult {
-        guard ObjectSchema.isIdentifier(request.object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        guard ObjectSchema.isIdentifier(request.object) else {
+            throw OStackError(.unknownObject, detail: "bad object name")
+        }
         if let schema = try schemaIfAvailable(request.object) {
             let checker = QueryChecker(schema: schema)
             if let filter = request.filter { try checker.check(filter) }
@@ -244,50 +268,69 @@ public final class DataService: @unchecked Sendable {
         let source = request.source ?? (tracked ? .local : .remote)
         if source == .local {
             let result = try store.query(
-                .init(object: request.object, filter: request.filter, sort: request.sort, limit: request.limit, offset: request.offset))
+                .init(
+                    object: request.object, filter: request.filter, sort: request.sort, limit: request.limit,
+                    offset: request.offset))
             let records = result.records.compactMap { JSONValue.parse($0) }.map { Self.select($0, request.fields) }
             return ListResult(
-                source: .local, records: records, total: result.total, lastPullAt: try store.trackState(request.object)?.lastPullAt,
+                source: .local, records: records, total: result.total,
+                lastPullAt: try store.trackState(request.object)?.lastPullAt,
                 tracked: tracked)
         }
         var query: [(String, String)] = []
-        if let wire = request.wireFilter { query.append(("filter", String(decoding: wire.serialized(), as: UTF8.self))) }
+        if let wire = request.wireFilter {
+            query.append(("filter", String(decoding: wire.serialized(), as: UTF8.self)))
+        }
         if !request.sort.isEmpty { query.append(("sort", request.sort.map(\.wire).joined(separator: ","))) }
         if let limit = request.limit { query.append(("top", String(limit))) }
         if request.offset > 0 { query.append(("skip", String(request.offset))) }
-        if let fields = request.fields { query.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ","))) }
+        if let fields = request.fields {
+            query.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ",")))
+        }
         let json = try call("GET", DataAPI.objectPath(request.object), query: query, object: request.object)
         guard let records = json["records"]?.arrayValue else {
-            throw OStackError(.unexpectedResponse, context: .init(host: account.server.authority), detail: "list: no records")
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: account.server.authority), detail: "list: no records")
         }
         return ListResult(
-            source: .remote, records: records.map { Self.select($0, request.fields) }, total: json["total"]?.doubleValue.map { Int($0) },
+            source: .remote, records: records.map { Self.select($0, request.fields) },
+            total: json["total"]?.doubleValue.map { Int($0) },
             lastPullAt: nil, tracked: tracked)
     }
 
-    public func get(_ object: String, id: String, source requested: Source?) throws(OStackError) -> (record: JSONValue, source: Source) {
+    public func get(_ object: String, id: String, source requested: Source?) throws(OStackError) -> (
+        record: JSONValue, source: Source
+    ) {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
         let tracked = try store.isTracked(object)
         let local = try store.record(object, id)
-        let pending = try store.integer("SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(object), .text(id)]) > 0
+        let pending =
+            try store.integer(
+                "SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(object), .text(id)]) > 0
         let source = requested ?? ((tracked || pending) ? .local : .remote)
         if source == .local {
-            guard let local else { throw OStackError(.notFound, context: .init(object: object), detail: "no local record") }
+            guard let local else {
+                throw OStackError(.notFound, context: .init(object: object), detail: "no local record")
+            }
             return (local.data, .local)
         }
         let json = try call("GET", DataAPI.recordPath(object, id), object: object)
         guard let record = json["record"] else {
-            throw OStackError(.unexpectedResponse, context: .init(host: account.server.authority), detail: "get: no record")
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: account.server.authority), detail: "get: no record")
         }
         if tracked && !pending { try store.putRecord(object, record, version: record["updated_at"]?.stringValue) }
         return (record, .remote)
     }
 
     public func hasQueuedChange(_ object: String, id: String) throws(OStackError) -> Bool {
-        try store.integer("SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(object), .text(id)]) > 0
+        try store.integer("SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(object), .text(id)])
+            > 0
     }
 
-    func call(_ method: String, _ path: String, query: [(String, String)] = [], object: String) throws(OStackError) -> JSONValue {
+    func call(_ method: String, _ path: String, query: [(String, String)] = [], object: String) throws(OStackError)
+        -> JSONValue
+    {
         do {
             return try api.call(method, path, query: query)
         } catch {
@@ -316,7 +359,10 @@ public final class DataService: @unchecked Sendable {
         public var ok: Bool { error == nil && failed == 0 && conflicts == 0 }
     }
 
-    public func sync(push: Bool = true, pull: Bool = true, reconcile: Bool = false, progress: (@Sendable (String, Int) -> Void)? = nil) throws(OStackError) -> SyncReport {
+    public func sync(
+        push: Bool = true, pull: Bool = true, reconcile: Bool = false,
+        progress: (@Sendable (String, Int) -> Void)? = nil
+    ) throws(OStackError) -> SyncReport {
         var report = SyncReport()
         try withSyncLock { () throws(OStackError) in
             var engine = engine()

@@ -36,7 +36,8 @@ public struct FieldValidator: Sendable {
                 let value = data[field.name]
                 if value == nil || value == .null || value == .string("") {
                     if !problems.contains(where: { $0.field == field.name }) {
-                        problems.append(Problem(field: field.name, label: field.label, message: "\(field.label) is required"))
+                        problems.append(
+                            Problem(field: field.name, label: field.label, message: "\(field.label) is required"))
                     }
                 }
             }
@@ -49,7 +50,9 @@ public struct FieldValidator: Sendable {
         let found = problems(in: data, complete: complete)
         guard !found.isEmpty else { return }
         throw OStackError(
-            .validation, context: .init(object: schema.name, fields: found.map(\.label),
+            .validation,
+            context: .init(
+                object: schema.name, fields: found.map(\.label),
                 suggestion: found.map(\.message).joined(separator: "; ") + "."),
             detail: "local validation: \(found.map(\.field))")
     }
@@ -64,8 +67,12 @@ public struct FieldValidator: Sendable {
             guard case .number(let number) = value, number.isFinite else {
                 return problem("\(field.label) must be a number")
             }
-            if let min = field.min, number < min { return problem("\(field.label) must be at least \(Self.format(min))") }
-            if let max = field.max, number > max { return problem("\(field.label) must be at most \(Self.format(max))") }
+            if let min = field.min, number < min {
+                return problem("\(field.label) must be at least \(Self.format(min))")
+            }
+            if let max = field.max, number > max {
+                return problem("\(field.label) must be at most \(Self.format(max))")
+            }
             if let scale = field.scale, Self.decimals(number) > scale {
                 return problem("\(field.label) takes at most \(scale) decimal place\(scale == 1 ? "" : "s")")
             }
@@ -121,7 +128,8 @@ public struct FieldValidator: Sendable {
             }
         case "time":
             let parts = text.split(separator: ":")
-            guard (2...3).contains(parts.count), let hour = Int(parts[0]), let minute = Int(parts[1]), (0..<24).contains(hour),
+            guard (2...3).contains(parts.count), let hour = Int(parts[0]), let minute = Int(parts[1]),
+                (0..<24).contains(hour),
                 (0..<60).contains(minute)
             else { return problem("\(field.label) must be a time (HH:MM)") }
         default: break
@@ -132,9 +140,12 @@ public struct FieldValidator: Sendable {
     static func isDate(_ text: String) -> Bool {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year > 0, (1...12).contains(month)
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]), year > 0,
+            (1...12).contains(month)
         else { return false }
-        let days = [31, (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        let days = [
+            31, (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31,
+        ]
         return (1...days[month - 1]).contains(day)
     }
 
@@ -159,7 +170,8 @@ public struct FieldValidator: Sendable {
         guard let field = schema.field(name) else {
             throw OStackError(
                 .validation,
-                context: .init(object: schema.name, fields: [name],
+                context: .init(
+                    object: schema.name, fields: [name],
                     suggestion: schema.suggestion(for: name).map { "Did you mean '\($0)'?" }
                         ?? "See `ostack objects show \(schema.name)` for its fields."),
                 detail: "unknown field in --set")
@@ -179,7 +191,8 @@ public struct FieldValidator: Sendable {
             case "false", "no", "0", "off": return .bool(false)
             default:
                 throw OStackError(
-                    .validation, context: .init(fields: [field.label], suggestion: "\(field.label) must be true or false."),
+                    .validation,
+                    context: .init(fields: [field.label], suggestion: "\(field.label) must be true or false."),
                     detail: "--set boolean")
             }
         case "multiselect", "checkboxes", "tags":

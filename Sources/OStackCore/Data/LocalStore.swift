@@ -82,7 +82,9 @@ public final class LocalStore: @unchecked Sendable {
     static func storage(_ error: any Error) -> OStackError {
         if let sqlite = error as? SQLiteError {
             if sqlite.kind == .unreadable { return OStackError(.storageUnreadable, detail: "database: \(sqlite.kind)") }
-            return OStackError(.storageFailure, detail: "database: \(sqlite.kind) \(sqlite.code)/\(sqlite.extendedCode) in \(sqlite.operation)")
+            return OStackError(
+                .storageFailure,
+                detail: "database: \(sqlite.kind) \(sqlite.code)/\(sqlite.extendedCode) in \(sqlite.operation)")
         }
         return OStackError(.storageFailure, detail: "database: \(type(of: error))")
     }
@@ -149,7 +151,10 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     public func record(_ object: String, _ id: String) throws(OStackError) -> StoredRecord? {
-        guard let row = try rows("SELECT data, version FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)]).first,
+        guard
+            let row = try rows(
+                "SELECT data, version FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)]
+            ).first,
             let text = row.text("data"), let data = JSONValue.parse(Array(text.utf8))
         else { return nil }
         return StoredRecord(object: object, id: id, data: data, version: row.text("version"))
@@ -160,7 +165,10 @@ public final class LocalStore: @unchecked Sendable {
         guard let id = data["id"]?.stringValue else { return }
         try run(
             "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)",
-            [.text(object), .text(id), .text(String(decoding: data.serialized(), as: UTF8.self)), version.map { .text($0) } ?? .null])
+            [
+                .text(object), .text(id), .text(String(decoding: data.serialized(), as: UTF8.self)),
+                version.map { .text($0) } ?? .null,
+            ])
     }
 
     public func deleteRecord(_ object: String, _ id: String) throws(OStackError) {
@@ -170,7 +178,9 @@ public final class LocalStore: @unchecked Sendable {
     /// Replaces a local id with the server's (a server that ignored the client-chosen id).
     public func renameRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
         try run("UPDATE records SET id = ? WHERE object = ? AND id = ?", [.text(newID), .text(object), .text(oldID)])
-        try run("UPDATE queue SET record_id = ? WHERE object = ? AND record_id = ?", [.text(newID), .text(object), .text(oldID)])
+        try run(
+            "UPDATE queue SET record_id = ? WHERE object = ? AND record_id = ?",
+            [.text(newID), .text(object), .text(oldID)])
     }
 
     public func recordCount(_ object: String) throws(OStackError) -> Int {
@@ -180,13 +190,18 @@ public final class LocalStore: @unchecked Sendable {
     /// Pulled records, written in one transaction with one prepared statement; a record with a queued
     /// local change is left alone (SPEC §8: pending changes are never overwritten). Returns how many
     /// were written.
-    public func applyPulled(_ object: String, _ records: [(id: String, version: String?, json: [UInt8])]) throws(OStackError) -> Int {
+    public func applyPulled(_ object: String, _ records: [(id: String, version: String?, json: [UInt8])])
+        throws(OStackError) -> Int
+    {
         try transaction { () throws(OStackError) -> Int in
             // Records with a queued change are skipped (usually none: one query per page).
             let queued = Set(
-                try rows("SELECT record_id FROM queue WHERE object = ?", [.text(object)]).compactMap { $0.text("record_id") })
+                try rows("SELECT record_id FROM queue WHERE object = ?", [.text(object)]).compactMap {
+                    $0.text("record_id")
+                })
             do {
-                let statement = try statement("INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)", [])
+                let statement = try statement(
+                    "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)", [])
                 var written = 0
                 for record in records where !queued.contains(record.id) {
                     try statement.bind([
@@ -213,7 +228,9 @@ public final class LocalStore: @unchecked Sendable {
         public var limit: Int?
         public var offset: Int = 0
 
-        public init(object: String, filter: FilterCondition? = nil, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0) {
+        public init(
+            object: String, filter: FilterCondition? = nil, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0
+        ) {
             self.object = object
             self.filter = filter
             self.sort = sort
@@ -249,7 +266,8 @@ public final class LocalStore: @unchecked Sendable {
             sql += " AND ostack_match(data)"
         }
         var order = query.sort.map { key in
-            key.field == "id" ? "id\(key.descending ? " DESC" : "")"
+            key.field == "id"
+                ? "id\(key.descending ? " DESC" : "")"
                 : "ostack_field(data, '\(key.field)')\(key.descending ? " DESC" : "")"
         }
         // `+id`: when an index narrows the rows, do not let "ORDER BY id" talk SQLite into a full
@@ -281,7 +299,8 @@ public final class LocalStore: @unchecked Sendable {
         if case .all(let children) = filter { conjuncts = children } else { conjuncts = [filter] }
         var result: [(String, [String])] = []
         for conjunct in conjuncts {
-            guard case .compare(let field, let op, .value(let value)) = conjunct, ObjectSchema.isIdentifier(field) else {
+            guard case .compare(let field, let op, .value(let value)) = conjunct, ObjectSchema.isIdentifier(field)
+            else {
                 continue
             }
             let strings: [JSONValue]
@@ -291,7 +310,9 @@ public final class LocalStore: @unchecked Sendable {
             default: continue
             }
             let texts = strings.compactMap(\.stringValue)
-            guard !texts.isEmpty, texts.count == strings.count, texts.allSatisfy({ Double($0) == nil }) else { continue }
+            guard !texts.isEmpty, texts.count == strings.count, texts.allSatisfy({ Double($0) == nil }) else {
+                continue
+            }
             result.append((field, texts))
         }
         return result
@@ -314,7 +335,8 @@ public final class LocalStore: @unchecked Sendable {
 
     /// Starts mirroring `object` and creates its indexes.
     public func track(_ schema: ObjectSchema) throws(OStackError) {
-        let fields = schema.fields.filter { Self.indexedTypes.contains($0.type) }.map(\.name)
+        let fields =
+            schema.fields.filter { Self.indexedTypes.contains($0.type) }.map(\.name)
             + (schema.nameField.map { [$0] } ?? [])
         try transaction { () throws(OStackError) in
             try run(
@@ -327,10 +349,13 @@ public final class LocalStore: @unchecked Sendable {
         var created: [String] = []
         for field in Set(fields).sorted() where ObjectSchema.isIdentifier(field) && ObjectSchema.isIdentifier(object) {
             try run(
-                "CREATE INDEX IF NOT EXISTS \"ix_\(object)__\(field)\" ON records (object, ostack_field(data, '\(field)')) WHERE object = '\(object)'")
+                "CREATE INDEX IF NOT EXISTS \"ix_\(object)__\(field)\" ON records (object, ostack_field(data, '\(field)')) WHERE object = '\(object)'"
+            )
             created.append(field)
         }
-        try run("UPDATE tracked SET indexed_fields = ? WHERE object = ?", [.text(created.joined(separator: ",")), .text(object)])
+        try run(
+            "UPDATE tracked SET indexed_fields = ? WHERE object = ?",
+            [.text(created.joined(separator: ",")), .text(object)])
     }
 
     public func untrack(_ object: String) throws(OStackError) {
@@ -360,7 +385,9 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     public func indexedFields(_ object: String) throws(OStackError) -> Set<String> {
-        let text = try rows("SELECT indexed_fields FROM tracked WHERE object = ?", [.text(object)]).first?.text("indexed_fields") ?? ""
+        let text =
+            try rows("SELECT indexed_fields FROM tracked WHERE object = ?", [.text(object)]).first?.text(
+                "indexed_fields") ?? ""
         return Set(text.split(separator: ",").map(String.init))
     }
 
@@ -387,12 +414,15 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     public func advanceCursor(_ object: String, version: String, id: String) throws(OStackError) {
-        try run("UPDATE tracked SET cursor_version = ?, cursor_id = ? WHERE object = ?", [.text(version), .text(id), .text(object)])
+        try run(
+            "UPDATE tracked SET cursor_version = ?, cursor_id = ? WHERE object = ?",
+            [.text(version), .text(id), .text(object)])
     }
 
     public func markPulled(_ object: String, reconciled: Bool) throws(OStackError) {
         try run(
-            "UPDATE tracked SET last_pull_at = ?1" + (reconciled ? ", last_reconcile_at = ?1" : "") + " WHERE object = ?2",
+            "UPDATE tracked SET last_pull_at = ?1" + (reconciled ? ", last_reconcile_at = ?1" : "")
+                + " WHERE object = ?2",
             [.real(now), .text(object)])
     }
 

@@ -61,7 +61,8 @@ public struct MetadataCache: Sendable {
             throw error
         }
         guard let item = outcome.json?["item"], let schema = ObjectSchema(item: item), schema.name == name else {
-            throw OStackError(.unexpectedResponse, context: .init(host: api.account.server.authority), detail: "meta item malformed")
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "meta item malformed")
         }
         let fingerprint = schema.fingerprint
         let previousFingerprint = row?.text("fingerprint")
@@ -89,7 +90,8 @@ public struct MetadataCache: Sendable {
         let validator = FieldValidator(schema: schema)
         var invalid = 0
         for row in try store.rows("SELECT id, data FROM records WHERE object = ?", [.text(schema.name)]) {
-            guard let id = row.text("id"), let text = row.text("data"), let data = JSONValue.parse(Array(text.utf8))?.objectValue
+            guard let id = row.text("id"), let text = row.text("data"),
+                let data = JSONValue.parse(Array(text.utf8))?.objectValue
             else { continue }
             let bad = !validator.problems(in: data.filter { schema.isKnown($0.key) }, complete: true).isEmpty
             if bad { invalid += 1 }

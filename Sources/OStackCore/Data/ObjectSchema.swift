@@ -101,7 +101,9 @@ public struct ObjectSchema: Sendable, Equatable {
     /// Machine names ostack accepts from a server: they end up in URLs and index names.
     public static func isIdentifier(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && text.utf8.allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 || ($0 >= 65 && $0 <= 90) }
+            && text.utf8.allSatisfy {
+                ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 || ($0 >= 65 && $0 <= 90)
+            }
     }
 
     /// The closest known field name to a mistyped one (edit distance ≤ 2, or a prefix match).

@@ -186,7 +186,9 @@ public struct FieldScanner: Sendable {
                 case UInt8(ascii: "f"): output.append(0x0C)
                 case UInt8(ascii: "u"):
                     guard i + 4 <= slice.count,
-                        let code = UInt32(String(decoding: UnsafeRawBufferPointer(rebasing: slice[i..<i + 4]), as: UTF8.self), radix: 16)
+                        let code = UInt32(
+                            String(decoding: UnsafeRawBufferPointer(rebasing: slice[i..<i + 4]), as: UTF8.self),
+                            radix: 16)
                     else { return String(decoding: slice, as: UTF8.self) }
                     i += 4
                     flush()

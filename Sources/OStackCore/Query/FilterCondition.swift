@@ -136,7 +136,9 @@ public indirect enum FilterCondition: Sendable, Equatable {
                         }
                         let raw = ops[opKey]!
                         if op == .null || op == .exists {
-                            guard case .bool = raw else { throw Malformed(message: "$null and $exists take true or false") }
+                            guard case .bool = raw else {
+                                throw Malformed(message: "$null and $exists take true or false")
+                            }
                             conditions.append(.compare(field: key, op: op, operand: .value(raw)))
                         } else {
                             conditions.append(try comparison(field: key, op: op, raw: raw))

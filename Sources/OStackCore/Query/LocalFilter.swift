@@ -154,7 +154,9 @@ public struct LocalFilter: Sendable {
 
     /// A numeric string as a number: finite decimal only ("nan", "inf" and hex floats are text).
     static func numeric(_ text: String) -> Double? {
-        guard !text.isEmpty, text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }),
+        guard !text.isEmpty,
+            text.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 43 || $0 == 46 || $0 == 101 || $0 == 69 }
+            ),
             let value = Double(text), value.isFinite
         else { return nil }
         return value

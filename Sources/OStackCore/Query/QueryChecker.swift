@@ -51,7 +51,8 @@ public struct QueryChecker: Sendable {
                 let label = schema.field(field)?.label ?? field
                 throw OStackError(
                     .invalidFilter,
-                    context: .init(object: schema.name, fields: [field],
+                    context: .init(
+                        object: schema.name, fields: [field],
                         suggestion: "\(label) is a \(type) field; it does not take '\(Self.spelling(op))'."),
                     detail: "operator \(op) on \(type)")
             }
@@ -60,10 +61,12 @@ public struct QueryChecker: Sendable {
 
     public func requireKnown(_ field: String) throws(OStackError) {
         guard !schema.isKnown(field) else { return }
-        let hint = schema.suggestion(for: field).map { "Unknown field '\(field)'. Did you mean '\($0)'?" }
+        let hint =
+            schema.suggestion(for: field).map { "Unknown field '\(field)'. Did you mean '\($0)'?" }
             ?? "Unknown field '\(field)'. See `ostack objects show \(schema.name)`."
         throw OStackError(
-            .invalidFilter, context: .init(object: schema.name, fields: [field], suggestion: hint), detail: "unknown field")
+            .invalidFilter, context: .init(object: schema.name, fields: [field], suggestion: hint),
+            detail: "unknown field")
     }
 
     static func spelling(_ op: FilterCondition.Operator) -> String {

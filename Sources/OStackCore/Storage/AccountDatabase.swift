@@ -46,11 +46,12 @@ public enum AccountDatabase {
             options.pageSize = size
             do {
                 return try Database(path: path, key: key, options: options)
-            } catch where error.kind == .unreadable {
+            } catch  where error.kind == .unreadable {
                 lastError = error
             }
         }
-        throw lastError ?? SQLiteError(kind: .unreadable, code: 26, extendedCode: 26, operation: "open", message: "unreadable")
+        throw lastError
+            ?? SQLiteError(kind: .unreadable, code: 26, extendedCode: 26, operation: "open", message: "unreadable")
     }
 
     /// The provisioning hook used at first sign-in and re-login.

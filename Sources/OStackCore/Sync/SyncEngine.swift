@@ -105,7 +105,8 @@ public struct SyncEngine: Sendable {
                     headers: [("Idempotency-Key", chunk[0].idempotencyKey)])
             case (.create, _):
                 outcome = try api.exchange(
-                    "POST", DataAPI.objectPath(object) + "/createMany", body: .array(chunk.map { .object(createBody($0)) }),
+                    "POST", DataAPI.objectPath(object) + "/createMany",
+                    body: .array(chunk.map { .object(createBody($0)) }),
                     headers: [("Idempotency-Key", Self.batchKey(chunk))])
             case (.update, 1):
                 var headers = [("Idempotency-Key", chunk[0].idempotencyKey)]
@@ -115,7 +116,9 @@ public struct SyncEngine: Sendable {
                     headers: headers)
             case (.update, _):
                 let rows: [JSONValue] = chunk.map { entry in
-                    var row: [String: JSONValue] = ["id": .string(entry.recordID), "data": .object(entry.payload ?? [:])]
+                    var row: [String: JSONValue] = [
+                        "id": .string(entry.recordID), "data": .object(entry.payload ?? [:]),
+                    ]
                     if let base = entry.baseVersion { row["expectedVersion"] = .string(base) }
                     return .object(row)
                 }
@@ -161,12 +164,14 @@ public struct SyncEngine: Sendable {
     }
 
     static func batchKey(_ chunk: [QueueEntry]) -> String {
-        "b_" + BLAKE2b.hash(Array(chunk.map(\.idempotencyKey).joined(separator: ",").utf8), length: 16)
+        "b_"
+            + BLAKE2b.hash(Array(chunk.map(\.idempotencyKey).joined(separator: ",").utf8), length: 16)
             .map { String($0, radix: 16).leftPadded(2) }.joined()
     }
 
     /// One outcome for every entry of the chunk (a single request, or a batch refused as a whole).
-    func settleWhole(_ chunk: [QueueEntry], _ outcome: DataAPI.Outcome, _ report: inout PushReport) throws(OStackError) {
+    func settleWhole(_ chunk: [QueueEntry], _ outcome: DataAPI.Outcome, _ report: inout PushReport) throws(OStackError)
+    {
         let status = outcome.response.status
         let json = outcome.json  // parsed once
         if outcome.ok {
@@ -246,14 +251,16 @@ public struct SyncEngine: Sendable {
         }
         let results = outcome.json?["results"]?.arrayValue ?? []  // parsed once
         for (index, entry) in chunk.enumerated() {
-            let result = results.first { $0["index"]?.doubleValue.map { Int($0) } == index }
+            let result =
+                results.first { $0["index"]?.doubleValue.map { Int($0) } == index }
                 ?? results.first { $0["id"]?.stringValue == entry.recordID }
             guard let result else {
                 try store.release(entry, delivered: true)
                 continue
             }
             if result["success"]?.boolValue == true {
-                try store.complete(entry, serverRecord: entry.operation == .delete ? nil : result["data"] ?? result["record"])
+                try store.complete(
+                    entry, serverRecord: entry.operation == .delete ? nil : result["data"] ?? result["record"])
                 report.pushed += 1
                 continue
             }
@@ -273,7 +280,8 @@ public struct SyncEngine: Sendable {
             default:
                 let retryable = status == 429 || status >= 500
                 try store.fail(
-                    entry, error: code == "RECORD_NOT_FOUND" ? "not-found" : (retryable ? "server-error" : "validation"),
+                    entry,
+                    error: code == "RECORD_NOT_FOUND" ? "not-found" : (retryable ? "server-error" : "validation"),
                     retryable: retryable, retryAfter: nil)
                 report.failed += 1
             }
@@ -297,12 +305,18 @@ public struct SyncEngine: Sendable {
     func verifyCreates(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
         let byObject = Dictionary(grouping: entries, by: \.object)
         for object in byObject.keys.sorted() {
-            for slice in byObject[object]!.chunked(min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)) {
+            for slice in byObject[object]!.chunked(
+                min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap))
+            {
                 let chunk = Array(slice)
-                let filter: JSONValue = .array([.string("id"), .string("in"), .array(chunk.map { .string($0.recordID) })])
+                let filter: JSONValue = .array([
+                    .string("id"), .string("in"), .array(chunk.map { .string($0.recordID) }),
+                ])
                 let json = try api.call(
                     "GET", DataAPI.objectPath(object),
-                    query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(chunk.count))])
+                    query: [
+                        ("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(chunk.count)),
+                    ])
                 var found: [String: JSONValue] = [:]
                 for record in json["records"]?.arrayValue ?? [] {
                     if let id = record["id"]?.stringValue { found[id] = record }
@@ -326,7 +340,9 @@ public struct SyncEngine: Sendable {
     /// A 409 `CONCURRENT_UPDATE`: three-way merge against the base snapshot (SPEC §8). Already applied
     /// (our earlier delivery) → done; fields changed on both sides differ → `conflict`; otherwise the
     /// change is rebased on the server's version and pushed again.
-    func resolveConcurrent(_ entry: QueueEntry, theirs: JSONValue?, version: String?, _ report: inout PushReport) throws(OStackError) {
+    func resolveConcurrent(_ entry: QueueEntry, theirs: JSONValue?, version: String?, _ report: inout PushReport)
+        throws(OStackError)
+    {
         guard let theirsRecord = theirs?.objectValue else {
             try store.markConflict(entry, theirs: nil, version: version)
             report.conflicts += 1
@@ -342,7 +358,9 @@ public struct SyncEngine: Sendable {
                 try store.complete(entry, serverRecord: .object(theirsRecord))
                 report.pushed += 1
             } else if merge.conflictingFields.isEmpty && entry.revision < 5 {
-                try store.rebase(entry, payload: merge.localChanges, operation: .update, baseVersion: version, baseSnapshot: theirsRecord)
+                try store.rebase(
+                    entry, payload: merge.localChanges, operation: .update, baseVersion: version,
+                    baseSnapshot: theirsRecord)
                 try store.putRecord(entry.object, .object(merge.merged), version: version)
                 report.merged += 1
             } else {
@@ -438,11 +456,13 @@ public struct SyncEngine: Sendable {
                 Result { () throws(OStackError) -> Page in
                     let outcome = try api.exchange("GET", DataAPI.objectPath(object), query: request)
                     guard outcome.ok else {
-                        throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
+                        throw outcome.error.asOStackError(
+                            account: api.account.alias, host: api.account.server.authority)
                     }
                     guard let page = Self.parsePage(outcome.response.body) else {
                         throw OStackError(
-                            .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "list page malformed")
+                            .unexpectedResponse, context: .init(host: api.account.server.authority),
+                            detail: "list page malformed")
                     }
                     return page
                 })
@@ -486,12 +506,16 @@ public struct SyncEngine: Sendable {
             }
             let ids: [String]? = outcome.response.body.withUnsafeBytes { raw in
                 FieldScanner.recordRanges(in: raw)?.ranges.compactMap { range in
-                    if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] { return id }
+                    if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
+                        return id
+                    }
                     return nil
                 }
             }
             guard let ids else {
-                throw OStackError(.unexpectedResponse, context: .init(host: api.account.server.authority), detail: "id page malformed")
+                throw OStackError(
+                    .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "id page malformed"
+                )
             }
             remote.formUnion(ids)
             if ids.count < 10000 { break }

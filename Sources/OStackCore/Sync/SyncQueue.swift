@@ -64,7 +64,8 @@ extension LocalStore {
         }
         return QueueEntry(
             seq: row.int("seq") ?? 0, id: id, object: object, recordID: recordID, operation: operation,
-            payload: decode(row["payload"]), baseVersion: row.text("base_version"), baseSnapshot: decode(row["base_snapshot"]),
+            payload: decode(row["payload"]), baseVersion: row.text("base_version"),
+            baseSnapshot: decode(row["base_snapshot"]),
             status: status, attempts: Int(row.int("attempts") ?? 0), retryable: row.int("retryable") != 0,
             nextAttemptAt: real("next_attempt_at"), lastError: row.text("last_error"), sent: row.int("sent") == 1,
             revision: Int(row.int("revision") ?? 0),
@@ -87,7 +88,8 @@ extension LocalStore {
         baseVersion: String?, baseSnapshot: [String: JSONValue]?
     ) throws(OStackError) -> String? {
         let last = try rows(
-            "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1", [.text(object), .text(recordID)]
+            "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1",
+            [.text(object), .text(recordID)]
         ).first.flatMap(Self.entry)
         if let last, last.status == .pending, !last.sent {
             switch (last.operation, operation) {
@@ -95,14 +97,16 @@ extension LocalStore {
                 var merged = last.payload ?? [:]
                 for (key, value) in payload ?? [:] { merged[key] = value }
                 try run(
-                    "UPDATE queue SET payload = ?, updated_at = ? WHERE seq = ?", [Self.encode(merged), .real(now), .integer(last.seq)])
+                    "UPDATE queue SET payload = ?, updated_at = ? WHERE seq = ?",
+                    [Self.encode(merged), .real(now), .integer(last.seq)])
                 return last.id
             case (.create, .delete):
                 try run("DELETE FROM queue WHERE seq = ?", [.integer(last.seq)])
                 return nil
             case (.update, .delete):
                 try run(
-                    "UPDATE queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?", [.real(now), .integer(last.seq)])
+                    "UPDATE queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?",
+                    [.real(now), .integer(last.seq)])
                 return last.id
             default: break
             }
@@ -183,7 +187,8 @@ extension LocalStore {
         try transaction { () throws(OStackError) in
             for entry in entries {
                 try run(
-                    "UPDATE queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?", [.real(now), .integer(entry.seq)])
+                    "UPDATE queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
+                    [.real(now), .integer(entry.seq)])
             }
         }
     }
@@ -201,7 +206,8 @@ extension LocalStore {
         try run("DELETE FROM queue WHERE seq = ?", [.integer(entry.seq)])
         let version = serverRecord?["updated_at"]?.stringValue
         let later = try integer(
-            "SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(entry.object), .text(entry.recordID)])
+            "SELECT count(*) FROM queue WHERE object = ? AND record_id = ?",
+            [.text(entry.object), .text(entry.recordID)])
         if let serverRecord, entry.operation != .delete {
             if let version {
                 try run(
@@ -240,7 +246,10 @@ extension LocalStore {
     }
 
     /// Re-queues an entry as a fresh pending change against a new base (merge, `--keep mine`).
-    public func rebase(_ entry: QueueEntry, payload: [String: JSONValue]?, operation: QueueEntry.Operation, baseVersion: String?, baseSnapshot: [String: JSONValue]?) throws(OStackError) {
+    public func rebase(
+        _ entry: QueueEntry, payload: [String: JSONValue]?, operation: QueueEntry.Operation, baseVersion: String?,
+        baseSnapshot: [String: JSONValue]?
+    ) throws(OStackError) {
         try run(
             """
             UPDATE queue SET status = 'pending', operation = ?, payload = ?, base_version = ?, base_snapshot = ?, theirs = NULL,
@@ -249,14 +258,16 @@ extension LocalStore {
             WHERE seq = ?
             """,
             [
-                .text(operation.rawValue), Self.encode(payload), baseVersion.map { .text($0) } ?? .null, Self.encode(baseSnapshot),
+                .text(operation.rawValue), Self.encode(payload), baseVersion.map { .text($0) } ?? .null,
+                Self.encode(baseSnapshot),
                 .real(now), .integer(entry.seq),
             ])
     }
 
     /// `queue retry`: failed (and, with `all`, also exhausted) entries become due now.
     public func retry(ids: [String]?) throws(OStackError) -> Int {
-        var sql = "UPDATE queue SET status = 'pending', attempts = 0, retryable = 1, next_attempt_at = 0 WHERE status = 'failed'"
+        var sql =
+            "UPDATE queue SET status = 'pending', attempts = 0, retryable = 1, next_attempt_at = 0 WHERE status = 'failed'"
         var bindings: [SQLValue] = []
         if let ids {
             sql += " AND id IN (\(ids.map { _ in "?" }.joined(separator: ", ")))"
@@ -269,7 +280,9 @@ extension LocalStore {
     /// `queue discard ID`: drops the change and restores the record as the server last had it.
     public func discard(_ entry: QueueEntry) throws(OStackError) {
         try transaction { () throws(OStackError) in
-            try run("DELETE FROM queue WHERE object = ? AND record_id = ? AND seq >= ?", [.text(entry.object), .text(entry.recordID), .integer(entry.seq)])
+            try run(
+                "DELETE FROM queue WHERE object = ? AND record_id = ? AND seq >= ?",
+                [.text(entry.object), .text(entry.recordID), .integer(entry.seq)])
             if entry.operation == .create {
                 try deleteRecord(entry.object, entry.recordID)
             } else if let base = entry.baseSnapshot {

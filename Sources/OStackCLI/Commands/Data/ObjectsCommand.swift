@@ -22,7 +22,8 @@ struct ObjectsCommand: AsyncParsableCommand {
                 if stale { context.note("Offline: showing cached metadata.") }
                 struct Document: Encodable { var objects: [ObjectDocument] }
                 context.emit(json: Document(objects: objects)) {
-                    Table(headers: ["name", "label"], rows: objects.map { [$0.name, $0.label] }).render(terminal: context.terminal)
+                    Table(headers: ["name", "label"], rows: objects.map { [$0.name, $0.label] }).render(
+                        terminal: context.terminal)
                 }
             }
         }
@@ -50,15 +51,21 @@ struct ObjectsCommand: AsyncParsableCommand {
                     var schemaVersion: Int
                 }
                 let fields = schema.fields.map {
-                    Field(name: $0.name, type: $0.type, label: $0.label, required: $0.required, options: $0.options.isEmpty ? nil : $0.options)
+                    Field(
+                        name: $0.name, type: $0.type, label: $0.label, required: $0.required,
+                        options: $0.options.isEmpty ? nil : $0.options)
                 }
-                let document = Document(name: schema.name, label: schema.label, fields: fields, schemaVersion: cached.schemaVersion)
+                let document = Document(
+                    name: schema.name, label: schema.label, fields: fields, schemaVersion: cached.schemaVersion)
                 context.emit(json: document) {
                     "\(schema.label) (\(schema.name))\n"
                         + Table(
                             headers: ["field", "type", "label", "required", "constraints"],
                             rows: schema.fields.map { field in
-                                [field.name, field.type, field.label, field.required ? "yes" : "", Self.constraints(field)]
+                                [
+                                    field.name, field.type, field.label, field.required ? "yes" : "",
+                                    Self.constraints(field),
+                                ]
                             }
                         ).render(terminal: context.terminal)
                 }
@@ -84,7 +91,8 @@ struct ObjectDocument: Encodable {
 
 /// `ostack apps list` — the apps the user may enter (`GET /api/v1/me/apps`).
 struct AppsCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "apps", abstract: "List apps.", subcommands: [List.self])
+    static let configuration = CommandConfiguration(
+        commandName: "apps", abstract: "List apps.", subcommands: [List.self])
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the apps you may open.")
@@ -101,12 +109,17 @@ struct AppsCommand: AsyncParsableCommand {
                 }
                 let apps = (json["apps"]?.arrayValue ?? []).compactMap { item -> App? in
                     guard let name = item["name"]?.stringValue else { return nil }
-                    return App(name: name, label: item["label"]?.stringValue ?? name, isDefault: item["isDefault"]?.boolValue ?? false)
+                    return App(
+                        name: name, label: item["label"]?.stringValue ?? name,
+                        isDefault: item["isDefault"]?.boolValue ?? false)
                 }
                 struct Document: Encodable { var apps: [App] }
                 context.emit(json: Document(apps: apps)) {
-                    Table(headers: ["name", "label", "default"], rows: apps.map { [$0.name, $0.label, $0.isDefault ? "yes" : ""] })
-                        .render(terminal: context.terminal)
+                    Table(
+                        headers: ["name", "label", "default"],
+                        rows: apps.map { [$0.name, $0.label, $0.isDefault ? "yes" : ""] }
+                    )
+                    .render(terminal: context.terminal)
                 }
             }
         }

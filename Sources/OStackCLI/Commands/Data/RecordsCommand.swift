@@ -22,7 +22,8 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct WriteOptions: ParsableArguments {
-        @Option(name: .long, help: ArgumentHelp("Set a field (typed by metadata); repeatable.", valueName: "field=value"))
+        @Option(
+            name: .long, help: ArgumentHelp("Set a field (typed by metadata); repeatable.", valueName: "field=value"))
         var set: [String] = []
         @Option(name: .long, help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
         var data: String?
@@ -34,7 +35,9 @@ struct RecordsCommand: AsyncParsableCommand {
             guard case .array(let items) = JSONValue.parse(try bytes(data)) else { return nil }
             let objects = items.compactMap(\.objectValue)
             guard objects.count == items.count, !objects.isEmpty else {
-                throw OStackError(.invalidInput, context: .init(suggestion: "--data takes a JSON object or an array of objects."), detail: "--data array")
+                throw OStackError(
+                    .invalidInput, context: .init(suggestion: "--data takes a JSON object or an array of objects."),
+                    detail: "--data array")
             }
             return objects
         }
@@ -42,7 +45,8 @@ struct RecordsCommand: AsyncParsableCommand {
         func bytes(_ data: String) throws(OStackError) -> [UInt8] {
             guard data.hasPrefix("@") else { return Array(data.utf8) }
             guard let read = try? SecureFileSystem.readFile(String(data.dropFirst())) else {
-                throw OStackError(.invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
+                throw OStackError(
+                    .invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
             }
             return read
         }
@@ -51,20 +55,23 @@ struct RecordsCommand: AsyncParsableCommand {
             var fields: [String: JSONValue] = [:]
             if let data {
                 guard let object = JSONValue.parse(try bytes(data))?.objectValue else {
-                    throw OStackError(.invalidInput, context: .init(suggestion: "--data takes a JSON object."), detail: "--data json")
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "--data takes a JSON object."), detail: "--data json")
                 }
                 fields = object
             }
             let schema = try service.schemaIfAvailable(object)
             for assignment in set {
                 guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
-                    throw OStackError(.invalidInput, context: .init(suggestion: "Use --set field=value."), detail: "--set syntax")
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "Use --set field=value."), detail: "--set syntax")
                 }
                 let name = String(assignment[..<equals])
                 let text = String(assignment[assignment.index(after: equals)...])
-                fields[name] = try schema.map { schema throws(OStackError) in
-                    try FieldValidator(schema: schema).typedValue(field: name, text: text)
-                } ?? .string(text)
+                fields[name] =
+                    try schema.map { schema throws(OStackError) in
+                        try FieldValidator(schema: schema).typedValue(field: name, text: text)
+                    } ?? .string(text)
             }
             return fields
         }
@@ -100,7 +107,8 @@ struct RecordsCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object, e.g. task.") var object: String
         @Option(name: .long, help: "A filter, e.g. \"status = 'open' and amount >= 10\".") var filter: String?
-        @Option(name: .customLong("filter-json"), help: "The filter as the protocol's JSON AST.") var filterJSON: String?
+        @Option(name: .customLong("filter-json"), help: "The filter as the protocol's JSON AST.") var filterJSON:
+            String?
         @Option(name: .long, help: "Sort fields, e.g. status,-updated_at.") var sort: String?
         @Option(name: .long, help: "At most this many records.") var limit: Int?
         @Option(name: .long, help: "Skip this many records.") var offset: Int = 0
@@ -123,7 +131,9 @@ struct RecordsCommand: AsyncParsableCommand {
                     request.filter = try FilterCondition.parse(expression.wireAST)
                 } else if let filterJSON {
                     guard let json = JSONValue.parse(Array(filterJSON.utf8)) else {
-                        throw OStackError(.invalidFilter, context: .init(suggestion: "--filter-json is not valid JSON."), detail: "json")
+                        throw OStackError(
+                            .invalidFilter, context: .init(suggestion: "--filter-json is not valid JSON."),
+                            detail: "json")
                     }
                     request.filter = try FilterCondition.parse(json)
                     request.wireFilter = json
@@ -138,7 +148,8 @@ struct RecordsCommand: AsyncParsableCommand {
                     if !result.tracked {
                         context.note("\(object) is not tracked: the local mirror holds only records changed here.")
                     } else if let pulled = result.lastPullAt {
-                        context.note("Local mirror, pulled \(RecordText.age(Date().timeIntervalSince1970 - pulled)) ago.")
+                        context.note(
+                            "Local mirror, pulled \(RecordText.age(Date().timeIntervalSince1970 - pulled)) ago.")
                     } else {
                         context.note("Local mirror, never pulled: run `ostack sync`.")
                     }
@@ -150,7 +161,8 @@ struct RecordsCommand: AsyncParsableCommand {
                     var total: Int?
                 }
                 context.emit(
-                    json: Document(object: object, source: result.source.rawValue, records: result.records, total: result.total)
+                    json: Document(
+                        object: object, source: result.source.rawValue, records: result.records, total: result.total)
                 ) {
                     RecordText.table(result.records, fields: request.fields, terminal: context.terminal)
                 }
@@ -191,15 +203,21 @@ struct RecordsCommand: AsyncParsableCommand {
                     let queued = results.filter(\.queued).count
                     struct Document: Encodable { var records: [WriteDocument] }
                     context.emit(
-                        json: Document(records: results.map { WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued) }),
-                        human: "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "").")
+                        json: Document(
+                            records: results.map {
+                                WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued)
+                            }),
+                        human:
+                            "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
+                    )
                     if queued > 0 && !write.offline {
                         throw OStackError(.offline, context: .init(count: queued), detail: "bulk create queued")
                     }
                     return
                 }
                 let fields = try write.fields(service, object: object)
-                try RecordsCommand.finish(try service.create(object, data: fields, offline: write.offline), verb: "Created", context: context)
+                try RecordsCommand.finish(
+                    try service.create(object, data: fields, offline: write.offline), verb: "Created", context: context)
             }
         }
     }
@@ -216,10 +234,13 @@ struct RecordsCommand: AsyncParsableCommand {
                 let service = try context.dataService(context.selectedAccount().account)
                 let fields = try write.fields(service, object: object)
                 guard !fields.isEmpty else {
-                    throw OStackError(.invalidInput, context: .init(suggestion: "Give fields with --set or --data."), detail: "no fields")
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "Give fields with --set or --data."),
+                        detail: "no fields")
                 }
                 try RecordsCommand.finish(
-                    try service.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated", context: context)
+                    try service.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated",
+                    context: context)
             }
         }
     }
@@ -234,7 +255,8 @@ struct RecordsCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let service = try context.dataService(context.selectedAccount().account)
-                try RecordsCommand.finish(try service.delete(object, id: id, offline: offline), verb: "Deleted", context: context)
+                try RecordsCommand.finish(
+                    try service.delete(object, id: id, offline: offline), verb: "Deleted", context: context)
             }
         }
     }
@@ -269,7 +291,8 @@ enum RecordText {
         if fields == nil {
             var seen = Set<String>()
             for record in records.prefix(50) {
-                for key in (record.objectValue ?? [:]).keys.sorted() where !hidden.contains(key) && seen.insert(key).inserted {
+                for key in (record.objectValue ?? [:]).keys.sorted()
+                where !hidden.contains(key) && seen.insert(key).inserted {
                     columns.append(key)
                 }
             }
@@ -277,8 +300,9 @@ enum RecordText {
             columns = Array(columns.prefix(5)) + ["updated_at"]
         }
         columns = ["id"] + columns.filter { $0 != "id" }
-        return Table(headers: columns, rows: records.map { record in columns.map { text(record[$0] ?? .null) } }).render(
-            terminal: terminal)
+        return Table(headers: columns, rows: records.map { record in columns.map { text(record[$0] ?? .null) } })
+            .render(
+                terminal: terminal)
     }
 
     static func age(_ seconds: Double) -> String {

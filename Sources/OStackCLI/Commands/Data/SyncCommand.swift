@@ -56,13 +56,17 @@ struct SyncCommand: AsyncParsableCommand {
 
         /// One pass over the accounts; returns the error to exit with when an account did not sync.
         func syncOnce(_ context: CommandContext) throws -> OStackError? {
-            let accounts = all ? try context.registry.accounts().filter { $0.sessionState != .signedOut } : [try context.selectedAccount().account]
+            let accounts =
+                all
+                ? try context.registry.accounts().filter { $0.sessionState != .signedOut }
+                : [try context.selectedAccount().account]
             var reports: [AccountReport] = []
             var firstError: OStackError?
             let showProgress = !context.global.json && ProcessEnvironment.isTerminal(STDERR_FILENO)
             for account in accounts {
                 var report = AccountReport(
-                    id: account.id.rawValue, alias: account.alias, pushed: 0, pulled: 0, deleted: 0, failed: 0, conflicts: 0, ok: false)
+                    id: account.id.rawValue, alias: account.alias, pushed: 0, pulled: 0, deleted: 0, failed: 0,
+                    conflicts: 0, ok: false)
                 do throws(OStackError) {
                     let service = try context.dataService(account)
                     let terminal = context.terminal
@@ -70,7 +74,8 @@ struct SyncCommand: AsyncParsableCommand {
                     if showProgress {
                         progress = { object, done in terminal.err("\r\u{1B}[2Kpulling \(object): \(done) records") }
                     }
-                    let result = try service.sync(push: !pullOnly, pull: !pushOnly, reconcile: reconcile, progress: progress)
+                    let result = try service.sync(
+                        push: !pullOnly, pull: !pushOnly, reconcile: reconcile, progress: progress)
                     if showProgress { context.terminal.err("\r\u{1B}[2K") }
                     report.pushed = result.pushed
                     report.pulled = result.pulled
@@ -82,11 +87,15 @@ struct SyncCommand: AsyncParsableCommand {
                         firstError = firstError ?? error
                         report.error = error.code.rawValue
                     } else if result.conflicts > 0 {
-                        firstError = firstError ?? OStackError(.conflict, context: .init(account: account.alias), detail: "sync conflicts")
+                        firstError =
+                            firstError
+                            ?? OStackError(.conflict, context: .init(account: account.alias), detail: "sync conflicts")
                     } else if result.failed > 0 {
                         firstError =
                             firstError
-                            ?? OStackError(.serverError, context: .init(account: account.alias, count: result.failed), detail: "failed entries")
+                            ?? OStackError(
+                                .serverError, context: .init(account: account.alias, count: result.failed),
+                                detail: "failed entries")
                     }
                 } catch {
                     report.error = error.code.rawValue
@@ -119,7 +128,8 @@ struct SyncCommand: AsyncParsableCommand {
                 let service = try context.dataService(context.selectedAccount().account)
                 let schema = try service.track(object)
                 struct Document: Encodable { var tracked: String }
-                context.emit(json: Document(tracked: schema.name), human: "Tracking \(schema.name); `ostack sync` pulls it.")
+                context.emit(
+                    json: Document(tracked: schema.name), human: "Tracking \(schema.name); `ostack sync` pulls it.")
             }
         }
     }
@@ -140,7 +150,8 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     struct SyncStatus: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "status", abstract: "Show tracked objects and the queue.")
+        static let configuration = CommandConfiguration(
+            commandName: "status", abstract: "Show tracked objects and the queue.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -161,20 +172,29 @@ struct SyncCommand: AsyncParsableCommand {
                 let objects = try service.store.trackedObjects().map { (name) throws(OStackError) -> Object in
                     Object(
                         name: name, records: try service.store.recordCount(name),
-                        lastPullAt: try service.store.trackState(name)?.lastPullAt.map { Date(timeIntervalSince1970: $0) })
+                        lastPullAt: try service.store.trackState(name)?.lastPullAt.map {
+                            Date(timeIntervalSince1970: $0)
+                        })
                 }
                 let document = Document(
-                    account: account.alias, objects: objects, queue: try service.store.counts(), lastSyncAt: try service.lastSyncAt())
+                    account: account.alias, objects: objects, queue: try service.store.counts(),
+                    lastSyncAt: try service.lastSyncAt())
                 context.emit(json: document) {
                     var text = "account  \(account.alias)\n"
-                    text += "queue    \(document.queue.pending) pending, \(document.queue.failed) failed, \(document.queue.conflict) in conflict\n"
-                    text += "synced   \(document.lastSyncAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" } ?? "never")\n"
+                    text +=
+                        "queue    \(document.queue.pending) pending, \(document.queue.failed) failed, \(document.queue.conflict) in conflict\n"
+                    text +=
+                        "synced   \(document.lastSyncAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" } ?? "never")\n"
                     if objects.isEmpty { return text + "No tracked objects (`ostack sync track OBJECT`)." }
                     return text + "\n"
                         + Table(
                             headers: ["object", "records", "pulled"],
                             rows: objects.map {
-                                [$0.name, String($0.records), $0.lastPullAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" } ?? "never"]
+                                [
+                                    $0.name, String($0.records),
+                                    $0.lastPullAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" }
+                                        ?? "never",
+                                ]
                             }
                         ).render(terminal: context.terminal)
                 }
@@ -186,7 +206,8 @@ struct SyncCommand: AsyncParsableCommand {
 /// `ostack queue list|retry|discard` (SPEC §8).
 struct QueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "queue", abstract: "Inspect and manage queued changes.", subcommands: [List.self, Retry.self, Discard.self])
+        commandName: "queue", abstract: "Inspect and manage queued changes.",
+        subcommands: [List.self, Retry.self, Discard.self])
 
     struct EntryDocument: Encodable {
         var id, object, recordId, operation, status: String
@@ -203,7 +224,8 @@ struct QueueCommand: AsyncParsableCommand {
                 let service = try context.dataService(context.selectedAccount().account)
                 let entries = try service.store.entries().map {
                     EntryDocument(
-                        id: $0.id, object: $0.object, recordId: $0.recordID, operation: $0.operation.rawValue, status: $0.status.rawValue,
+                        id: $0.id, object: $0.object, recordId: $0.recordID, operation: $0.operation.rawValue,
+                        status: $0.status.rawValue,
                         attempts: $0.attempts, lastError: $0.lastError)
                 }
                 struct Document: Encodable { var entries: [EntryDocument] }
@@ -212,7 +234,12 @@ struct QueueCommand: AsyncParsableCommand {
                         ? "The queue is empty."
                         : Table(
                             headers: ["id", "object", "record", "operation", "status", "attempts", "last error"],
-                            rows: entries.map { [$0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts), $0.lastError ?? ""] }
+                            rows: entries.map {
+                                [
+                                    $0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts),
+                                    $0.lastError ?? "",
+                                ]
+                            }
                         ).render(terminal: context.terminal)
                 }
             }
@@ -220,7 +247,8 @@ struct QueueCommand: AsyncParsableCommand {
     }
 
     struct Retry: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Make failed changes due again (then run `ostack sync`).")
+        static let configuration = CommandConfiguration(
+            abstract: "Make failed changes due again (then run `ostack sync`).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Entry ids (default: every failed entry).") var ids: [String] = []
 
@@ -229,13 +257,16 @@ struct QueueCommand: AsyncParsableCommand {
                 let service = try context.dataService(context.selectedAccount().account)
                 let count = try service.store.retry(ids: ids.isEmpty ? nil : ids)
                 struct Document: Encodable { var retried: Int }
-                context.emit(json: Document(retried: count), human: "\(count) entr\(count == 1 ? "y" : "ies") will be retried by the next sync.")
+                context.emit(
+                    json: Document(retried: count),
+                    human: "\(count) entr\(count == 1 ? "y" : "ies") will be retried by the next sync.")
             }
         }
     }
 
     struct Discard: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Drop a queued change and restore the record as last synced.")
+        static let configuration = CommandConfiguration(
+            abstract: "Drop a queued change and restore the record as last synced.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The entry id (see `ostack queue list`).") var id: String
 
@@ -256,7 +287,8 @@ struct QueueCommand: AsyncParsableCommand {
 /// `ostack conflicts list|show|resolve ID --keep mine|theirs` (SPEC §8).
 struct ConflictsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "conflicts", abstract: "Review and resolve sync conflicts.", subcommands: [List.self, Show.self, Resolve.self])
+        commandName: "conflicts", abstract: "Review and resolve sync conflicts.",
+        subcommands: [List.self, Show.self, Resolve.self])
 
     struct FieldDocument: Encodable {
         var name: String
@@ -279,7 +311,9 @@ struct ConflictsCommand: AsyncParsableCommand {
         return ConflictDocument(
             id: entry.id, object: entry.object, recordId: entry.recordID, operation: entry.operation.rawValue,
             fields: names.map { name in
-                FieldDocument(name: name, base: base[name], mine: entry.operation == .delete ? nil : (mine[name] ?? base[name]), theirs: theirs[name])
+                FieldDocument(
+                    name: name, base: base[name], mine: entry.operation == .delete ? nil : (mine[name] ?? base[name]),
+                    theirs: theirs[name])
             })
     }
 
@@ -297,7 +331,12 @@ struct ConflictsCommand: AsyncParsableCommand {
                         ? "No conflicts."
                         : Table(
                             headers: ["id", "object", "record", "change", "fields"],
-                            rows: conflicts.map { [$0.id, $0.object, $0.recordId, $0.operation, $0.fields.map(\.name).joined(separator: ",")] }
+                            rows: conflicts.map {
+                                [
+                                    $0.id, $0.object, $0.recordId, $0.operation,
+                                    $0.fields.map(\.name).joined(separator: ","),
+                                ]
+                            }
                         ).render(terminal: context.terminal)
                 }
             }
@@ -338,7 +377,9 @@ struct ConflictsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Resolve a conflict by keeping one side.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The conflict id.") var id: String
-        @Option(name: .long, help: "mine: send your change again over the server's version; theirs: adopt the server's record.")
+        @Option(
+            name: .long,
+            help: "mine: send your change again over the server's version; theirs: adopt the server's record.")
         var keep: Side
 
         enum Side: String, ExpressibleByArgument, CaseIterable { case mine, theirs }
