@@ -46,6 +46,15 @@ public enum SecureFileSystem {
         syncDirectory(directory)
     }
 
+    /// Appends `bytes` and a newline to `path` (created 0600) in one `write` with `O_APPEND`, so
+    /// concurrent appenders never interleave inside a line. No fsync: for best-effort logs.
+    public static func appendLine(_ bytes: [UInt8], to path: String) throws(PlatformError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, fileMode)
+        guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        defer { close(fd) }
+        try writeAll(fd, bytes + [UInt8(ascii: "\n")], path: path)
+    }
+
     /// Atomically replaces `path` with the existing file `source`: fsync `source`, rename it over
     /// `path`, fsync the directory. Both must be on the same file system.
     public static func replace(_ path: String, with source: String) throws(PlatformError) {

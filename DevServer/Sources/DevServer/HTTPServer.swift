@@ -118,6 +118,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var headers = HTTPHeaders()
         if response.body != nil { headers.add(name: "Content-Type", value: "application/json") }
         headers.add(name: "Content-Length", value: String(bytes.count))
+        headers.add(name: "Date", value: Self.httpDate())
         for (name, value) in response.headers { headers.add(name: name, value: value) }
         let keepAlive = head.isKeepAlive
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
@@ -179,5 +180,19 @@ extension ChannelHandlerContext {
 
     private func flushAfterWrite(_ promise: EventLoopPromise<Void>) {
         eventLoop.execute { self.flush() }
+    }
+}
+
+extension RequestHandler {
+    /// RFC 9110 IMF-fixdate of now, e.g. "Sun, 06 Nov 1994 08:49:37 GMT" (clients check clock skew).
+    static func httpDate() -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 }

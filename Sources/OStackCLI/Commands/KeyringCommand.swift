@@ -38,6 +38,11 @@ struct KeyringMigrate: AsyncParsableCommand {
             var rows: [Row] = []
             for account in accounts {
                 let outcome = try migration.migrate(account, to: target)
+                if account.keyringBackend != target {
+                    let details = ["from": account.keyringBackend, "to": target]
+                    environment.audit(account, "keyring.backend-change", details: details)
+                    environment.auditGlobal("keyring.backend-change", details: details.merging(["account": account.id.rawValue]) { a, _ in a })
+                }
                 rows.append(Row(account: outcome.account, moved: outcome.moved, cleaned: outcome.cleaned))
             }
             struct Document: Encodable { var backend: String; var accounts: [Row] }

@@ -26,7 +26,7 @@ struct AccountDocument: Encodable {
     }
 }
 
-/// `status` (SPEC §9.1). `queue` and `lastSyncAt` are null until the account has a sync queue.
+/// `status` (SPEC §9.1). `lastSyncAt` is null until the account first synced.
 struct StatusDocument: Encodable {
     struct Session: Encodable {
         var state: String

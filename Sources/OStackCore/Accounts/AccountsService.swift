@@ -52,6 +52,7 @@ public struct AccountsService: Sendable {
     public func switchTo(_ reference: String) throws(OStackError) -> Account {
         let account = try AccountSelection(accounts: registry.accounts()).resolve(reference)
         try configuration.update { $0.defaultAccount = account.id }
+        AuditBuffer(layout: layout, account: account).append("switch")
         return account
     }
 

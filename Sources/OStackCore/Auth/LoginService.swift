@@ -44,6 +44,18 @@ public struct LoginService: Sendable {
         }
         let api = AuthAPI(server: request.server, transport: environment.transport)
         try api.discover()
+        do {
+            return try signIn(request, api: api)
+        } catch {
+            if error.code == .wrongCredentials {
+                // No account to file it under: the global trail (the server's host only).
+                environment.auditGlobal("sign-in", outcome: "failed", details: ["host": request.server.authority])
+            }
+            throw error
+        }
+    }
+
+    func signIn(_ request: Request, api: AuthAPI) throws(OStackError) -> Account {
         return try withLoginLock { () throws(OStackError) -> Account in
             try recoverLocked()
             let kind: Account.CredentialKind
@@ -87,7 +99,10 @@ public struct LoginService: Sendable {
             FailPoint.hit("login.after-identify")
 
             // 3. Migrate, register, provision — the same code that resumes after a crash.
-            return try finish(journal)
+            let account = try finish(journal)
+            environment.audit(account, "migration.guest-to-account")
+            environment.audit(account, "sign-in", details: ["credential": kind.rawValue])
+            return account
         }
     }
 

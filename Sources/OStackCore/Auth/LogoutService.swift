@@ -46,6 +46,7 @@ public struct LogoutService: Sendable {
             accounts[index].sessionExpiresAt = nil
             return accounts[index]
         }
+        environment.audit(updated, "sign-out", details: ["server-told": serverSignedOut ? "yes" : "no"])
         return Outcome(account: updated, serverSignedOut: serverSignedOut)
     }
 
@@ -83,6 +84,8 @@ public struct LogoutService: Sendable {
         try environment.configuration.update { configuration in
             if configuration.defaultAccount == account.id { configuration.defaultAccount = nil }
         }
+        environment.auditGlobal(
+            "account.removed", details: ["account": account.id.rawValue, "forced": force && unsyncedChanges > 0 ? "yes" : "no"])
     }
 
     func sessionLock(_ account: Account) throws(OStackError) -> FileLock {

@@ -128,6 +128,9 @@ public struct SessionKeeper: Sendable {
                 try storeToken(rotated, for: latest)
                 FailPoint.hit("refresh.after-rotate-write")
                 result = rotated
+                environment.audit(latest, "token.rotation")
+            } else {
+                environment.audit(latest, "token.refresh")
             }
             try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
                 // Only while still signed in: a logout or removal meanwhile wins.
@@ -195,5 +198,6 @@ public struct SessionKeeper: Sendable {
             else { return }
             accounts[index].sessionState = .expired
         }
+        environment.audit(account, "session.expired", outcome: "failed")
     }
 }

@@ -24,7 +24,20 @@ public final class DataService: @unchecked Sendable {
         store = try LocalStore(database: database, clock: environment.clock)
         api = DataAPI(account: account, keeper: SessionKeeper(environment: environment))
         metadata = MetadataCache(store: store, api: api)
+        audit = try AuditTrail(
+            store: store, databaseKey: key, anchorKey: environment.namespaces.key(account.id, .auditAnchor),
+            secrets: environment.secrets)
+        // Events recorded while the database was closed (or locked) join the chain now.
+        try audit.flush(AuditBuffer(layout: environment.layout, account: account))
+        let trail = audit
+        auditHook = { _, event, details throws(OStackError) in try trail.append(event, details: details) }
     }
+
+    /// The account's tamper-evident trail (SPEC §10).
+    public let audit: AuditTrail
+
+    /// Anchors the trail's head in the keyring after a command's writes.
+    func anchorAudit() { audit.anchor() }
 
     // MARK: Locking
 
@@ -161,6 +174,8 @@ public final class DataService: @unchecked Sendable {
 
     /// Pushes at once unless `offline`; reports whether the change is still queued, and why.
     func pushAfterWrite(_ object: String, _ id: String, offline: Bool) throws(OStackError) -> WriteResult {
+        anchorAudit()
+        defer { try? writeStateSummary() }
         var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
         if offline {
             result.record = try store.record(object, id)?.data
@@ -393,7 +408,30 @@ public final class DataService: @unchecked Sendable {
             report.conflicts = counts.conflict
             try store.setValue("sync.last-at", String(store.now))
         }
+        recordSync(report, push: push, pull: pull)
         return report
+    }
+
+    /// The sync summary (and conflicts it created) in the trail; never fails the sync itself.
+    func recordSync(_ report: SyncReport, push: Bool, pull: Bool) {
+        var details = ["pushed": String(report.pushed), "pulled": String(report.pulled), "failed": String(report.failed)]
+        if report.merged > 0 { details["merged"] = String(report.merged) }
+        if report.deleted > 0 { details["removed"] = String(report.deleted) }
+        if let error = report.error { details["stopped"] = error.code.rawValue }
+        let kind = push && pull ? "sync" : (push ? "sync.push" : "sync.pull")
+        try? audit.append(kind, outcome: report.error == nil ? "ok" : "failed", details: details)
+        if report.conflicts > 0 { try? audit.append("conflict.open", details: ["count": String(report.conflicts)]) }
+        anchorAudit()
+        try? writeStateSummary()
+    }
+
+    /// `state.json` beside the database: queue counts and the last sync, for `status` (which must
+    /// work without the keyring and while locked). Counts and a time only — no record content.
+    public func writeStateSummary() throws(OStackError) {
+        let counts = try store.counts()
+        let summary = AccountStateSummary(
+            pending: counts.pending, failed: counts.failed, conflict: counts.conflict, lastSyncAt: try lastSyncAt())
+        try? summary.write(to: environment.layout.accountDirectory(account.dataDirectory) + "/state.json")
     }
 
     public func lastSyncAt() throws(OStackError) -> Date? {
@@ -405,5 +443,33 @@ public final class DataService: @unchecked Sendable {
         let schema = try metadata.object(object).schema
         try store.track(schema)
         return schema
+    }
+}
+
+/// The non-secret summary `status` reads without opening the database.
+public struct AccountStateSummary: Codable, Sendable, Equatable {
+    public var pending: Int
+    public var failed: Int
+    public var conflict: Int
+    public var lastSyncAt: Date?
+
+    public init(pending: Int, failed: Int, conflict: Int, lastSyncAt: Date?) {
+        self.pending = pending
+        self.failed = failed
+        self.conflict = conflict
+        self.lastSyncAt = lastSyncAt
+    }
+
+    public func write(to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        try SecureFileSystem.writeAtomically(Array(try encoder.encode(self)), to: path)
+    }
+
+    public static func read(_ path: String) -> AccountStateSummary? {
+        guard let bytes = try? SecureFileSystem.readFile(path) else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try? decoder.decode(AccountStateSummary.self, from: Data(bytes))
     }
 }

@@ -63,6 +63,7 @@ public struct LockService: Sendable {
         try agent.store(
             dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
         try deletePlainKey(account)
+        environment.audit(account, "pin.set")
         return RecoveryKey.format(recoveryKey)
     }
 
@@ -76,6 +77,7 @@ public struct LockService: Sendable {
         try envelope.write(to: environment.pinEnvelopePath(account))
         try agent.store(
             dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        environment.audit(account, "pin.change")
     }
 
     /// Removes the PIN: the plain `db-key` and the unsealed token come back first, then the PIN items go.
@@ -96,13 +98,24 @@ public struct LockService: Sendable {
         try secrets.delete(key(account, .pinRing))
         try secrets.delete(key(account, .recoveryRing))
         agent.forget(account.id)
+        environment.audit(account, "pin.remove")
     }
 
     // MARK: lock / unlock
 
     public func unlock(_ account: Account, pin: SecretBytes) throws(OStackError) {
         agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
-        let (dek, _) = try openWithPIN(account, pin: pin)
+        let dek: SecretBytes
+        do {
+            (dek, _) = try openWithPIN(account, pin: pin)
+        } catch {
+            // Recorded while locked: buffered, appended to the chain at the next unlock (AuditBuffer).
+            if error.code == .wrongPIN || error.code == .pinLockedOut {
+                environment.audit(account, "unlock", outcome: "failed", details: ["reason": error.code.rawValue])
+            }
+            throw error
+        }
+        environment.audit(account, "unlock", details: ["with": "pin"])
         try agent.store(
             dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
         try deletePlainKey(account)  // finishes an interrupted `pin set`
@@ -115,7 +128,14 @@ public struct LockService: Sendable {
         else {
             throw OStackError(.invalidInput, context: .init(suggestion: "This account has no recovery key."))
         }
-        let dek = try envelope.open(secret: recoveryKey, ringKey: ring, accountID: account.id)
+        let dek: SecretBytes
+        do {
+            dek = try envelope.open(secret: recoveryKey, ringKey: ring, accountID: account.id)
+        } catch {
+            environment.audit(account, "unlock", outcome: "failed", details: ["with": "recovery-key"])
+            throw error
+        }
+        environment.audit(account, "recovery-key.used")
         try agent.store(
             dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
     }
@@ -127,6 +147,7 @@ public struct LockService: Sendable {
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with `ostack pin set`."))
         }
         agent.forget(account.id)
+        environment.audit(account, "lock")
     }
 
     public func lockAll() { agent.forgetAll() }
@@ -179,6 +200,7 @@ public struct LockService: Sendable {
 
     /// Lockout: the PIN envelope and its ring are deleted; the recovery key (or a new sign-in) remains.
     func erasePINPath(_ account: Account) throws(OStackError) {
+        environment.audit(account, "pin.lockout")
         agent.forget(account.id)
         try secrets.delete(key(account, .pinRing))
         do {

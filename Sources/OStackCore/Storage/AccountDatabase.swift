@@ -10,6 +10,7 @@ public enum AccountDatabase {
             "0001-account-info",
             sql: "CREATE TABLE account_info (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)"),
         .init("0002-data", sql: LocalStore.schema),
+        .init("0003-audit", sql: AuditTrail.schema),
     ])
 
     /// Opens (creating if needed) and migrates. Wrong key or a damaged file → `storage-unreadable`.

@@ -17,7 +17,8 @@ struct Status: AsyncParsableCommand {
             if all {
                 let documents = try service.registry.accounts().map { account in
                     Self.document(
-                        service.summary(of: account, defaultAccount: defaultAccount), selectedBy: nil, now: now)
+                        service.summary(of: account, defaultAccount: defaultAccount), selectedBy: nil, now: now,
+                        state: Self.state(context, account))
                 }
                 struct Document: Encodable { var accounts: [StatusDocument] }
                 context.emit(json: Document(accounts: documents)) { () -> String in
@@ -29,16 +30,27 @@ struct Status: AsyncParsableCommand {
             }
             let (account, source) = try context.selectedAccount()
             let document = Self.document(
-                service.summary(of: account, defaultAccount: defaultAccount), selectedBy: source, now: now)
+                service.summary(of: account, defaultAccount: defaultAccount), selectedBy: source, now: now,
+                state: Self.state(context, account))
             context.emit(json: document, human: Self.human(document))
         }
     }
 
-    static func document(_ summary: AccountSummary, selectedBy: SelectionSource?, now: Date) -> StatusDocument {
+    /// Queue counts and last sync as of the account's last data command (`state.json`: read without
+    /// the keyring, so `status` also works while locked).
+    static func state(_ context: CommandContext, _ account: Account) -> AccountStateSummary? {
+        AccountStateSummary.read(context.layout.accountDirectory(account.dataDirectory) + "/state.json")
+    }
+
+    static func document(
+        _ summary: AccountSummary, selectedBy: SelectionSource?, now: Date, state: AccountStateSummary? = nil
+    ) -> StatusDocument {
         let session = AccountsService.sessionStatus(of: summary.account, now: now)
         return StatusDocument(
             account: AccountDocument(summary), selectedBy: selectedBy?.rawValue,
-            session: .init(state: session.state.rawValue, expiresAt: session.expiresAt), queue: nil, lastSyncAt: nil)
+            session: .init(state: session.state.rawValue, expiresAt: session.expiresAt),
+            queue: .init(pending: state?.pending ?? 0, failed: state?.failed ?? 0, conflict: state?.conflict ?? 0),
+            lastSyncAt: state?.lastSyncAt)
     }
 
     static func human(_ document: StatusDocument) -> String {
@@ -56,6 +68,10 @@ struct Status: AsyncParsableCommand {
         if let expiry = document.session.expiresAt { session += ", expires \(expiry.formatted(.iso8601))" }
         rows.append(["session", session])
         rows.append(["lock", document.account.hasPin ? (document.account.locked ? "locked" : "unlocked") : "no PIN"])
+        if let queue = document.queue {
+            rows.append(["queue", "\(queue.pending) pending, \(queue.failed) failed, \(queue.conflict) in conflict"])
+        }
+        rows.append(["last sync", document.lastSyncAt.map { $0.formatted(.iso8601) } ?? "never"])
         let width = rows.map { $0[0].count }.max() ?? 0
         return rows.map {
             $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1])

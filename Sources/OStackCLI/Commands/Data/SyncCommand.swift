@@ -256,6 +256,7 @@ struct QueueCommand: AsyncParsableCommand {
             try await CommandRunner.run(global) { context in
                 let service = try context.dataService(context.selectedAccount().account)
                 let count = try service.store.retry(ids: ids.isEmpty ? nil : ids)
+                try? service.writeStateSummary()
                 struct Document: Encodable { var retried: Int }
                 context.emit(
                     json: Document(retried: count),
@@ -277,6 +278,9 @@ struct QueueCommand: AsyncParsableCommand {
                     throw OStackError(.notFound, detail: "no such queue entry")
                 }
                 try service.store.discard(entry)
+                try service.audit.append("queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
+                service.audit.anchor()
+                try? service.writeStateSummary()
                 struct Document: Encodable { var discarded: String }
                 context.emit(json: Document(discarded: id), human: "Discarded \(id).")
             }
@@ -391,6 +395,9 @@ struct ConflictsCommand: AsyncParsableCommand {
                     throw OStackError(.notFound, detail: "no such conflict")
                 }
                 try service.engine().resolve(entry, keepMine: keep == .mine)
+                try service.audit.append("conflict.resolved", details: ["object": entry.object, "keep": keep.rawValue])
+                service.audit.anchor()
+                try? service.writeStateSummary()
                 var queued = false
                 if keep == .mine {
                     let report = try service.sync(push: true, pull: false)

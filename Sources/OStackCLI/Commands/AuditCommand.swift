@@ -1,0 +1,134 @@
+import ArgumentParser
+import FoundationEssentials
+import OStackCore
+
+/// `ostack audit [ACCOUNT|--all] [--since T] [--event E] [--limit N]` and
+/// `ostack audit verify [ACCOUNT|--all]` (SPEC §10).
+struct AuditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit", abstract: "Show and verify the tamper-evident audit trail.",
+        subcommands: [Show.self, Verify.self], defaultSubcommand: Show.self)
+
+    struct EventDocument: Encodable {
+        var seq: Int
+        var time: String
+        var account: String
+        var event: String
+        var outcome: String
+        var details: [String: String]
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "List audit events (the default).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The account (default: the selected one).") var target: String?
+        @Flag(name: .long, help: "Every account, and the global trail.") var all = false
+        @Option(name: .long, help: "Only events at or after this UTC time, e.g. 2026-11-01 or 2026-11-01T12:00:00Z.")
+        var since: String?
+        @Option(name: .long, help: "Only this event (or its family, e.g. pin, sync).") var event: String?
+        @Option(name: .long, help: "At most this many (the latest) per account.") var limit: Int?
+
+        func validate() throws {
+            if all && target != nil { throw ValidationError("Pass an account or --all, not both.") }
+        }
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                var events: [EventDocument] = []
+                for account in try context.accounts(target: target, all: all) {
+                    let service = try context.dataService(account)
+                    for entry in try service.audit.entries(since: since, event: event, limit: limit) {
+                        events.append(
+                            EventDocument(
+                                seq: entry.seq, time: entry.time, account: account.alias, event: entry.event,
+                                outcome: entry.outcome, details: entry.details))
+                    }
+                }
+                if all {
+                    let environment = try context.authEnvironment()
+                    let global = GlobalAuditTrail(layout: context.layout, secrets: environment.secrets, namespaces: environment.namespaces)
+                    var entries = global.entries().filter { entry in
+                        (since.map { entry.time >= $0 } ?? true) && (event.map { entry.event == $0 || entry.event.hasPrefix($0 + ".") } ?? true)
+                    }
+                    if let limit { entries = Array(entries.suffix(max(0, limit))) }
+                    events += entries.map {
+                        EventDocument(seq: $0.seq, time: $0.time, account: "(global)", event: $0.event, outcome: $0.outcome, details: $0.details)
+                    }
+                }
+                struct Document: Encodable { var events: [EventDocument] }
+                context.emit(json: Document(events: events)) {
+                    events.isEmpty
+                        ? "No audit events."
+                        : Table(
+                            headers: ["seq", "time", "account", "event", "outcome", "details"],
+                            rows: events.map { event in
+                                [
+                                    String(event.seq), event.time, event.account, event.event, event.outcome,
+                                    event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "),
+                                ]
+                            }
+                        ).render(terminal: context.terminal)
+                }
+            }
+        }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the trail's chain and its keyring anchor (exit 1 with the first bad sequence).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The account (default: the selected one).") var target: String?
+        @Flag(name: .long, help: "Every account, and the global trail.") var all = false
+
+        struct Result: Encodable {
+            var id: String
+            var intact: Bool
+            var events: Int
+            var firstBadSeq: Int?
+            var problem: String?
+        }
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                var results: [Result] = []
+                for account in try context.accounts(target: target, all: all) {
+                    let verification = try context.dataService(account).audit.verify()
+                    results.append(
+                        Result(
+                            id: account.id.rawValue, intact: verification.intact, events: verification.events,
+                            firstBadSeq: verification.firstBadSeq, problem: verification.problem))
+                }
+                if all {
+                    let environment = try context.authEnvironment()
+                    let verification = try GlobalAuditTrail(
+                        layout: context.layout, secrets: environment.secrets, namespaces: environment.namespaces
+                    ).verify()
+                    results.append(
+                        Result(
+                            id: "global", intact: verification.intact, events: verification.events,
+                            firstBadSeq: verification.firstBadSeq, problem: verification.problem))
+                }
+                struct Document: Encodable { var accounts: [Result] }
+                context.emit(json: Document(accounts: results)) {
+                    results.map { result in
+                        result.intact
+                            ? "\(result.id): intact (\(result.events) events)"
+                            : "\(result.id): NOT intact at sequence \(result.firstBadSeq ?? 0) (\(Self.explain(result.problem)))"
+                    }.joined(separator: "\n")
+                }
+                if results.contains(where: { !$0.intact }) { throw ExitCode(1) }
+            }
+        }
+
+        static func explain(_ problem: String?) -> String {
+            switch problem {
+            case "gap": "an entry is missing"
+            case "mac": "an entry was changed"
+            case "truncated": "entries after it were removed"
+            case "rolled-back": "the files are an older copy, or the trail was rewritten"
+            case "anchor-missing": "the keyring anchor is missing"
+            default: "inconsistent"
+            }
+        }
+    }
+}

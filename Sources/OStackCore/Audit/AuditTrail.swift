@@ -1,0 +1,248 @@
+import FoundationEssentials
+import PlatformKit
+import SQLCipherKit
+import SodiumKit
+
+/// One audit event, as recorded (SPEC §10; AUD-2). `details` holds only values ostack chose or
+/// allowlisted (object names, counts, hosts, backend names) — never secrets, record content or
+/// server text.
+public struct AuditEntry: Sendable, Equatable, Codable {
+    public var seq: Int
+    public var time: String
+    public var event: String
+    public var outcome: String
+    public var details: [String: String]
+}
+
+/// Events that happen outside the account database (sign-in, refresh, lock, unlock, PIN, …) are first
+/// appended to a per-account buffer file (`audit-pending.jsonl`, 0600, non-secret fields only): the
+/// database — and the audit key derived from its key — may be locked when they happen (a failed
+/// unlock, a PIN lockout). The next time the database is opened with its key, buffered events are
+/// moved into the chained trail in one transaction, in order, with their original times.
+public struct AuditBuffer: Sendable {
+    public let path: String
+
+    public init(layout: FileLayout, account: Account) {
+        path = layout.accountDirectory(account.dataDirectory) + "/audit-pending.jsonl"
+    }
+
+    struct Line: Codable {
+        var id: String
+        var time: String
+        var event: String
+        var outcome: String
+        var details: [String: String]
+    }
+
+    /// Appends one event (best effort: auditing never stops the command it records).
+    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], now: Date = Date()) {
+        let line = Line(
+            id: String(Int64(now.timeIntervalSince1970 * 1_000_000)) + "-" + String(SecureRandom.uniform(1_000_000)),
+            time: AuditTrail.timestamp(now), event: event, outcome: outcome, details: details)
+        guard let data = try? JSONEncoder().encode(line) else { return }
+        let directory = SecureFileSystem.parentDirectory(of: path)
+        guard SecureFileSystem.isDirectory(directory) else { return }
+        try? SecureFileSystem.appendLine(Array(data), to: path)
+    }
+
+    func lines() -> [Line] {
+        guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
+        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { try? JSONDecoder().decode(Line.self, from: Data($0)) }
+    }
+
+    func clear() { try? SecureFileSystem.removeFile(path) }
+}
+
+/// The per-account audit trail (SPEC §10; AUD-1…AUD-3): an append-only table in the account's
+/// SQLCipher database, each entry MAC'd with keyed BLAKE2b under `K_audit` (derived from the DEK)
+/// over its fields and the previous MAC, the first over a random genesis value; the head
+/// `{seq, mac}` is anchored in the keyring (`audit-anchor`) so truncation and an older copy of the
+/// files are detected.
+public struct AuditTrail: Sendable {
+    public let store: LocalStore
+    let key: SecretBytes
+    let anchorKey: SecretKey
+    let secrets: any SecretStore
+
+    public static let schema = """
+        CREATE TABLE audit (
+            seq INTEGER PRIMARY KEY, time TEXT NOT NULL, event TEXT NOT NULL, outcome TEXT NOT NULL,
+            details TEXT NOT NULL, mac BLOB NOT NULL)
+        """
+
+    public init(store: LocalStore, databaseKey: SecretBytes, anchorKey: SecretKey, secrets: any SecretStore) throws(OStackError) {
+        self.store = store
+        do {
+            key = try SubkeyDerivation.derive(from: databaseKey, id: 1, context: "auditlog")
+        } catch {
+            throw OStackError(.internal, detail: "audit key derivation")
+        }
+        self.anchorKey = anchorKey
+        self.secrets = secrets
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    // MARK: Appending
+
+    /// Appends events inside the caller's transaction (or its own).
+    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], time: String? = nil) throws(OStackError) {
+        try store.transaction { () throws(OStackError) in
+            let head = try head()
+            let entry = AuditEntry(
+                seq: head.seq + 1, time: time ?? Self.timestamp(store.clock.now()), event: event, outcome: outcome, details: details)
+            let mac = try self.mac(entry, previous: head.mac)
+            try store.run(
+                "INSERT INTO audit (seq, time, event, outcome, details, mac) VALUES (?, ?, ?, ?, ?, ?)",
+                [.integer(Int64(entry.seq)), .text(entry.time), .text(entry.event), .text(entry.outcome), .text(Self.encode(details)), .blob(mac)])
+        }
+    }
+
+    /// Moves buffered events into the trail (once each: the last moved id is kept in the same
+    /// transaction), then anchors the head.
+    public func flush(_ buffer: AuditBuffer) throws(OStackError) {
+        let lines = buffer.lines()
+        guard !lines.isEmpty else { return }
+        try store.transaction { () throws(OStackError) in
+            let done = try store.value("audit.flushed-through")
+            var skipping = done != nil && lines.contains { $0.id == done }
+            for line in lines {
+                if skipping {
+                    if line.id == done { skipping = false }
+                    continue
+                }
+                try append(line.event, outcome: line.outcome, details: line.details, time: line.time)
+            }
+            try store.setValue("audit.flushed-through", lines.last!.id)
+        }
+        buffer.clear()
+        anchor()
+    }
+
+    /// Writes the head to the keyring (best effort; `audit verify` and `doctor` report a stale anchor).
+    public func anchor() {
+        guard let head = try? head(), head.seq > 0 else { return }
+        let text = "\(head.seq):" + head.mac.map { String($0, radix: 16).leftPadded(2) }.joined()
+        try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
+    }
+
+    func head() throws(OStackError) -> (seq: Int, mac: [UInt8]) {
+        if let row = try store.rows("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1").first, case .blob(let mac) = row["mac"] {
+            return (Int(row.int("seq") ?? 0), mac)
+        }
+        return (0, try genesis())
+    }
+
+    /// The random per-account start of the chain (AUD-2 `mac_0`).
+    func genesis() throws(OStackError) -> [UInt8] {
+        if let hex = try store.value("audit.genesis"), let bytes = Self.hex(hex) { return bytes }
+        let bytes = SecureRandom.bytes(32)
+        try store.setValue("audit.genesis", bytes.map { String($0, radix: 16).leftPadded(2) }.joined())
+        return bytes
+    }
+
+    func mac(_ entry: AuditEntry, previous: [UInt8]) throws(OStackError) -> [UInt8] {
+        let fields = [String(entry.seq), entry.time, entry.event, entry.outcome, Self.encode(entry.details)]
+        var message: [UInt8] = []
+        for field in fields {
+            let bytes = Array(field.utf8)
+            message += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
+        }
+        message += previous
+        do {
+            return try BLAKE2b.mac(key: key, message: message)
+        } catch {
+            throw OStackError(.internal, detail: "audit mac")
+        }
+    }
+
+    static func encode(_ details: [String: String]) -> String {
+        String(decoding: JSONValue.object(details.mapValues { .string($0) }).serialized(), as: UTF8.self)
+    }
+
+    static func hex(_ text: String) -> [UInt8]? {
+        let scalars = Array(text.utf8)
+        guard scalars.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: scalars.count, by: 2) {
+            guard let byte = UInt8(String(decoding: scalars[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+
+    // MARK: Reading and verifying
+
+    public func entries(since: String? = nil, event: String? = nil, limit: Int? = nil) throws(OStackError) -> [AuditEntry] {
+        var sql = "SELECT seq, time, event, outcome, details FROM audit WHERE 1"
+        var bindings: [SQLValue] = []
+        if let since {
+            sql += " AND time >= ?"
+            bindings.append(.text(since))
+        }
+        if let event {
+            sql += " AND (event = ? OR event LIKE ?)"
+            bindings += [.text(event), .text(event + ".%")]
+        }
+        sql += " ORDER BY seq DESC"
+        if let limit { sql += " LIMIT \(max(0, limit))" }
+        return try store.rows(sql, bindings).reversed().map { row in
+            let details = row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?.compactMapValues(\.stringValue) ?? [:]
+            return AuditEntry(
+                seq: Int(row.int("seq") ?? 0), time: row.text("time") ?? "", event: row.text("event") ?? "",
+                outcome: row.text("outcome") ?? "", details: details)
+        }
+    }
+
+    public struct Verification: Sendable, Equatable {
+        public var intact: Bool
+        public var events: Int
+        public var firstBadSeq: Int?
+        /// Why it is not intact: "mac", "gap", "anchor-missing", "truncated", "rolled-back".
+        public var problem: String?
+    }
+
+    /// Recomputes the chain and compares the head with the keyring anchor (AUD-3). The database may
+    /// be ahead of the anchor (a crash between commit and anchoring) only if it extends the anchored
+    /// entry exactly.
+    public func verify() throws(OStackError) -> Verification {
+        var previous = try store.value("audit.genesis").flatMap(Self.hex)
+        var expected = 1
+        let count = try store.integer("SELECT count(*) FROM audit")
+        var macs: [Int: [UInt8]] = [:]
+        for row in try store.rows("SELECT seq, time, event, outcome, details, mac FROM audit ORDER BY seq") {
+            let seq = Int(row.int("seq") ?? 0)
+            guard seq == expected else { return Verification(intact: false, events: count, firstBadSeq: expected, problem: "gap") }
+            let details = row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?.compactMapValues(\.stringValue)
+            guard let previousMAC = previous, let details, case .blob(let stored) = row["mac"],
+                Self.encode(details) == row.text("details")
+            else { return Verification(intact: false, events: count, firstBadSeq: seq, problem: "mac") }
+            let entry = AuditEntry(
+                seq: seq, time: row.text("time") ?? "", event: row.text("event") ?? "", outcome: row.text("outcome") ?? "",
+                details: details)
+            guard BLAKE2b.constantTimeEqual(try mac(entry, previous: previousMAC), stored) else {
+                return Verification(intact: false, events: count, firstBadSeq: seq, problem: "mac")
+            }
+            macs[seq] = stored
+            previous = stored
+            expected += 1
+        }
+        let anchorText = try secrets.read(anchorKey).map { item in item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+        guard let anchorText else {
+            return count == 0
+                ? Verification(intact: true, events: 0)
+                : Verification(intact: false, events: count, firstBadSeq: 1, problem: "anchor-missing")
+        }
+        let parts = anchorText.split(separator: ":")
+        guard parts.count == 2, let seq = Int(parts[0]), let mac = Self.hex(String(parts[1])) else {
+            return Verification(intact: false, events: count, firstBadSeq: 1, problem: "anchor-missing")
+        }
+        if seq > count { return Verification(intact: false, events: count, firstBadSeq: count + 1, problem: "truncated") }
+        guard let stored = macs[seq], BLAKE2b.constantTimeEqual(stored, mac) else {
+            return Verification(intact: false, events: count, firstBadSeq: seq, problem: "rolled-back")
+        }
+        return Verification(intact: true, events: count)
+    }
+}

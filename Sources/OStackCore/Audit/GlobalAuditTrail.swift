@@ -1,0 +1,122 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+
+/// The global trail (SPEC §10): events that outlive or precede an account — account removal,
+/// keyring backend changes, sign-in failures for unknown accounts. JSON lines in
+/// `audit-global.jsonl` (0600), chained with keyed BLAKE2b under a random key kept in the keyring,
+/// which also anchors the head (`<prefix>:global`, kind `audit-anchor`: "keyhex|seq:machex").
+public struct GlobalAuditTrail: Sendable {
+    public let path: String
+    let secrets: any SecretStore
+    let item: SecretKey
+
+    public init(layout: FileLayout, secrets: any SecretStore, namespaces: KeyringNamespaces) {
+        path = layout.dataDirectory + "/audit-global.jsonl"
+        self.secrets = secrets
+        item = SecretKey(namespace: "\(namespaces.prefix):global", account: "global", kind: .auditAnchor)
+    }
+
+    struct Line: Codable {
+        var seq: Int
+        var time: String
+        var event: String
+        var outcome: String
+        var details: [String: String]
+        var mac: String
+    }
+
+    func state() throws(OStackError) -> (key: [UInt8], seq: Int, mac: [UInt8])? {
+        guard let stored = try secrets.read(item) else { return nil }
+        let text = stored.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let parts = text.split(separator: "|", omittingEmptySubsequences: false)
+        guard parts.count == 2, let key = AuditTrail.hex(String(parts[0])) else { return nil }
+        let head = parts[1].split(separator: ":")
+        guard head.count == 2, let seq = Int(head[0]), let mac = AuditTrail.hex(String(head[1])) else { return nil }
+        return (key, seq, mac)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
+
+    func mac(_ line: Line, key: [UInt8], previous: [UInt8]) throws(OStackError) -> [UInt8] {
+        var message: [UInt8] = []
+        for field in [String(line.seq), line.time, line.event, line.outcome, AuditTrail.encode(line.details)] {
+            let bytes = Array(field.utf8)
+            message += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
+        }
+        message += previous
+        do {
+            return try BLAKE2b.mac(key: SecretBytes(copying: key), message: message)
+        } catch {
+            throw OStackError(.internal, detail: "global audit mac")
+        }
+    }
+
+    /// Appends one event (best effort: never stops the command it records).
+    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:]) {
+        do throws(OStackError) {
+            let current = try state()
+            let key = current?.key ?? SecureRandom.bytes(32)
+            let seq = (current?.seq ?? 0) + 1
+            var line = Line(
+                seq: seq, time: AuditTrail.timestamp(Date()), event: event, outcome: outcome, details: details, mac: "")
+            let mac = try self.mac(line, key: key, previous: current?.mac ?? [UInt8](repeating: 0, count: 32))
+            line.mac = Self.hex(mac)
+            guard let data = try? JSONEncoder().encode(line) else { return }
+            try? SecureFileSystem.appendLine(Array(data), to: path)
+            let text = Self.hex(key) + "|\(seq):" + line.mac
+            try secrets.write(SecretBytes(copying: Array(text.utf8)), for: item)
+        } catch {
+            return
+        }
+    }
+
+    func lines() -> [Line] {
+        guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
+        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { try? JSONDecoder().decode(Line.self, from: Data($0)) }
+    }
+
+    public func entries() -> [AuditEntry] {
+        lines().map { AuditEntry(seq: $0.seq, time: $0.time, event: $0.event, outcome: $0.outcome, details: $0.details) }
+    }
+
+    public func verify() throws(OStackError) -> AuditTrail.Verification {
+        let lines = lines()
+        guard let state = try state() else {
+            return lines.isEmpty
+                ? .init(intact: true, events: 0) : .init(intact: false, events: lines.count, firstBadSeq: 1, problem: "anchor-missing")
+        }
+        var previous = [UInt8](repeating: 0, count: 32)
+        for (index, line) in lines.enumerated() {
+            guard line.seq == index + 1 else {
+                return .init(intact: false, events: lines.count, firstBadSeq: index + 1, problem: "gap")
+            }
+            var unsigned = line
+            unsigned.mac = ""
+            let expected = try mac(unsigned, key: state.key, previous: previous)
+            guard let stored = AuditTrail.hex(line.mac), BLAKE2b.constantTimeEqual(expected, stored) else {
+                return .init(intact: false, events: lines.count, firstBadSeq: line.seq, problem: "mac")
+            }
+            previous = stored
+        }
+        if state.seq > lines.count {
+            return .init(intact: false, events: lines.count, firstBadSeq: lines.count + 1, problem: "truncated")
+        }
+        guard BLAKE2b.constantTimeEqual(AuditTrail.hex(lines[state.seq - 1].mac) ?? [], state.mac) else {
+            return .init(intact: false, events: lines.count, firstBadSeq: state.seq, problem: "rolled-back")
+        }
+        return .init(intact: true, events: lines.count)
+    }
+}
+
+extension AuthEnvironment {
+    /// Records an event of `account` (buffered until its database is next opened; see AuditBuffer).
+    public func audit(_ account: Account, _ event: String, outcome: String = "ok", details: [String: String] = [:]) {
+        AuditBuffer(layout: layout, account: account).append(event, outcome: outcome, details: details, now: clock.now())
+    }
+
+    /// Records an event in the global trail.
+    public func auditGlobal(_ event: String, outcome: String = "ok", details: [String: String] = [:]) {
+        GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces).append(event, outcome: outcome, details: details)
+    }
+}

@@ -1,0 +1,132 @@
+import FoundationEssentials
+import KeyringKit
+@testable import OStackCore
+import OStackTestSupport
+import PlatformKit
+import SQLCipherKit
+import SodiumKit
+import Testing
+
+/// The audit trail (SPEC §10, AUD-6) on a real SQLCipher account database, the anchor in a keyring.
+@Suite struct AuditTrailTests {
+    let home = TemporaryDirectory()
+    let keyring = InMemoryKeyring()
+    let key = SecureRandom.secret(32)
+    var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
+    let anchorKey = SecretKey(namespace: "test:auth:a", account: "a", kind: .auditAnchor)
+    var path: String { home.path + "/data.db" }
+
+    func trail() throws -> AuditTrail {
+        let store = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
+        return try AuditTrail(store: store, databaseKey: key, anchorKey: anchorKey, secrets: secrets)
+    }
+
+    /// Five events, anchored.
+    func filled() throws -> AuditTrail {
+        let trail = try trail()
+        for (index, event) in ["sign-in", "record.create", "sync", "lock", "unlock"].enumerated() {
+            try trail.append(event, details: ["n": String(index)])
+        }
+        trail.anchor()
+        return trail
+    }
+
+    @Test func anIntactTrailVerifies() throws {
+        let trail = try filled()
+        #expect(try trail.verify() == .init(intact: true, events: 5))
+        #expect(try trail.entries().map(\.event) == ["sign-in", "record.create", "sync", "lock", "unlock"])
+        #expect(try trail.entries(event: "sync").count == 1)
+        #expect(try trail.entries(limit: 2).map(\.seq) == [4, 5])
+    }
+
+    @Test func aChangedByteIsDetectedAtItsSequence() throws {
+        let trail = try filled()
+        try trail.store.database.execute("UPDATE audit SET event = 'sync!' WHERE seq = 3")
+        #expect(try trail.verify() == .init(intact: false, events: 5, firstBadSeq: 3, problem: "mac"))
+    }
+
+    @Test func aChangedDetailOrOutcomeIsDetected() throws {
+        let trail = try filled()
+        try trail.store.database.execute("UPDATE audit SET outcome = 'failed' WHERE seq = 2")
+        #expect(try trail.verify().firstBadSeq == 2)
+    }
+
+    @Test func aDeletedMiddleEntryIsDetected() throws {
+        let trail = try filled()
+        try trail.store.database.execute("DELETE FROM audit WHERE seq = 2")
+        #expect(try trail.verify() == .init(intact: false, events: 4, firstBadSeq: 2, problem: "gap"))
+    }
+
+    @Test func aDeletedTailIsDetectedByTheAnchor() throws {
+        let trail = try filled()
+        try trail.store.database.execute("DELETE FROM audit WHERE seq >= 4")
+        #expect(try trail.verify() == .init(intact: false, events: 3, firstBadSeq: 4, problem: "truncated"))
+    }
+
+    @Test func reorderedEntriesAreDetected() throws {
+        let trail = try filled()
+        try trail.store.database.execute("UPDATE audit SET seq = 100 WHERE seq = 2")
+        try trail.store.database.execute("UPDATE audit SET seq = 2 WHERE seq = 3")
+        try trail.store.database.execute("UPDATE audit SET seq = 3 WHERE seq = 100")
+        #expect(try trail.verify().firstBadSeq == 2)
+    }
+
+    @Test func anOlderCopyOfTheFilesIsDetected() throws {
+        do {
+            let trail = try trail()
+            try trail.append("sign-in")
+            try trail.append("sync")
+            trail.anchor()
+            try trail.store.database.checkpoint()
+        }
+        let copy = home.path + "/copy.db"
+        _ = try runProcess(executable: "/bin/cp", arguments: [path, copy])
+        do {
+            let trail = try trail()
+            try trail.append("lock")
+            try trail.append("unlock", outcome: "failed")
+            trail.anchor()
+            try trail.store.database.checkpoint()
+        }
+        _ = try runProcess(executable: "/bin/cp", arguments: [copy, path])
+        _ = try? runProcess(executable: "/bin/rm", arguments: ["-f", path + "-wal", path + "-shm"])
+        #expect(try trail().verify() == .init(intact: false, events: 2, firstBadSeq: 3, problem: "truncated"))
+        // Even after new events on the old copy, the anchored entry does not match: rolled back.
+        let restored = try trail()
+        try restored.append("sync")
+        try restored.append("sync")
+        #expect(try restored.verify() == .init(intact: false, events: 4, firstBadSeq: 4, problem: "rolled-back"))
+    }
+
+    @Test func aDatabaseAheadOfItsAnchorStillVerifies() throws {
+        let trail = try filled()
+        try trail.append("sync")  // a crash before anchoring
+        #expect(try trail.verify() == .init(intact: true, events: 6))
+    }
+
+    @Test func bufferedEventsJoinTheChainOnceInOrder() throws {
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let account = Account(
+            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
+            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
+            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
+            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        try SecureFileSystem.createDirectory(layout.dataDirectory)
+        try SecureFileSystem.createDirectory(layout.accountsDirectory)
+        try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
+        let buffer = AuditBuffer(layout: layout, account: account)
+        buffer.append("unlock", outcome: "failed", details: ["reason": "wrong-pin"])
+        buffer.append("pin.lockout")
+        let saved = try SecureFileSystem.readFile(buffer.path) ?? []
+        let trail = try trail()
+        try trail.append("sign-in")
+        try trail.flush(buffer)
+        #expect(!SecureFileSystem.exists(buffer.path))
+        // A crash after the commit but before the buffer was removed: the same lines again.
+        try SecureFileSystem.writeAtomically(saved, to: buffer.path)
+        try trail.flush(buffer)
+        #expect(try trail.entries().map(\.event) == ["sign-in", "unlock", "pin.lockout"])
+        #expect(try trail.entries()[1].outcome == "failed")
+        #expect(try trail.verify().intact)
+    }
+}
