@@ -19,7 +19,8 @@ struct AuditCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "show", abstract: "List audit events (the default).")
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "List audit events (the default).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The account (default: the selected one).") var target: String?
         @Flag(name: .long, help: "Every account, and the global trail.") var all = false
@@ -46,13 +47,17 @@ struct AuditCommand: AsyncParsableCommand {
                 }
                 if all {
                     let environment = try context.authEnvironment()
-                    let global = GlobalAuditTrail(layout: context.layout, secrets: environment.secrets, namespaces: environment.namespaces)
+                    let global = GlobalAuditTrail(
+                        layout: context.layout, secrets: environment.secrets, namespaces: environment.namespaces)
                     var entries = global.entries().filter { entry in
-                        (since.map { entry.time >= $0 } ?? true) && (event.map { entry.event == $0 || entry.event.hasPrefix($0 + ".") } ?? true)
+                        (since.map { entry.time >= $0 } ?? true)
+                            && (event.map { entry.event == $0 || entry.event.hasPrefix($0 + ".") } ?? true)
                     }
                     if let limit { entries = Array(entries.suffix(max(0, limit))) }
                     events += entries.map {
-                        EventDocument(seq: $0.seq, time: $0.time, account: "(global)", event: $0.event, outcome: $0.outcome, details: $0.details)
+                        EventDocument(
+                            seq: $0.seq, time: $0.time, account: "(global)", event: $0.event, outcome: $0.outcome,
+                            details: $0.details)
                     }
                 }
                 struct Document: Encodable { var events: [EventDocument] }
@@ -64,7 +69,8 @@ struct AuditCommand: AsyncParsableCommand {
                             rows: events.map { event in
                                 [
                                     String(event.seq), event.time, event.account, event.event, event.outcome,
-                                    event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "),
+                                    event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                                        separator: " "),
                                 ]
                             }
                         ).render(terminal: context.terminal)

@@ -17,10 +17,13 @@ struct DoctorCommand: AsyncParsableCommand {
             let transport = environment.transport
             doctor.probeServerDate = { account in
                 let request = TransportRequest(method: "GET", url: account.server.url("/api/v1/discovery"))
-                guard let response = try? transport.send(request), let date = response.header("Date") else { return nil }
+                guard let response = try? transport.send(request), let date = response.header("Date") else {
+                    return nil
+                }
                 return HTTPDate.parse(date)
             }
-            let accounts = try target.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
+            let accounts =
+                try target.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()
             let checks = doctor.run(accounts: accounts)
             let ok = !checks.contains { $0.status == .fail }

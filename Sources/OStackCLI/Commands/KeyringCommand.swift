@@ -41,7 +41,9 @@ struct KeyringMigrate: AsyncParsableCommand {
                 if account.keyringBackend != target {
                     let details = ["from": account.keyringBackend, "to": target]
                     environment.audit(account, "keyring.backend-change", details: details)
-                    environment.auditGlobal("keyring.backend-change", details: details.merging(["account": account.id.rawValue]) { a, _ in a })
+                    environment.auditGlobal(
+                        "keyring.backend-change",
+                        details: details.merging(["account": account.id.rawValue]) { a, _ in a })
                 }
                 rows.append(Row(account: outcome.account, moved: outcome.moved, cleaned: outcome.cleaned))
             }

@@ -47,7 +47,9 @@ public struct AuditBuffer: Sendable {
 
     func lines() -> [Line] {
         guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
-        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { try? JSONDecoder().decode(Line.self, from: Data($0)) }
+        return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
+            try? JSONDecoder().decode(Line.self, from: Data($0))
+        }
     }
 
     func clear() { try? SecureFileSystem.removeFile(path) }
@@ -70,7 +72,9 @@ public struct AuditTrail: Sendable {
             details TEXT NOT NULL, mac BLOB NOT NULL)
         """
 
-    public init(store: LocalStore, databaseKey: SecretBytes, anchorKey: SecretKey, secrets: any SecretStore) throws(OStackError) {
+    public init(store: LocalStore, databaseKey: SecretBytes, anchorKey: SecretKey, secrets: any SecretStore)
+        throws(OStackError)
+    {
         self.store = store
         do {
             key = try SubkeyDerivation.derive(from: databaseKey, id: 1, context: "auditlog")
@@ -82,21 +86,28 @@ public struct AuditTrail: Sendable {
     }
 
     static func timestamp(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        date.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
     // MARK: Appending
 
     /// Appends events inside the caller's transaction (or its own).
-    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], time: String? = nil) throws(OStackError) {
+    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], time: String? = nil)
+        throws(OStackError)
+    {
         try store.transaction { () throws(OStackError) in
             let head = try head()
             let entry = AuditEntry(
-                seq: head.seq + 1, time: time ?? Self.timestamp(store.clock.now()), event: event, outcome: outcome, details: details)
+                seq: head.seq + 1, time: time ?? Self.timestamp(store.clock.now()), event: event, outcome: outcome,
+                details: details)
             let mac = try self.mac(entry, previous: head.mac)
             try store.run(
                 "INSERT INTO audit (seq, time, event, outcome, details, mac) VALUES (?, ?, ?, ?, ?, ?)",
-                [.integer(Int64(entry.seq)), .text(entry.time), .text(entry.event), .text(entry.outcome), .text(Self.encode(details)), .blob(mac)])
+                [
+                    .integer(Int64(entry.seq)), .text(entry.time), .text(entry.event), .text(entry.outcome),
+                    .text(Self.encode(details)), .blob(mac),
+                ])
         }
     }
 
@@ -129,7 +140,9 @@ public struct AuditTrail: Sendable {
     }
 
     func head() throws(OStackError) -> (seq: Int, mac: [UInt8]) {
-        if let row = try store.rows("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1").first, case .blob(let mac) = row["mac"] {
+        if let row = try store.rows("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1").first,
+            case .blob(let mac) = row["mac"]
+        {
             return (Int(row.int("seq") ?? 0), mac)
         }
         return (0, try genesis())
@@ -167,7 +180,9 @@ public struct AuditTrail: Sendable {
         guard scalars.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         for index in stride(from: 0, to: scalars.count, by: 2) {
-            guard let byte = UInt8(String(decoding: scalars[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            guard let byte = UInt8(String(decoding: scalars[index..<index + 2], as: UTF8.self), radix: 16) else {
+                return nil
+            }
             bytes.append(byte)
         }
         return bytes
@@ -175,7 +190,9 @@ public struct AuditTrail: Sendable {
 
     // MARK: Reading and verifying
 
-    public func entries(since: String? = nil, event: String? = nil, limit: Int? = nil) throws(OStackError) -> [AuditEntry] {
+    public func entries(since: String? = nil, event: String? = nil, limit: Int? = nil) throws(OStackError)
+        -> [AuditEntry]
+    {
         var sql = "SELECT seq, time, event, outcome, details FROM audit WHERE 1"
         var bindings: [SQLValue] = []
         if let since {
@@ -189,7 +206,9 @@ public struct AuditTrail: Sendable {
         sql += " ORDER BY seq DESC"
         if let limit { sql += " LIMIT \(max(0, limit))" }
         return try store.rows(sql, bindings).reversed().map { row in
-            let details = row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?.compactMapValues(\.stringValue) ?? [:]
+            let details =
+                row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?.compactMapValues(
+                    \.stringValue) ?? [:]
             return AuditEntry(
                 seq: Int(row.int("seq") ?? 0), time: row.text("time") ?? "", event: row.text("event") ?? "",
                 outcome: row.text("outcome") ?? "", details: details)
@@ -214,13 +233,17 @@ public struct AuditTrail: Sendable {
         var macs: [Int: [UInt8]] = [:]
         for row in try store.rows("SELECT seq, time, event, outcome, details, mac FROM audit ORDER BY seq") {
             let seq = Int(row.int("seq") ?? 0)
-            guard seq == expected else { return Verification(intact: false, events: count, firstBadSeq: expected, problem: "gap") }
-            let details = row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?.compactMapValues(\.stringValue)
+            guard seq == expected else {
+                return Verification(intact: false, events: count, firstBadSeq: expected, problem: "gap")
+            }
+            let details = row.text("details").flatMap { JSONValue.parse(Array($0.utf8))?.objectValue }?
+                .compactMapValues(\.stringValue)
             guard let previousMAC = previous, let details, case .blob(let stored) = row["mac"],
                 Self.encode(details) == row.text("details")
             else { return Verification(intact: false, events: count, firstBadSeq: seq, problem: "mac") }
             let entry = AuditEntry(
-                seq: seq, time: row.text("time") ?? "", event: row.text("event") ?? "", outcome: row.text("outcome") ?? "",
+                seq: seq, time: row.text("time") ?? "", event: row.text("event") ?? "",
+                outcome: row.text("outcome") ?? "",
                 details: details)
             guard BLAKE2b.constantTimeEqual(try mac(entry, previous: previousMAC), stored) else {
                 return Verification(intact: false, events: count, firstBadSeq: seq, problem: "mac")
@@ -229,7 +252,9 @@ public struct AuditTrail: Sendable {
             previous = stored
             expected += 1
         }
-        let anchorText = try secrets.read(anchorKey).map { item in item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } }
+        let anchorText = try secrets.read(anchorKey).map { item in
+            item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
         guard let anchorText else {
             return count == 0
                 ? Verification(intact: true, events: 0)
@@ -239,7 +264,9 @@ public struct AuditTrail: Sendable {
         guard parts.count == 2, let seq = Int(parts[0]), let mac = Self.hex(String(parts[1])) else {
             return Verification(intact: false, events: count, firstBadSeq: 1, problem: "anchor-missing")
         }
-        if seq > count { return Verification(intact: false, events: count, firstBadSeq: count + 1, problem: "truncated") }
+        if seq > count {
+            return Verification(intact: false, events: count, firstBadSeq: count + 1, problem: "truncated")
+        }
         guard let stored = macs[seq], BLAKE2b.constantTimeEqual(stored, mac) else {
             return Verification(intact: false, events: count, firstBadSeq: seq, problem: "rolled-back")
         }

@@ -73,18 +73,23 @@ public struct GlobalAuditTrail: Sendable {
 
     func lines() -> [Line] {
         guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
-        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { try? JSONDecoder().decode(Line.self, from: Data($0)) }
+        return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
+            try? JSONDecoder().decode(Line.self, from: Data($0))
+        }
     }
 
     public func entries() -> [AuditEntry] {
-        lines().map { AuditEntry(seq: $0.seq, time: $0.time, event: $0.event, outcome: $0.outcome, details: $0.details) }
+        lines().map {
+            AuditEntry(seq: $0.seq, time: $0.time, event: $0.event, outcome: $0.outcome, details: $0.details)
+        }
     }
 
     public func verify() throws(OStackError) -> AuditTrail.Verification {
         let lines = lines()
         guard let state = try state() else {
             return lines.isEmpty
-                ? .init(intact: true, events: 0) : .init(intact: false, events: lines.count, firstBadSeq: 1, problem: "anchor-missing")
+                ? .init(intact: true, events: 0)
+                : .init(intact: false, events: lines.count, firstBadSeq: 1, problem: "anchor-missing")
         }
         var previous = [UInt8](repeating: 0, count: 32)
         for (index, line) in lines.enumerated() {
@@ -112,11 +117,13 @@ public struct GlobalAuditTrail: Sendable {
 extension AuthEnvironment {
     /// Records an event of `account` (buffered until its database is next opened; see AuditBuffer).
     public func audit(_ account: Account, _ event: String, outcome: String = "ok", details: [String: String] = [:]) {
-        AuditBuffer(layout: layout, account: account).append(event, outcome: outcome, details: details, now: clock.now())
+        AuditBuffer(layout: layout, account: account).append(
+            event, outcome: outcome, details: details, now: clock.now())
     }
 
     /// Records an event in the global trail.
     public func auditGlobal(_ event: String, outcome: String = "ok", details: [String: String] = [:]) {
-        GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces).append(event, outcome: outcome, details: details)
+        GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces).append(
+            event, outcome: outcome, details: details)
     }
 }

@@ -85,7 +85,8 @@ public struct LogoutService: Sendable {
             if configuration.defaultAccount == account.id { configuration.defaultAccount = nil }
         }
         environment.auditGlobal(
-            "account.removed", details: ["account": account.id.rawValue, "forced": force && unsyncedChanges > 0 ? "yes" : "no"])
+            "account.removed",
+            details: ["account": account.id.rawValue, "forced": force && unsyncedChanges > 0 ? "yes" : "no"])
     }
 
     func sessionLock(_ account: Account) throws(OStackError) -> FileLock {

@@ -414,7 +414,9 @@ public final class DataService: @unchecked Sendable {
 
     /// The sync summary (and conflicts it created) in the trail; never fails the sync itself.
     func recordSync(_ report: SyncReport, push: Bool, pull: Bool) {
-        var details = ["pushed": String(report.pushed), "pulled": String(report.pulled), "failed": String(report.failed)]
+        var details = [
+            "pushed": String(report.pushed), "pulled": String(report.pulled), "failed": String(report.failed),
+        ]
         if report.merged > 0 { details["merged"] = String(report.merged) }
         if report.deleted > 0 { details["removed"] = String(report.deleted) }
         if let error = report.error { details["stopped"] = error.code.rawValue }

@@ -51,12 +51,19 @@ public struct Doctor: Sendable {
             switch error.code {
             case .keyringLocked:
                 checks.append(
-                    check("keyring", nil, .fail, "The keyring is locked.", fix: "Unlock your login keyring (log in to the desktop session, or run `ostack unlock`)."))
+                    check(
+                        "keyring", nil, .fail, "The keyring is locked.",
+                        fix: "Unlock your login keyring (log in to the desktop session, or run `ostack unlock`)."))
             case .keyringTimeout:
-                checks.append(check("keyring", nil, .fail, "The keyring did not answer in time.", fix: "Check that gnome-keyring-daemon is running."))
+                checks.append(
+                    check(
+                        "keyring", nil, .fail, "The keyring did not answer in time.",
+                        fix: "Check that gnome-keyring-daemon is running."))
             default:
                 checks.append(
-                    check("keyring", nil, .fail, "No keyring is reachable.", fix: "Start a Secret Service (gnome-keyring), or use `--keyring file`."))
+                    check(
+                        "keyring", nil, .fail, "No keyring is reachable.",
+                        fix: "Start a Secret Service (gnome-keyring), or use `--keyring file`."))
             }
         }
         // Modes of the directories and files ostack keeps.
@@ -70,7 +77,9 @@ public struct Doctor: Sendable {
         checks.append(
             wrong.isEmpty
                 ? check("file-modes", nil, .ok, "ostack's directories are 0700 and its files 0600.")
-                : check("file-modes", nil, .fail, "\(wrong.count) path(s) are readable by others.", fix: "chmod 700 the directories and 600 the files under \(environment.layout.dataDirectory).")
+                : check(
+                    "file-modes", nil, .fail, "\(wrong.count) path(s) are readable by others.",
+                    fix: "chmod 700 the directories and 600 the files under \(environment.layout.dataDirectory).")
         )
         // The agent (only matters with PIN-protected accounts).
         if let agent = environment.agent, agent.mightBeRunning {
@@ -85,12 +94,17 @@ public struct Doctor: Sendable {
             ).verify()
             checks.append(
                 verification.intact
-                    ? check("audit-global", nil, .ok, "The global audit trail is intact (\(verification.events) events).")
+                    ? check(
+                        "audit-global", nil, .ok, "The global audit trail is intact (\(verification.events) events).")
                     : check(
-                        "audit-global", nil, .fail, "The global audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).",
+                        "audit-global", nil, .fail,
+                        "The global audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).",
                         fix: "Someone changed ostack's files; review `ostack audit --all` and the account's keyring."))
         } catch {
-            checks.append(check("audit-global", nil, .warn, "Could not check the global audit trail (keyring).", fix: nil, checked: false))
+            checks.append(
+                check(
+                    "audit-global", nil, .warn, "Could not check the global audit trail (keyring).", fix: nil,
+                    checked: false))
         }
         return checks
     }
@@ -104,27 +118,41 @@ public struct Doctor: Sendable {
         switch session.state {
         case .valid:
             if let expiry = session.expiresAt, expiry.timeIntervalSince(now()) < 86_400 {
-                checks.append(check("session", account, .warn, "The session expires within a day.", fix: "Run `ostack auth refresh`."))
+                checks.append(
+                    check(
+                        "session", account, .warn, "The session expires within a day.",
+                        fix: "Run `ostack auth refresh`."))
             } else {
                 checks.append(check("session", account, .ok, "Signed in; the session is valid."))
             }
         case .expired:
-            checks.append(check("session", account, .fail, "The session has expired.", fix: "Run `ostack login --account \(account.alias)`."))
+            checks.append(
+                check(
+                    "session", account, .fail, "The session has expired.",
+                    fix: "Run `ostack login --account \(account.alias)`."))
         case .signedOut:
-            checks.append(check("session", account, .warn, "Signed out (local data is kept).", fix: "Run `ostack login` to sign in again."))
+            checks.append(
+                check(
+                    "session", account, .warn, "Signed out (local data is kept).",
+                    fix: "Run `ostack login` to sign in again."))
         }
         // Files.
         let directory = environment.layout.accountDirectory(account.dataDirectory)
         let database = environment.databasePath(account)
         var wrong: [String] = []
         if let mode = SecureFileSystem.mode(of: directory), mode & 0o077 != 0 { wrong.append(directory) }
-        for file in [database, database + "-wal", database + "-shm", directory + "/state.json", directory + "/audit-pending.jsonl"] {
+        for file in [
+            database, database + "-wal", database + "-shm", directory + "/state.json",
+            directory + "/audit-pending.jsonl",
+        ] {
             if let mode = SecureFileSystem.mode(of: file), mode & 0o077 != 0 { wrong.append(file) }
         }
         checks.append(
             wrong.isEmpty
                 ? check("file-modes", account, .ok, "The account's files are private.")
-                : check("file-modes", account, .fail, "\(wrong.count) file(s) of the account are readable by others.", fix: "chmod 700 \(directory) and chmod 600 the files in it."))
+                : check(
+                    "file-modes", account, .fail, "\(wrong.count) file(s) of the account are readable by others.",
+                    fix: "chmod 700 \(directory) and chmod 600 the files in it."))
         // Keyring items: expected present, nothing stray.
         checks.append(keyringItems(account))
         // Database, queue, sync and audit need the key.
@@ -134,36 +162,60 @@ public struct Doctor: Sendable {
         } catch {
             switch error.code {
             case .locked, .pinLockedOut:
-                checks.append(check("database", account, .warn, "Could not check the database: the account is locked.", fix: "Run `ostack unlock \(account.alias)` and then `ostack doctor`.", checked: false))
+                checks.append(
+                    check(
+                        "database", account, .warn, "Could not check the database: the account is locked.",
+                        fix: "Run `ostack unlock \(account.alias)` and then `ostack doctor`.", checked: false))
             case .storageUnreadable, .storageFailure, .unsupportedFormat:
-                checks.append(check("database", account, .fail, "The database does not open with its key (damaged or replaced).", fix: "Restore the account's files from a backup, or `ostack accounts remove \(account.alias)` and sign in again."))
+                checks.append(
+                    check(
+                        "database", account, .fail, "The database does not open with its key (damaged or replaced).",
+                        fix:
+                            "Restore the account's files from a backup, or `ostack accounts remove \(account.alias)` and sign in again."
+                    ))
             default:
-                checks.append(check("database", account, .warn, "Could not check the database (\(error.code.rawValue)).", checked: false))
+                checks.append(
+                    check(
+                        "database", account, .warn, "Could not check the database (\(error.code.rawValue)).",
+                        checked: false))
             }
             return checks
         }
         do {
             if let problem = try service.store.database.integrityProblem() {
                 _ = problem
-                checks.append(check("database", account, .fail, "The database fails its integrity check.", fix: "Restore the account's files from a backup, or remove the account and sign in again."))
+                checks.append(
+                    check(
+                        "database", account, .fail, "The database fails its integrity check.",
+                        fix: "Restore the account's files from a backup, or remove the account and sign in again."))
             } else {
-                checks.append(check("database", account, .ok, "The database opens with its key and passes the integrity check."))
+                checks.append(
+                    check("database", account, .ok, "The database opens with its key and passes the integrity check."))
             }
         } catch {
-            checks.append(check("database", account, .fail, "The database fails its integrity check.", fix: "Restore the account's files from a backup, or remove the account and sign in again."))
+            checks.append(
+                check(
+                    "database", account, .fail, "The database fails its integrity check.",
+                    fix: "Restore the account's files from a backup, or remove the account and sign in again."))
         }
         if let counts = try? service.store.counts() {
             checks.append(
                 counts.pending > 1000
-                    ? check("queue", account, .warn, "\(counts.pending) changes are waiting to be pushed.", fix: "Run `ostack sync`.")
+                    ? check(
+                        "queue", account, .warn, "\(counts.pending) changes are waiting to be pushed.",
+                        fix: "Run `ostack sync`.")
                     : check("queue", account, .ok, "\(counts.pending) change(s) waiting to be pushed."))
             checks.append(
                 counts.failed > 0
-                    ? check("queue-failed", account, .warn, "\(counts.failed) change(s) failed to push.", fix: "See `ostack queue list`; then `ostack queue retry` or `ostack queue discard ID`.")
+                    ? check(
+                        "queue-failed", account, .warn, "\(counts.failed) change(s) failed to push.",
+                        fix: "See `ostack queue list`; then `ostack queue retry` or `ostack queue discard ID`.")
                     : check("queue-failed", account, .ok, "No failed changes."))
             checks.append(
                 counts.conflict > 0
-                    ? check("conflicts", account, .warn, "\(counts.conflict) conflict(s) need a decision.", fix: "Run `ostack conflicts list` and `ostack conflicts resolve`.")
+                    ? check(
+                        "conflicts", account, .warn, "\(counts.conflict) conflict(s) need a decision.",
+                        fix: "Run `ostack conflicts list` and `ostack conflicts resolve`.")
                     : check("conflicts", account, .ok, "No conflicts."))
         }
         let tracked = (try? service.store.trackedObjects()) ?? []
@@ -171,19 +223,30 @@ public struct Doctor: Sendable {
             let age = now().timeIntervalSince(last)
             checks.append(
                 age > 7 * 86_400
-                    ? check("last-sync", account, .warn, "The last successful sync was \(Int(age / 86_400)) days ago.", fix: "Run `ostack sync`.")
+                    ? check(
+                        "last-sync", account, .warn, "The last successful sync was \(Int(age / 86_400)) days ago.",
+                        fix: "Run `ostack sync`.")
                     : check("last-sync", account, .ok, "Last successful sync: \(last.formatted(.iso8601))."))
         } else if !tracked.isEmpty {
-            checks.append(check("last-sync", account, .warn, "Tracked objects were never synced.", fix: "Run `ostack sync`."))
+            checks.append(
+                check("last-sync", account, .warn, "Tracked objects were never synced.", fix: "Run `ostack sync`."))
         }
         do {
             let verification = try service.audit.verify()
             checks.append(
                 verification.intact
                     ? check("audit", account, .ok, "The audit trail is intact (\(verification.events) events).")
-                    : check("audit", account, .fail, "The audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).", fix: "The account's files were changed or restored from an older copy: review `ostack audit verify`."))
+                    : check(
+                        "audit", account, .fail,
+                        "The audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).",
+                        fix:
+                            "The account's files were changed or restored from an older copy: review `ostack audit verify`."
+                    ))
         } catch {
-            checks.append(check("audit", account, .warn, "Could not check the audit trail (\(error.code.rawValue)).", checked: false))
+            checks.append(
+                check(
+                    "audit", account, .warn, "Could not check the audit trail (\(error.code.rawValue)).", checked: false
+                ))
         }
         // Clock skew against the server's Date.
         if let probe = probeServerDate {
@@ -191,10 +254,15 @@ public struct Doctor: Sendable {
                 let skew = abs(serverDate.timeIntervalSince(now()))
                 checks.append(
                     skew > 300
-                        ? check("clock", account, .fail, "This machine's clock is \(Int(skew)) s off the server's.", fix: "Enable time synchronisation (e.g. systemd-timesyncd).")
+                        ? check(
+                            "clock", account, .fail, "This machine's clock is \(Int(skew)) s off the server's.",
+                            fix: "Enable time synchronisation (e.g. systemd-timesyncd).")
                         : check("clock", account, .ok, "The clock agrees with the server (\(Int(skew)) s)."))
             } else {
-                checks.append(check("clock", account, .warn, "Could not check the clock: the server did not answer.", checked: false))
+                checks.append(
+                    check(
+                        "clock", account, .warn, "Could not check the clock: the server did not answer.", checked: false
+                    ))
             }
         }
         return checks
@@ -202,9 +270,12 @@ public struct Doctor: Sendable {
 
     func keyringItems(_ account: Account) -> Check {
         do {
-            let present = Set(try environment.secrets.list(namespace: environment.namespaces.account(account.id)).map(\.kind))
+            let present = Set(
+                try environment.secrets.list(namespace: environment.namespaces.account(account.id)).map(\.kind))
             var expected: Set<SecretKind> = []
-            if account.sessionState != .signedOut { expected.insert(account.credentialKind == .apiKey ? .apiKey : .sessionToken) }
+            if account.sessionState != .signedOut {
+                expected.insert(account.credentialKind == .apiKey ? .apiKey : .sessionToken)
+            }
             if environment.hasPIN(account) {
                 expected.formUnion([.pinRing, .recoveryRing])
             } else if !environment.keyIsSealed(account) {
@@ -216,17 +287,23 @@ public struct Doctor: Sendable {
             let stray = present.subtracting(allowed)
             if !missing.isEmpty {
                 return check(
-                    "keyring-items", account, .fail, "Missing keyring item(s): \(missing.map(\.rawValue).sorted().joined(separator: ", ")).",
-                    fix: missing.contains(.dbKey) ? "The database key is gone: restore the keyring, or remove the account and sign in again." : "Run `ostack login --account \(account.alias)`.")
+                    "keyring-items", account, .fail,
+                    "Missing keyring item(s): \(missing.map(\.rawValue).sorted().joined(separator: ", ")).",
+                    fix: missing.contains(.dbKey)
+                        ? "The database key is gone: restore the keyring, or remove the account and sign in again."
+                        : "Run `ostack login --account \(account.alias)`.")
             }
             if !stray.isEmpty {
                 return check(
-                    "keyring-items", account, .warn, "Unexpected keyring item(s): \(stray.map(\.rawValue).sorted().joined(separator: ", ")).",
+                    "keyring-items", account, .warn,
+                    "Unexpected keyring item(s): \(stray.map(\.rawValue).sorted().joined(separator: ", ")).",
                     fix: "Run `ostack logout \(account.alias)` and sign in again to tidy them.")
             }
             return check("keyring-items", account, .ok, "Every expected keyring item is present, nothing stray.")
         } catch {
-            return check("keyring-items", account, .warn, "Could not list the keyring items (\(error.code.rawValue)).", checked: false)
+            return check(
+                "keyring-items", account, .warn, "Could not list the keyring items (\(error.code.rawValue)).",
+                checked: false)
         }
     }
 }

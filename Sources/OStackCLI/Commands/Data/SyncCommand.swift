@@ -278,7 +278,8 @@ struct QueueCommand: AsyncParsableCommand {
                     throw OStackError(.notFound, detail: "no such queue entry")
                 }
                 try service.store.discard(entry)
-                try service.audit.append("queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
+                try service.audit.append(
+                    "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
                 service.audit.anchor()
                 try? service.writeStateSummary()
                 struct Document: Encodable { var discarded: String }

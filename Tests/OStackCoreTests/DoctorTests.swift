@@ -1,0 +1,104 @@
+import FoundationEssentials
+import Glibc
+import KeyringKit
+@testable import OStackCore
+import OStackTestSupport
+import PlatformKit
+import SodiumKit
+import Testing
+
+/// `doctor` (SPEC §10): each problem is a failing check with a fix; a healthy setup is ok.
+@Suite struct DoctorTests {
+    let home = TemporaryDirectory()
+    let keyring = InMemoryKeyring()
+    let server = FakeObjectStack()
+
+    var environment: AuthEnvironment {
+        AuthEnvironment(
+            layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1),
+            secrets: KeyringSecretStore(keyring: keyring), namespaces: KeyringNamespaces(prefix: "test"),
+            transport: server,
+            keyringBackend: "secret-service", provisionDatabase: AccountDatabase.provision)
+    }
+
+    func signedIn() throws -> Account {
+        let account = try LoginService(environment: environment).login(
+            LoginService.Request(
+                server: try ServerURL(parsing: "http://127.0.0.1:9"), email: "alice@example.com",
+                credential: .password(SecretBytes(copying: Array("alice-pass".utf8))), alias: "work", makeDefault: true)
+        )
+        _ = try DataService(account: account, environment: environment)  // flushes the sign-in events
+        return account
+    }
+
+    func run(_ account: Account) throws -> [Doctor.Check] {
+        let current = try environment.registry.accounts().first { $0.id == account.id } ?? account
+        var doctor = Doctor(environment: environment)
+        doctor.probeServerDate = { _ in Date().addingTimeInterval(2) }
+        return doctor.run(accounts: [current])
+    }
+
+    func status(_ checks: [Doctor.Check], _ name: String, account: Bool = true) -> Doctor.Check? {
+        checks.first { $0.name == name && ($0.account != nil) == account }
+    }
+
+    @Test func aHealthySetupIsOK() throws {
+        let checks = try run(try signedIn())
+        #expect(checks.allSatisfy { $0.status == .ok }, "\(checks.filter { $0.status != .ok })")
+        #expect(
+            Set(checks.map(\.name)).isSuperset(of: [
+                "keyring", "file-modes", "agent", "audit-global", "session", "keyring-items", "database", "queue",
+                "queue-failed",
+                "conflicts", "audit", "clock",
+            ]))
+    }
+
+    @Test func aLockedKeyringFailsWithAFix() throws {
+        let account = try signedIn()
+        keyring.fail(with: .locked)
+        let checks = try run(account)
+        let check = try #require(status(checks, "keyring", account: false))
+        #expect(check.status == .fail && check.message.contains("locked") && check.fix != nil)
+        // What needs the keyring could not be checked — said so, not reported as invalid.
+        #expect(status(checks, "keyring-items")?.checked == false)
+    }
+
+    @Test func aWrongFileModeFails() throws {
+        let account = try signedIn()
+        chmod(environment.databasePath(account), 0o644)
+        let check = try #require(status(try run(account), "file-modes"))
+        #expect(check.status == .fail && check.fix?.contains("chmod") == true)
+    }
+
+    @Test func aCorruptedDatabaseFails() throws {
+        let account = try signedIn()
+        let path = environment.databasePath(account)
+        var bytes = try #require(try SecureFileSystem.readFile(path))
+        try #require(bytes.count > 100)
+        for index in 0..<min(bytes.count, 8192) { bytes[index] ^= 0x5A }
+        try SecureFileSystem.writeAtomically(bytes, to: path)
+        _ = try? SecureFileSystem.removeFile(path + "-wal")
+        let check = try #require(status(try run(account), "database"))
+        #expect(check.status == .fail && check.checked && check.fix != nil)
+    }
+
+    @Test func anExpiredSessionFails() throws {
+        let account = try signedIn()
+        try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+            accounts[0].sessionState = .expired
+        }
+        let check = try #require(status(try run(account), "session"))
+        #expect(check.status == .fail && check.fix?.contains("ostack login") == true)
+    }
+
+    @Test func aSkewedClockAndATamperedTrailFail() throws {
+        let account = try signedIn()
+        var doctor = Doctor(environment: environment)
+        doctor.probeServerDate = { _ in Date().addingTimeInterval(3600) }
+        let service = try DataService(account: account, environment: environment)
+        try service.store.database.execute("UPDATE audit SET outcome = 'failed' WHERE seq = 1")
+        let checks = doctor.run(accounts: [account])
+        #expect(status(checks, "clock")?.status == .fail)
+        #expect(status(checks, "audit")?.status == .fail)
+    }
+}
