@@ -3,8 +3,8 @@
 # a private keyring namespace (inside its own D-Bus session and gnome-keyring when no Secret Service
 # is usable here). Cleans up after itself.
 #
-# The walkthrough grows with the product: records, offline changes, sync, audit and doctor join it as
-# they land.
+# Two accounts, switching, records, an offline change synced later, a conflict resolved, PIN lock and
+# unlock, audit, audit verify, doctor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,6 +71,37 @@ secret-tool search --all namespace "$OSTACK_KEYRING_PREFIX:auth:${server#http://
   | grep -E "attribute.(namespace|kind)" | sort -u
 find "$home/data/accounts" -name data.db | sed "s|$home|\$OSTACK_HOME|"
 
+say "Objects and their fields come from the server's metadata (cached per account)"
+run "$ostack" objects list --account work
+run "$ostack" objects show task --account work
+
+say "Create records: validated against metadata first, written locally, pushed at once"
+run "$ostack" records create task --account work --set title="Write the quarterly report" --set amount=1200 --set priority=high
+run "$ostack" records create task --account work --set amount=1.234 || echo "(exit $?: checked before anything is written)"
+
+say "Mirror the object locally; reads then work offline, with the server's filter semantics"
+run "$ostack" sync track task --account work
+curl -s -X POST -H 'Content-Type: application/json' -d '{"object":"task","count":500}' "$server/__control__/seed" >/dev/null
+run "$ostack" sync --account work
+run "$ostack" records list task --account work --filter "status = 'open' and (amount >= 900 or title contains 'report')" --fields title,amount --limit 5
+
+say "An offline change: saved and queued, pushed by the next sync"
+curl -s -X POST -H 'Content-Type: application/json' -d '{"action":"drop-before","count":1000}' "$server/__control__/faults" >/dev/null
+run "$ostack" records update task tsk_s1 --account work --set status=in_progress || echo "(exit $?: the server is unreachable; the change is queued)"
+run "$ostack" queue list --account work
+curl -s -X DELETE "$server/__control__/faults" >/dev/null
+run "$ostack" sync --account work
+run "$ostack" status --account work
+
+say "A conflict: the same field changed here and on the server"
+curl -s -X POST -H 'Content-Type: application/json' -d '{"object":"task","id":"tsk_s2","fields":{"title":"Renamed on the server"}}' "$server/__control__/modify" >/dev/null
+run "$ostack" records update task tsk_s2 --account work --set title="Renamed here" || echo "(exit $?)"
+run "$ostack" conflicts list --account work
+conflict="$("$ostack" conflicts list --account work --json | sed -n 's/.*"id":"\(q_[0-9a-f.]*\)".*/\1/p')"
+run "$ostack" conflicts show "$conflict" --account work
+run "$ostack" conflicts resolve "$conflict" --keep mine --account work
+run "$ostack" records get task tsk_s2 --account work
+
 say "Lock local data behind a PIN (the recovery key is shown once)"
 printf '7319\n' | run "$ostack" pin set work --pin-stdin
 run "$ostack" lock work
@@ -80,6 +111,13 @@ printf '0000\n' | run "$ostack" unlock work --pin-stdin || echo "(exit $?)"
 printf '7319\n' | run "$ostack" unlock work --pin-stdin
 run "$ostack" agent status
 run "$ostack" auth refresh --account work
+
+say "The audit trail: every event of the account, chained and anchored in the keyring"
+run "$ostack" audit --account work --limit 12
+run "$ostack" audit verify --all
+
+say "Doctor: keyring, files, database, session, queue, sync, audit, clock"
+run "$ostack" doctor
 
 say "Errors are ours, with a hint and a stable exit code"
 run "$ostack" switch nobody || echo "(exit $?)"
@@ -91,4 +129,4 @@ run "$ostack" accounts remove personal
 run "$ostack" status --all
 
 echo
-echo "Done. Offline records and sync, audit and doctor join this walkthrough as they land."
+echo "Done. Everything above lived in $home and the keyring prefix $OSTACK_KEYRING_PREFIX; both are gone now."
