@@ -202,6 +202,32 @@ import Testing
         #expect(total.contains("\"total\":2499"), "\(total)")
     }
 
+    @Test func syncAllCoversEveryAccountAndMetadataCommandsAnswer() throws {
+        let (server, ostack) = try signedIn()
+        let bob = try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home", "--no-switch"])
+        try #require(bob.status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Alice's", "--offline"]).status == 0)
+        #expect(
+            try ostack.run(["records", "create", "project", "--account", "home", "--set", "name=Bob's", "--offline"]).status == 0)
+        #expect(try ostack.run(["sync", "track", "task", "--account", "home"]).status == 0)
+        let sync = try ostack.run(["sync", "--all", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(sync.stdout.contains("\"alias\":\"work\"") && sync.stdout.contains("\"alias\":\"home\""))
+        #expect(sync.stdout.components("\"pushed\":1") == 2, "\(sync.stdout)")
+        // Each account sees only its own data.
+        let home = try ostack.run(["records", "list", "task", "--account", "home", "--json"]).stdout
+        #expect(home.contains("\"source\":\"local\"") && !home.contains("Alice's"))
+        let status = try ostack.run(["sync", "status", "--account", "home", "--json"]).stdout
+        #expect(status.contains("\"name\":\"task\"") && status.contains("\"pending\":0"))
+        let objects = try ostack.run(["objects", "list", "--json"]).stdout
+        #expect(objects.contains("{\"label\":\"Task\",\"name\":\"task\"}"))
+        #expect(try ostack.run(["apps", "list", "--json"]).status == 0)
+        #expect(try ostack.run(["objects", "show", "nothing"]).status == 7)
+        let accountStatus = try ostack.run(["status", "--json"]).stdout
+        #expect(accountStatus.contains("\"queue\":{\"conflict\":0,\"failed\":0,\"pending\":0}"), "\(accountStatus)")
+        #expect(!accountStatus.contains("\"lastSyncAt\":null"))
+    }
+
     @Test func aRevokedSessionStopsTheAccountsSyncAndKeepsTheQueue() throws {
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--offline"]).status == 0)

@@ -63,7 +63,14 @@ import Testing
             try LoginService(environment: environment).login(request("alice@example.com", "nope"))
         }
         #expect(error?.code == .wrongCredentials)
-        #expect(keyring.count == 0)
+        // No credential, token or account remains: only the global audit trail's key and anchor,
+        // because the failed sign-in is recorded there (SPEC §10).
+        #expect(keyring.count == 1)
+        #expect(try secrets.list(namespace: "test:guest").isEmpty)
+        #expect(try secrets.list(namespace: "test:global").map(\.kind) == [.auditAnchor])
+        let global = GlobalAuditTrail(layout: environment.layout, secrets: secrets, namespaces: namespaces)
+        #expect(global.entries().map { "\($0.event) \($0.outcome)" } == ["sign-in failed"])
+        #expect(try global.verify().intact)
         #expect(try environment.registry.accounts().isEmpty)
     }
 
