@@ -204,11 +204,13 @@ import Testing
 
     @Test func syncAllCoversEveryAccountAndMetadataCommandsAnswer() throws {
         let (server, ostack) = try signedIn()
-        let bob = try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home", "--no-switch"])
+        let bob = try ostack.login(
+            server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home", "--no-switch"])
         try #require(bob.status == 0)
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Alice's", "--offline"]).status == 0)
         #expect(
-            try ostack.run(["records", "create", "project", "--account", "home", "--set", "name=Bob's", "--offline"]).status == 0)
+            try ostack.run(["records", "create", "project", "--account", "home", "--set", "name=Bob's", "--offline"])
+                .status == 0)
         #expect(try ostack.run(["sync", "track", "task", "--account", "home"]).status == 0)
         let sync = try ostack.run(["sync", "--all", "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")
