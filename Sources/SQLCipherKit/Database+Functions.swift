@@ -35,16 +35,7 @@ extension Database {
                     }
                 }
                 do {
-                    switch try box.body(values) {
-                    case .null: sqlite3_result_null(context)
-                    case .integer(let value): sqlite3_result_int64(context, value)
-                    case .real(let value): sqlite3_result_double(context, value)
-                    case .text(let value): sqlite3_result_text(context, value, -1, csqlcipher_transient())
-                    case .blob(let value):
-                        value.withUnsafeBytes { raw in
-                            sqlite3_result_blob(context, raw.baseAddress, Int32(raw.count), csqlcipher_transient())
-                        }
-                    }
+                    setFunctionResult(context, try box.body(values))
                 } catch {
                     sqlite3_result_error(context, "function failed", -1)
                 }
@@ -99,17 +90,7 @@ extension Database {
             handle, name, Int32(argumentCount), flags, box,
             { context, count, arguments in
                 let box = Unmanaged<RawFunctionBox>.fromOpaque(sqlite3_user_data(context)!).takeUnretainedValue()
-                let result = box.body(SQLFunctionArguments(count: count, values: arguments!))
-                switch result {
-                case .null: sqlite3_result_null(context)
-                case .integer(let value): sqlite3_result_int64(context, value)
-                case .real(let value): sqlite3_result_double(context, value)
-                case .text(let value): sqlite3_result_text(context, value, -1, csqlcipher_transient())
-                case .blob(let value):
-                    value.withUnsafeBytes { raw in
-                        sqlite3_result_blob(context, raw.baseAddress, Int32(raw.count), csqlcipher_transient())
-                    }
-                }
+                setFunctionResult(context, box.body(SQLFunctionArguments(count: count, values: arguments!)))
             }, nil, nil,
             { pointer in
                 if let pointer { Unmanaged<RawFunctionBox>.fromOpaque(pointer).release() }
@@ -121,4 +102,18 @@ extension Database {
 final class RawFunctionBox {
     let body: (borrowing SQLFunctionArguments) -> SQLValue
     init(_ body: @escaping (borrowing SQLFunctionArguments) -> SQLValue) { self.body = body }
+}
+
+/// Hands a Swift function's result to SQLite (text and blobs are copied by SQLite).
+func setFunctionResult(_ context: OpaquePointer?, _ result: SQLValue) {
+    switch result {
+    case .null: sqlite3_result_null(context)
+    case .integer(let value): sqlite3_result_int64(context, value)
+    case .real(let value): sqlite3_result_double(context, value)
+    case .text(let value): sqlite3_result_text(context, value, -1, csqlcipher_transient())
+    case .blob(let value):
+        value.withUnsafeBytes { raw in
+            sqlite3_result_blob(context, raw.baseAddress, Int32(raw.count), csqlcipher_transient())
+        }
+    }
 }
