@@ -29,6 +29,7 @@ public final class ChildProcess: @unchecked Sendable {
         var stdoutClosed = false
         var stderrClosed = false
         var exitStatus: Int32?
+        var peakRSSKilobytes: Int?
     }
 
     /// Starts `executable` (an absolute path) with `arguments`. `environment` replaces the
@@ -176,6 +177,9 @@ public final class ChildProcess: @unchecked Sendable {
         }
     }
 
+    /// The child's own peak resident set size in bytes (its `wait4` rusage), once it has exited.
+    public var peakRSS: Int? { box.state.withLock { $0.peakRSSKilobytes.map { $0 * 1024 } } }
+
     /// Everything on stdout not yet returned by `readLine`.
     public func remainingStdout() -> String {
         box.state.withLock { String(decoding: $0.stdout[$0.stdoutConsumed...], as: UTF8.self) }
@@ -191,11 +195,15 @@ public final class ChildProcess: @unchecked Sendable {
     private func reap(blocking: Bool) -> Int32? {
         if let status = box.state.withLock({ $0.exitStatus }) { return status }
         var raw: Int32 = 0
-        let rc = waitpid(pid, &raw, blocking ? 0 : WNOHANG)
+        var usage = rusage()
+        let rc = wait4(pid, &raw, blocking ? 0 : WNOHANG, &usage)
         guard rc == pid else { return nil }
         let low = raw & 0x7f
         let status = low == 0 ? (raw >> 8) & 0xff : 128 + low
-        box.state.withLock { $0.exitStatus = status }
+        box.state.withLock {
+            $0.exitStatus = status
+            $0.peakRSSKilobytes = usage.ru_maxrss
+        }
         return status
     }
 

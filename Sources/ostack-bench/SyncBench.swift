@@ -66,10 +66,13 @@ enum SyncBench {
         let session = try Session(ostack: ostack)
         try session.server.control("POST", "seed", #"{"object":"task","count":\#(records)}"#)
         try session.run(["sync", "track", "task"])
-        let pullSeconds = try session.timed(["sync", "--pull-only"])
-        var usage = rusage()
-        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-        let peakMB = Double(usage.ru_maxrss) / 1024
+        // The pull's own peak RSS (wait4 of that child), not the maximum over every earlier child.
+        let start = Measure.now()
+        let child = try ChildProcess(executable: ostack, arguments: ["sync", "--pull-only"], environment: session.environment)
+        let status = try child.waitForExit(timeout: 600)
+        let pullSeconds = Measure.now() - start
+        precondition(status == 0, "pull failed: \(child.stderrText())")
+        let peakMB = Double(child.peakRSS ?? 0) / 1_048_576
         let (rows, item) = try fetchRows(session.server)
         let insertSeconds = try rawInsert(rows)
         let pullRate = Double(records) / pullSeconds
