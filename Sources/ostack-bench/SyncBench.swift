@@ -68,7 +68,8 @@ enum SyncBench {
         try session.run(["sync", "track", "task"])
         // The pull's own peak RSS (wait4 of that child), not the maximum over every earlier child.
         let start = Measure.now()
-        let child = try ChildProcess(executable: ostack, arguments: ["sync", "--pull-only"], environment: session.environment)
+        let child = try ChildProcess(
+            executable: ostack, arguments: ["sync", "--pull-only"], environment: session.environment)
         let status = try child.waitForExit(timeout: 600)
         let pullSeconds = Measure.now() - start
         precondition(status == 0, "pull failed: \(child.stderrText())")

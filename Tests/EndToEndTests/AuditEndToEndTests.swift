@@ -54,6 +54,10 @@ import Testing
         #expect(verify.status == 1, "\(verify.stdout) \(verify.stderr)")
         #expect(verify.stdout.contains("\"intact\":false") && verify.stdout.contains("\"firstBadSeq\":"))
         #expect(try ostack.run(["audit", "verify"]).stdout.contains("NOT intact at sequence"))
+        // The failed verification itself is in the global trail (AUD-5).
+        #expect(
+            try ostack.run(["audit", "--all", "--event", "audit.verify", "--json"]).stdout.contains(
+                "\"outcome\":\"failed\""))
     }
 
     @Test func lockAndFailedUnlocksAreRecordedAfterTheNextUnlock() throws {
@@ -138,5 +142,7 @@ import Testing
         let corrupted = try ostack.run(["doctor", "--json"])
         #expect(corrupted.status == 1)
         #expect(corrupted.stdout.contains("does not open with its key"), "\(corrupted.stdout)")
+        // The account's own trail is unreadable now; the global one still verifies.
+        #expect(try ostack.run(["doctor", "--json"]).stdout.contains("\"name\":\"audit-global\",\"status\":\"ok\""))
     }
 }

@@ -230,6 +230,36 @@ import Testing
         #expect(!accountStatus.contains("\"lastSyncAt\":null"))
     }
 
+    @Test func batchedConditionalUpdatesAndDeletesSettlePerRow() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":20}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        for index in 1...8 {
+            #expect(
+                try ostack.run([
+                    "records", "update", "task", "tsk_s\(index)", "--set", "notes=batch \(index)", "--offline",
+                ]).status == 0)
+        }
+        for index in 11...14 {
+            #expect(try ostack.run(["records", "delete", "task", "tsk_s\(index)", "--offline"]).status == 0)
+        }
+        // The server changed one updated record's notes and one deleted record meanwhile.
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s3","fields":{"notes":"theirs"}}"#)
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s12","fields":{"title":"kept"}}"#)
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 6, "\(sync.stdout) \(sync.stderr)")  // two conflicts to decide
+        #expect(sync.stdout.contains("\"pushed\":10") && sync.stdout.contains("\"conflicts\":2"), "\(sync.stdout)")
+        #expect(try serverCount(server, id: "tsk_s5").1.contains("\"notes\":\"batch 5\""))
+        #expect(try serverCount(server).0 == 17)  // 20 - 3 deleted; tsk_s12 kept (conflict)
+        let conflicts = try ostack.run(["conflicts", "list", "--json"]).stdout
+        #expect(conflicts.contains("\"recordId\":\"tsk_s3\"") && conflicts.contains("\"recordId\":\"tsk_s12\""))
+        // The per-row conflict kept the server's record: base, mine and theirs are all known.
+        #expect(
+            conflicts.contains("{\"base\":null,\"mine\":\"batch 3\",\"name\":\"notes\",\"theirs\":\"theirs\"}"),
+            "\(conflicts)")
+    }
+
     @Test func aRevokedSessionStopsTheAccountsSyncAndKeepsTheQueue() throws {
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--offline"]).status == 0)

@@ -331,6 +331,9 @@ final class DevServerApp: @unchecked Sendable {
     static let discovery: JSONValue = .object([
         ("name", .string("ObjectStack API")), ("apiName", .string("ObjectStack API")), ("version", .string("1.0")),
         ("environment", .string("development")),
+        // `conditionalBatch` is this server's extension: updateMany/deleteMany honour a per-row
+        // expected version, so clients may batch conditional writes.
+        ("capabilities", .object([("transactionalBatch", .bool(false)), ("conditionalBatch", .bool(true))])),
         (
             "routes",
             .object([

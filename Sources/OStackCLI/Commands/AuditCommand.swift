@@ -99,6 +99,11 @@ struct AuditCommand: AsyncParsableCommand {
                 var results: [Result] = []
                 for account in try context.accounts(target: target, all: all) {
                     let verification = try context.dataService(account).audit.verify()
+                    if !verification.intact {
+                        try context.authEnvironment().auditGlobal(
+                            "audit.verify", outcome: "failed",
+                            details: ["account": account.id.rawValue, "seq": String(verification.firstBadSeq ?? 0)])
+                    }
                     results.append(
                         Result(
                             id: account.id.rawValue, intact: verification.intact, events: verification.events,

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PlatformKit
+import SQLCipherKit
 import SodiumKit
 
 /// The data use cases of one account (SPEC §7–§8): metadata, records (local-first writes), sync,
@@ -20,7 +21,16 @@ public final class DataService: @unchecked Sendable {
         self.account = account
         self.environment = environment
         let key = try environment.databaseKey(account)
-        let database = try AccountDatabase.open(path: environment.databasePath(account), key: key)
+        let database: Database
+        do {
+            database = try AccountDatabase.open(path: environment.databasePath(account), key: key)
+        } catch {
+            if error.code == .storageUnreadable {
+                // AUD-5: the account's own trail is in the database that failed to open.
+                environment.auditGlobal("database.open", outcome: "failed", details: ["account": account.id.rawValue])
+            }
+            throw error
+        }
         store = try LocalStore(database: database, clock: environment.clock)
         api = DataAPI(account: account, keeper: SessionKeeper(environment: environment))
         metadata = MetadataCache(store: store, api: api)
@@ -57,7 +67,26 @@ public final class DataService: @unchecked Sendable {
     }
 
     public func engine() -> SyncEngine {
-        SyncEngine(store: store, api: api)
+        var engine = SyncEngine(store: store, api: api)
+        engine.conditionalBatches = conditionalBatchSupport()
+        return engine
+    }
+
+    /// The server's `capabilities.conditionalBatch` from discovery, remembered for a day (false when
+    /// unknown: one request per update or delete, each with `If-Match`).
+    func conditionalBatchSupport() -> Bool {
+        if let text = try? store.value("server.conditional-batch"),
+            let checked = try? store.value("server.capabilities-at"),
+            let at = Double(checked), store.now - at < 86_400
+        {
+            return text == "1"
+        }
+        guard let json = try? api.call("GET", "/discovery") else { return false }
+        let document = json["data"] ?? json
+        let supported = document["capabilities"]?["conditionalBatch"]?.boolValue ?? false
+        try? store.setValue("server.conditional-batch", supported ? "1" : "0")
+        try? store.setValue("server.capabilities-at", String(store.now))
+        return supported
     }
 
     // MARK: Metadata

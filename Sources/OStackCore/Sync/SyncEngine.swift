@@ -21,6 +21,10 @@ public struct SyncEngine: Sendable {
     public let store: LocalStore
     public let api: DataAPI
     public var batchCap = 200
+    /// Whether the server honours per-row expected versions in `updateMany` / `deleteMany` (a
+    /// discovery capability). Without it updates and deletes go one by one with `If-Match`, so no
+    /// conditional write is ever sent unconditionally.
+    public var conditionalBatches = false
     public var pageSize = 2000
     /// Reconcile deletions when the last reconciliation is older than this.
     public var reconcileInterval: Double = 900
@@ -74,7 +78,9 @@ public struct SyncEngine: Sendable {
                     groups[key, default: []].append(entry)
                 }
                 for key in order {
-                    for chunk in groups[key]!.chunked(cap) {
+                    let entries = groups[key]!
+                    let size = entries[0].operation == .create || conditionalBatches ? cap : 1
+                    for chunk in entries.chunked(size) {
                         try send(Array(chunk), &report)
                         progressed = true
                     }

@@ -300,6 +300,17 @@ struct ConflictsCommand: AsyncParsableCommand {
         var base: JSONValue?
         var mine: JSONValue?
         var theirs: JSONValue?
+
+        /// Every key present (SPEC §9.1): an absent value is an explicit null.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(base ?? .null, forKey: .base)
+            try container.encode(mine ?? .null, forKey: .mine)
+            try container.encode(theirs ?? .null, forKey: .theirs)
+        }
+
+        enum CodingKeys: String, CodingKey { case name, base, mine, theirs }
     }
 
     struct ConflictDocument: Encodable {
