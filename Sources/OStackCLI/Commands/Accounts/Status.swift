@@ -49,7 +49,8 @@ struct Status: AsyncParsableCommand {
         return StatusDocument(
             account: AccountDocument(summary), selectedBy: selectedBy?.rawValue,
             session: .init(state: session.state.rawValue, expiresAt: session.expiresAt),
-            queue: .init(pending: state?.pending ?? 0, failed: state?.failed ?? 0, conflict: state?.conflict ?? 0),
+            // Unknown (null) until a data command has run for the account.
+            queue: state.map { .init(pending: $0.pending, failed: $0.failed, conflict: $0.conflict) },
             lastSyncAt: state?.lastSyncAt)
     }
 
