@@ -110,7 +110,18 @@ func setFunctionResult(_ context: OpaquePointer?, _ result: SQLValue) {
     case .null: sqlite3_result_null(context)
     case .integer(let value): sqlite3_result_int64(context, value)
     case .real(let value): sqlite3_result_double(context, value)
-    case .text(let value): sqlite3_result_text(context, value, -1, csqlcipher_transient())
+    case .text(let value):
+        // With its byte length: text holding NUL is not cut short.
+        let bytes = Array(value.utf8)
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                if let base = chars.baseAddress {
+                    sqlite3_result_text(context, base, Int32(chars.count), csqlcipher_transient())
+                } else {
+                    sqlite3_result_text(context, "", 0, csqlcipher_transient())
+                }
+            }
+        }
     case .blob(let value):
         value.withUnsafeBytes { raw in
             sqlite3_result_blob(context, raw.baseAddress, Int32(raw.count), csqlcipher_transient())

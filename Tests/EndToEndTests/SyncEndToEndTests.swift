@@ -177,6 +177,11 @@ import Testing
         #expect(
             open.stdout.contains("\"source\":\"local\"") && open.stdout.contains("\"total\":1667"), "\(open.stdout)")
 
+        // A create with the id of an existing record is refused (it would overwrite it), not queued.
+        let clash = try ostack.run(["records", "create", "task", "--data", #"{"id":"tsk_s5","title":"clash"}"#])
+        #expect(clash.status == 9, "\(clash.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+
         // A local offline edit is not overwritten by a pull of a newer server version.
         try server.control("POST", "modify", #"{"object":"task","id":"tsk_s1","fields":{"title":"Server side"}}"#)
         #expect(

@@ -1,3 +1,4 @@
+import Glibc
 import FoundationEssentials
 import PlatformKit
 import SQLCipherKit
@@ -45,14 +46,22 @@ public struct AuditBuffer: Sendable {
         try? SecureFileSystem.appendLine(Array(data), to: path)
     }
 
-    func lines() -> [Line] {
-        guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
+    var flushingPath: String { path + ".flushing" }
+
+    /// Takes the buffered lines for flushing: the file is first renamed away (atomically), so lines
+    /// appended meanwhile go to a new file and are never deleted unread. A renamed file left by a
+    /// crash is taken first; lines already in the chain are skipped by id.
+    func take() -> [Line] {
+        if !SecureFileSystem.exists(flushingPath) {
+            guard rename(path, flushingPath) == 0 else { return [] }
+        }
+        guard let bytes = try? SecureFileSystem.readFile(flushingPath) else { return [] }
         return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
             try? JSONDecoder().decode(Line.self, from: Data($0))
         }
     }
 
-    func clear() { try? SecureFileSystem.removeFile(path) }
+    func clear() { try? SecureFileSystem.removeFile(flushingPath) }
 }
 
 /// The per-account audit trail (SPEC §10; AUD-1…AUD-3): an append-only table in the account's
@@ -114,8 +123,11 @@ public struct AuditTrail: Sendable {
     /// Moves buffered events into the trail (once each: the last moved id is kept in the same
     /// transaction), then anchors the head.
     public func flush(_ buffer: AuditBuffer) throws(OStackError) {
-        let lines = buffer.lines()
-        guard !lines.isEmpty else { return }
+        let lines = buffer.take()
+        guard !lines.isEmpty else {
+            buffer.clear()
+            return
+        }
         try store.transaction { () throws(OStackError) in
             let done = try store.value("audit.flushed-through")
             var skipping = done != nil && lines.contains { $0.id == done }
@@ -135,6 +147,14 @@ public struct AuditTrail: Sendable {
     /// Writes the head to the keyring (best effort; `audit verify` and `doctor` report a stale anchor).
     public func anchor() {
         guard let head = try? head(), head.seq > 0 else { return }
+        // Never move the anchor backwards (another process may have anchored a later head).
+        if let stored = try? secrets.read(anchorKey),
+            let seq = stored.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }).split(separator: ":").first
+                .flatMap({ Int($0) }),
+            seq >= head.seq
+        {
+            return
+        }
         let text = "\(head.seq):" + head.mac.map { String($0, radix: 16).leftPadded(2) }.joined()
         try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
     }
@@ -227,6 +247,16 @@ public struct AuditTrail: Sendable {
     /// be ahead of the anchor (a crash between commit and anchoring) only if it extends the anchored
     /// entry exactly.
     public func verify() throws(OStackError) -> Verification {
+        // The anchor first, then the chain in one transaction: an append by another process in
+        // between can only make the chain longer than the anchor, which verifies.
+        let anchorText = try secrets.read(anchorKey).map { item in
+            item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        return try store.transaction { () throws(OStackError) -> Verification in try verifyChain(anchorText: anchorText)
+        }
+    }
+
+    func verifyChain(anchorText: String?) throws(OStackError) -> Verification {
         var previous = try store.value("audit.genesis").flatMap(Self.hex)
         var expected = 1
         let count = try store.integer("SELECT count(*) FROM audit")
@@ -251,9 +281,6 @@ public struct AuditTrail: Sendable {
             macs[seq] = stored
             previous = stored
             expected += 1
-        }
-        let anchorText = try secrets.read(anchorKey).map { item in
-            item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
         guard let anchorText else {
             return count == 0

@@ -115,8 +115,11 @@ public final class DataService: @unchecked Sendable {
 
     public func create(_ object: String, data: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
         let ids = try createLocally(object, [data])
-        return try pushAfterWrite(object, ids[0], offline: offline)
+        return try pushAfterWrite(object, ids[0], offline: offline, ownEntry: ownEntries[ids[0]])
     }
+
+    /// Queue entries this service added on their own (record id → entry id), for undoing a refused write.
+    var ownEntries: [String: String] = [:]
 
     /// Several creates in one local transaction (`--data` with a JSON array); all are checked first,
     /// so an invalid one saves none. Pushed at once unless `offline`.
@@ -146,11 +149,21 @@ public final class DataService: @unchecked Sendable {
             for data in items {
                 var record = data
                 let id = data["id"]?.stringValue ?? Self.newRecordID()
+                // A given id that is already here is not a create (it would overwrite the local copy).
+                guard try store.record(object, id) == nil, !ids.contains(id) else {
+                    throw OStackError(
+                        .validation,
+                        context: .init(
+                            object: object, fields: ["id"],
+                            suggestion: "A record with this id exists; use `records update`."),
+                        detail: "create with an existing id")
+                }
                 record["id"] = .string(id)
                 try store.putRecord(object, .object(record), version: nil)
-                try store.enqueue(
+                let entry = try store.enqueueReporting(
                     object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
                     baseSnapshot: nil)
+                if entry.isNew, let entryID = entry.id { ownEntries[id] = entryID }
                 ids.append(id)
             }
             try auditHook?(store, "record.create", ["object": object, "count": String(items.count)])
@@ -175,12 +188,13 @@ public final class DataService: @unchecked Sendable {
         let updated = snapshot.merging(changes) { _, new in new }
         try store.transaction { () throws(OStackError) in
             try store.putRecord(object, .object(updated), version: base.version)
-            try store.enqueue(
+            let entry = try store.enqueueReporting(
                 object: object, recordID: id, operation: .update, payload: changes, baseVersion: base.version,
                 baseSnapshot: snapshot)
+            if entry.isNew, let entryID = entry.id { ownEntries[id] = entryID }
             try auditHook?(store, "record.update", ["object": object])
         }
-        return try pushAfterWrite(object, id, offline: offline)
+        return try pushAfterWrite(object, id, offline: offline, ownEntry: ownEntries[id])
     }
 
     public func delete(_ object: String, id: String, offline: Bool) throws(OStackError) -> WriteResult {
@@ -191,18 +205,21 @@ public final class DataService: @unchecked Sendable {
         }
         try store.transaction { () throws(OStackError) in
             try store.deleteRecord(object, id)
-            try store.enqueue(
+            let entry = try store.enqueueReporting(
                 object: object, recordID: id, operation: .delete, payload: nil, baseVersion: base.version,
                 baseSnapshot: base.data.objectValue)
+            if entry.isNew, let entryID = entry.id { ownEntries[id] = entryID }
             try auditHook?(store, "record.delete", ["object": object])
         }
-        var result = try pushAfterWrite(object, id, offline: offline)
+        var result = try pushAfterWrite(object, id, offline: offline, ownEntry: ownEntries[id])
         result.record = nil
         return result
     }
 
     /// Pushes at once unless `offline`; reports whether the change is still queued, and why.
-    func pushAfterWrite(_ object: String, _ id: String, offline: Bool) throws(OStackError) -> WriteResult {
+    func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: String? = nil) throws(OStackError)
+        -> WriteResult
+    {
         anchorAudit()
         defer { try? writeStateSummary() }
         var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
@@ -228,12 +245,18 @@ public final class DataService: @unchecked Sendable {
         } else if pending.text("status") == "failed" {
             let error = pending.text("last_error") ?? "failed"
             if error.hasPrefix("validation") {
-                // The server refused the change: nothing was stored there; undo it here and say why.
-                if let entry = try store.rows(
-                    "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq LIMIT 1",
-                    [.text(object), .text(id)]
-                ).first.flatMap(LocalStore.entry) {
+                // The server refused a change. Only the entry this command added on its own is undone
+                // (an older queued change of the record is never dropped by a newer command).
+                if let own = ownEntry, let entry = try store.entry(own), entry.status == .failed,
+                    try store.integer(
+                        "SELECT count(*) FROM queue WHERE object = ? AND record_id = ? AND seq > ?",
+                        [.text(object), .text(id), .integer(entry.seq)]) == 0
+                {
                     try store.discard(entry)
+                } else {
+                    throw OStackError(
+                        .validation, context: .init(object: object, suggestion: "See `ostack queue list`."),
+                        detail: "server validation of an older queued change")
                 }
                 let fields =
                     error.split(separator: ":").dropFirst().first.map {

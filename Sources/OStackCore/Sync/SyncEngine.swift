@@ -99,8 +99,9 @@ public struct SyncEngine: Sendable {
     }
 
     /// Sends one chunk of same-object, same-operation entries and records every outcome.
-    func send(_ chunk: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
-        try store.claim(chunk)
+    func send(_ selected: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
+        let chunk = try store.claim(selected)
+        if chunk.isEmpty { return }  // changed meanwhile: picked up again next round
         let outcome: DataAPI.Outcome
         let object = chunk[0].object
         do {
@@ -149,7 +150,11 @@ public struct SyncEngine: Sendable {
             }
         } catch {
             // No answer: the request may or may not have arrived. Back to pending, no attempt counted.
-            let delivered = error.code == .timeout || error.detail.contains("connectionDropped")
+            // Only a request that certainly never reached the server counts as undelivered.
+            let undelivered =
+                error.detail.contains("connectionRefused") || error.detail.contains("dnsFailure")
+                || [.tls, .invalidServerURL, .locked, .pinLockedOut, .notSignedIn, .sessionExpired].contains(error.code)
+            let delivered = !undelivered
             for entry in chunk { try store.release(entry, delivered: delivered) }
             throw error
         }
@@ -218,6 +223,14 @@ public struct SyncEngine: Sendable {
             switch status {
             case 409 where error.code == "CONCURRENT_UPDATE":
                 try resolveConcurrent(entry, theirs: error.currentRecord, version: error.currentVersion, &report)
+            case 409
+            where entry.operation == .create && error.code == "UNIQUE_VIOLATION"
+                && (json?["field"]?.stringValue).map({ $0 != "id" }) ?? false:
+                // Another record has this value in a unique field: a validation problem of this change.
+                let field = json?["field"]?.stringValue.flatMap { ObjectSchema.isIdentifier($0) ? $0 : nil }
+                try store.fail(
+                    entry, error: "validation" + (field.map { ": \($0)" } ?? ""), retryable: false, retryAfter: nil)
+                report.failed += 1
             case 409 where entry.operation == .create:
                 // The id is taken: most likely our own earlier delivery. It stays marked as sent, so
                 // the next round looks it up; counted as an attempt so this cannot repeat forever.
@@ -318,22 +331,45 @@ public struct SyncEngine: Sendable {
                 let filter: JSONValue = .array([
                     .string("id"), .string("in"), .array(chunk.map { .string($0.recordID) }),
                 ])
-                let json = try api.call(
-                    "GET", DataAPI.objectPath(object),
-                    query: [
-                        ("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(chunk.count)),
-                    ])
+                let json: JSONValue
+                do {
+                    json = try api.call(
+                        "GET", DataAPI.objectPath(object),
+                        query: [
+                            ("filter", String(decoding: filter.serialized(), as: UTF8.self)),
+                            ("top", String(chunk.count)),
+                        ])
+                } catch  where ![.offline, .timeout, .tls, .sessionExpired, .notSignedIn, .locked].contains(error.code)
+                {
+                    // This object cannot be listed (forbidden, unknown, …): its entries fail; others go on.
+                    for entry in chunk {
+                        try store.fail(entry, error: error.code.rawValue, retryable: false, retryAfter: nil)
+                        report.failed += 1
+                    }
+                    continue
+                }
                 var found: [String: JSONValue] = [:]
                 for record in json["records"]?.arrayValue ?? [] {
                     if let id = record["id"]?.stringValue { found[id] = record }
                 }
                 try store.transaction { () throws(OStackError) in
                     for entry in chunk {
-                        if let record = found[entry.recordID] {
+                        guard let record = found[entry.recordID] else {
+                            try store.run("UPDATE queue SET sent = 0 WHERE seq = ?", [.integer(entry.seq)])
+                            continue
+                        }
+                        // Ours only if it holds what we sent; a different record with the same id is a
+                        // collision, never silently taken for our delivery.
+                        let ours = (entry.payload ?? [:]).allSatisfy { key, value in
+                            ObjectSchema.systemFields.contains(key) || record[key] == nil || record[key] == value
+                        }
+                        if ours {
                             try store.complete(entry, serverRecord: record)
                             report.pushed += 1
                         } else {
-                            try store.run("UPDATE queue SET sent = 0 WHERE seq = ?", [.integer(entry.seq)])
+                            try store.markConflict(
+                                entry, theirs: record.objectValue, version: record["updated_at"]?.stringValue)
+                            report.conflicts += 1
                         }
                     }
                 }
@@ -510,22 +546,26 @@ public struct SyncEngine: Sendable {
             guard outcome.ok else {
                 throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
             }
-            let ids: [String]? = outcome.response.body.withUnsafeBytes { raw in
-                FieldScanner.recordRanges(in: raw)?.ranges.compactMap { range in
-                    if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
-                        return id
+            let page: (ids: [String], hasMore: Bool?)? = outcome.response.body.withUnsafeBytes { raw in
+                FieldScanner.recordRanges(in: raw).map { found in
+                    let ids = found.ranges.compactMap { range -> String? in
+                        if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
+                            return id
+                        }
+                        return nil
                     }
-                    return nil
+                    return (ids, found.hasMore)
                 }
             }
-            guard let ids else {
+            guard let page else {
                 throw OStackError(
                     .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "id page malformed"
                 )
             }
-            remote.formUnion(ids)
-            if ids.count < 10000 { break }
-            after = ids.last
+            remote.formUnion(page.ids)
+            // A server may cap a page below what was asked: `hasMore` decides, not the page size.
+            if page.ids.isEmpty || !(page.hasMore ?? (page.ids.count >= 10000)) { break }
+            after = page.ids.last
         }
         let gone = try store.settledIDs(object).subtracting(remote)
         try store.transaction { () throws(OStackError) in

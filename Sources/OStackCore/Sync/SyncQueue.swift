@@ -87,6 +87,17 @@ extension LocalStore {
         object: String, recordID: String, operation: QueueEntry.Operation, payload: [String: JSONValue]?,
         baseVersion: String?, baseSnapshot: [String: JSONValue]?
     ) throws(OStackError) -> String? {
+        try enqueueReporting(
+            object: object, recordID: recordID, operation: operation, payload: payload, baseVersion: baseVersion,
+            baseSnapshot: baseSnapshot
+        ).id
+    }
+
+    /// `enqueue`, also saying whether the change is an entry of its own (not merged into an older one).
+    public func enqueueReporting(
+        object: String, recordID: String, operation: QueueEntry.Operation, payload: [String: JSONValue]?,
+        baseVersion: String?, baseSnapshot: [String: JSONValue]?
+    ) throws(OStackError) -> (id: String?, isNew: Bool) {
         let last = try rows(
             "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1",
             [.text(object), .text(recordID)]
@@ -99,15 +110,15 @@ extension LocalStore {
                 try run(
                     "UPDATE queue SET payload = ?, updated_at = ? WHERE seq = ?",
                     [Self.encode(merged), .real(now), .integer(last.seq)])
-                return last.id
+                return (last.id, false)
             case (.create, .delete):
                 try run("DELETE FROM queue WHERE seq = ?", [.integer(last.seq)])
-                return nil
+                return (nil, false)
             case (.update, .delete):
                 try run(
                     "UPDATE queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(last.seq)])
-                return last.id
+                return (last.id, false)
             default: break
             }
         }
@@ -121,7 +132,7 @@ extension LocalStore {
                 .text(id), .text(object), .text(recordID), .text(operation.rawValue), Self.encode(payload),
                 baseVersion.map { .text($0) } ?? .null, Self.encode(baseSnapshot), .real(now), .real(now),
             ])
-        return id
+        return (id, true)
     }
 
     // MARK: Reading
@@ -182,14 +193,25 @@ extension LocalStore {
         return database.changes
     }
 
-    /// Marks entries claimed and possibly-delivered, committed before the request goes out.
-    public func claim(_ entries: [QueueEntry]) throws(OStackError) {
-        try transaction { () throws(OStackError) in
+    /// Marks entries claimed and possibly-delivered, committed before the request goes out. Each
+    /// entry is re-read inside the write transaction and claimed only if it is unchanged since it was
+    /// selected (another process may have merged a change into it, discarded it, or claimed it): the
+    /// returned entries — exactly what the database holds now — are what gets sent.
+    public func claim(_ entries: [QueueEntry]) throws(OStackError) -> [QueueEntry] {
+        try transaction { () throws(OStackError) -> [QueueEntry] in
+            var claimed: [QueueEntry] = []
             for entry in entries {
+                guard
+                    let current = try rows("SELECT * FROM queue WHERE seq = ?", [.integer(entry.seq)]).first.flatMap(
+                        Self.entry),
+                    current == entry
+                else { continue }
                 try run(
                     "UPDATE queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(entry.seq)])
+                claimed.append(current)
             }
+            return claimed
         }
     }
 

@@ -277,7 +277,13 @@ struct QueueCommand: AsyncParsableCommand {
                 guard let entry = try service.store.entry(id) else {
                     throw OStackError(.notFound, detail: "no such queue entry")
                 }
-                try service.store.discard(entry)
+                // Under the sync lock, so no push is sending it at this moment.
+                try service.withSyncLock { () throws(OStackError) in
+                    guard let current = try service.store.entry(id), current.status != .inProgress else {
+                        throw OStackError(.notFound, detail: "entry gone or being pushed")
+                    }
+                    try service.store.discard(current)
+                }
                 try service.audit.append(
                     "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
                 service.audit.anchor()
@@ -406,7 +412,12 @@ struct ConflictsCommand: AsyncParsableCommand {
                 guard let entry = try service.store.entry(id), entry.status == .conflict else {
                     throw OStackError(.notFound, detail: "no such conflict")
                 }
-                try service.engine().resolve(entry, keepMine: keep == .mine)
+                try service.withSyncLock { () throws(OStackError) in
+                    guard let current = try service.store.entry(id), current.status == .conflict else {
+                        throw OStackError(.notFound, detail: "no such conflict")
+                    }
+                    try service.engine().resolve(current, keepMine: keep == .mine)
+                }
                 try service.audit.append("conflict.resolved", details: ["object": entry.object, "keep": keep.rawValue])
                 service.audit.anchor()
                 try? service.writeStateSummary()
