@@ -54,6 +54,9 @@ public struct GlobalAuditTrail: Sendable {
 
     /// Appends one event (best effort: never stops the command it records).
     public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:]) {
+        // One appender at a time across processes: read head, append, anchor.
+        guard let lock = try? FileLock(path: path + ".lock", timeout: 10) else { return }
+        defer { withExtendedLifetime(lock) {} }
         do throws(OStackError) {
             let current = try state()
             let key = current?.key ?? SecureRandom.bytes(32)

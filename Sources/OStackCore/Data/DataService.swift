@@ -390,6 +390,22 @@ public final class DataService: @unchecked Sendable {
         return (record, .remote)
     }
 
+    /// After a discard or `--keep theirs`, the mirror's copy may be older than the server's (pulls
+    /// skipped it while a change was queued): fetch it again, best effort.
+    public func refreshMirror(_ object: String, id: String) {
+        guard (try? store.isTracked(object)) == true, (try? hasQueuedChange(object, id: id)) == false else { return }
+        do {
+            let json = try api.call("GET", DataAPI.recordPath(object, id))
+            if let record = json["record"] {
+                try store.putRecord(object, record, version: record["updated_at"]?.stringValue)
+            }
+        } catch  where error.code == .notFound {
+            try? store.deleteRecord(object, id)
+        } catch {
+            return  // offline: the next reconciliation or edit corrects it
+        }
+    }
+
     public func hasQueuedChange(_ object: String, id: String) throws(OStackError) -> Bool {
         try store.integer("SELECT count(*) FROM queue WHERE object = ? AND record_id = ?", [.text(object), .text(id)])
             > 0

@@ -235,6 +235,12 @@ public struct SyncEngine: Sendable {
                 // The id is taken: most likely our own earlier delivery. It stays marked as sent, so
                 // the next round looks it up; counted as an attempt so this cannot repeat forever.
                 try store.fail(entry, error: "id-taken", retryable: true, retryAfter: 0)
+            case 409 where error.code == "UNIQUE_VIOLATION" || error.code == "DELETE_RESTRICTED":
+                // The server refuses this change as it stands (a duplicate value, dependent records).
+                try store.fail(
+                    entry, error: error.code == "DELETE_RESTRICTED" ? "restricted" : "validation", retryable: false,
+                    retryAfter: nil)
+                report.failed += 1
             case 404 where entry.operation == .delete:
                 try store.complete(entry, serverRecord: nil)
                 report.pushed += 1

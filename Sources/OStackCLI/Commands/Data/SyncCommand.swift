@@ -284,6 +284,7 @@ struct QueueCommand: AsyncParsableCommand {
                     }
                     try service.store.discard(current)
                 }
+                service.refreshMirror(entry.object, id: entry.recordID)
                 try service.audit.append(
                     "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
                 service.audit.anchor()
@@ -418,6 +419,7 @@ struct ConflictsCommand: AsyncParsableCommand {
                     }
                     try service.engine().resolve(current, keepMine: keep == .mine)
                 }
+                if keep == .theirs { service.refreshMirror(entry.object, id: entry.recordID) }
                 try service.audit.append("conflict.resolved", details: ["object": entry.object, "keep": keep.rawValue])
                 service.audit.anchor()
                 try? service.writeStateSummary()
