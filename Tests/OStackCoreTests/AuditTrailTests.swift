@@ -116,7 +116,7 @@ import Testing
         try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
         let buffer = AuditBuffer(layout: layout, account: account)
         buffer.append("unlock", outcome: "failed", details: ["reason": "wrong-pin"])
-        buffer.append("pin.lockout")
+        buffer.append("pin.lockout", details: ["odd": "a\"b\\c\n\u{1}é"])
         let saved = try SecureFileSystem.readFile(buffer.path) ?? []
         let trail = try trail()
         try trail.append("sign-in")
@@ -127,6 +127,7 @@ import Testing
         try trail.flush(buffer)
         #expect(try trail.entries().map(\.event) == ["sign-in", "unlock", "pin.lockout"])
         #expect(try trail.entries()[1].outcome == "failed")
+        #expect(try trail.entries()[2].details == ["odd": "a\"b\\c\n\u{1}é"])  // the hand-written JSON round-trips
         #expect(try trail.verify().intact)
     }
 }

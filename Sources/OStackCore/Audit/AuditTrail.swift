@@ -33,6 +33,28 @@ public struct AuditBuffer: Sendable {
         var event: String
         var outcome: String
         var details: [String: String]
+
+        /// The line as JSON, written by hand: this runs in latency-sensitive commands (unlock), where
+        /// a first use of Foundation's encoder costs milliseconds. Read back with `JSONDecoder`.
+        var json: String {
+            func quoted(_ text: String) -> String {
+                var out = "\""
+                for scalar in text.unicodeScalars {
+                    switch scalar {
+                    case "\"": out += "\\\""
+                    case "\\": out += "\\\\"
+                    case _ where scalar.value < 0x20:
+                        let hex = String(scalar.value, radix: 16)
+                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                    default: out.unicodeScalars.append(scalar)
+                    }
+                }
+                return out + "\""
+            }
+            let fields = details.keys.sorted().map { "\(quoted($0)):\(quoted(details[$0]!))" }.joined(separator: ",")
+            return "{\"id\":\(quoted(id)),\"time\":\(quoted(time)),\"event\":\(quoted(event)),"
+                + "\"outcome\":\(quoted(outcome)),\"details\":{\(fields)}}"
+        }
     }
 
     /// Appends one event (best effort: auditing never stops the command it records).
@@ -40,10 +62,9 @@ public struct AuditBuffer: Sendable {
         let line = Line(
             id: String(Int64(now.timeIntervalSince1970 * 1_000_000)) + "-" + String(SecureRandom.uniform(1_000_000)),
             time: AuditTrail.timestamp(now), event: event, outcome: outcome, details: details)
-        guard let data = try? JSONEncoder().encode(line) else { return }
         let directory = SecureFileSystem.parentDirectory(of: path)
         guard SecureFileSystem.isDirectory(directory) else { return }
-        try? SecureFileSystem.appendLine(Array(data), to: path)
+        try? SecureFileSystem.appendLine(Array(line.json.utf8), to: path)
     }
 
     var flushingPath: String { path + ".flushing" }
@@ -94,9 +115,19 @@ public struct AuditTrail: Sendable {
         self.secrets = secrets
     }
 
+    /// UTC ISO 8601 with milliseconds ("2026-11-23T01:46:44.305Z"), formatted by hand: Foundation's
+    /// formatter loads calendar data on first use, which cost every audited command 10–30 ms.
     static func timestamp(_ date: Date) -> String {
-        date.formatted(
-            .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var seconds = time_t(milliseconds / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func pad(_ value: Int32, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(milliseconds % 1000), 3))Z"
     }
 
     // MARK: Appending
