@@ -266,6 +266,18 @@ import Testing
             "\(conflicts)")
     }
 
+    @Test func aBulkCreateSaysWhyRecordsAreStillQueued() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["objects", "show", "task"]).status == 0)
+        try server.control("POST", "faults", #"{"action":"status","status":503,"count":1,"match":{"method":"POST"}}"#)
+        let file = ostack.home.path + "/two.json"
+        _ = try runProcess(
+            executable: "/bin/sh", arguments: ["-c", "printf '[{\"title\":\"a\"},{\"title\":\"b\"}]' > '\(file)'"])
+        let busy = try ostack.run(["records", "create", "task", "--data", "@" + file])
+        #expect(busy.status == 11, "\(busy.stderr)")  // a server error, not "offline"
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"lastError\":\"server-error\""))
+    }
+
     @Test func aRevokedSessionStopsTheAccountsSyncAndKeepsTheQueue() throws {
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--offline"]).status == 0)

@@ -419,8 +419,38 @@ public final class DataService: @unchecked Sendable {
         } catch {
             var error = error
             error.context.object = object
+            // Field names from the server are shown only as the labels of fields our metadata knows.
+            if !error.context.fields.isEmpty {
+                let schema = try? metadata.object(object).schema
+                error.context.fields = error.context.fields.compactMap { name in schema?.field(name)?.label }
+            }
             throw error
         }
+    }
+
+    /// Why some of `ids` are still queued after a push (nil: none is): the most serious reason.
+    public func queuedReason(_ object: String, ids: [String]) throws(OStackError) -> OStackError? {
+        var statuses: [String: String] = [:]
+        for row in try store.rows("SELECT record_id, status, last_error FROM queue WHERE object = ?", [.text(object)]) {
+            if let id = row.text("record_id"), ids.contains(id) {
+                statuses[id] = (row.text("status") ?? "") + "|" + (row.text("last_error") ?? "")
+            }
+        }
+        let values = Array(statuses.values)
+        let context = OStackError.Context(account: account.alias, object: object, count: values.count)
+        if values.isEmpty { return nil }
+        if values.contains(where: { $0.hasPrefix("conflict") }) {
+            return OStackError(.conflict, context: context, detail: "bulk: conflict")
+        }
+        if values.contains(where: { $0.hasPrefix("failed|validation") }) {
+            var refused = context
+            refused.suggestion = "See `ostack queue list` for the refused records."
+            return OStackError(.validation, context: refused, detail: "bulk: refused by the server")
+        }
+        if values.contains(where: { $0.hasPrefix("failed") }) {
+            return OStackError(.serverError, context: context, detail: "bulk: failed")
+        }
+        return OStackError(.offline, context: context, detail: "bulk: queued")
     }
 
     static func select(_ record: JSONValue, _ fields: [String]?) -> JSONValue {

@@ -210,8 +210,10 @@ struct RecordsCommand: AsyncParsableCommand {
                         human:
                             "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
-                    if queued > 0 && !write.offline {
-                        throw OStackError(.offline, context: .init(count: queued), detail: "bulk create queued")
+                    if queued > 0 && !write.offline,
+                        let reason = try service.queuedReason(object, ids: results.map(\.id))
+                    {
+                        throw reason
                     }
                     return
                 }
