@@ -186,7 +186,7 @@ public struct AuditTrail: Sendable {
         {
             return
         }
-        let text = "\(head.seq):" + head.mac.map { String($0, radix: 16).leftPadded(2) }.joined()
+        let text = "\(head.seq):" + Hex.encode(head.mac)
         try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
     }
 
@@ -201,9 +201,9 @@ public struct AuditTrail: Sendable {
 
     /// The random per-account start of the chain (AUD-2 `mac_0`).
     func genesis() throws(OStackError) -> [UInt8] {
-        if let hex = try store.value("audit.genesis"), let bytes = Self.hex(hex) { return bytes }
+        if let hex = try store.value("audit.genesis"), let bytes = Hex.decode(hex) { return bytes }
         let bytes = SecureRandom.bytes(32)
-        try store.setValue("audit.genesis", bytes.map { String($0, radix: 16).leftPadded(2) }.joined())
+        try store.setValue("audit.genesis", Hex.encode(bytes))
         return bytes
     }
 
@@ -224,19 +224,6 @@ public struct AuditTrail: Sendable {
 
     static func encode(_ details: [String: String]) -> String {
         String(decoding: JSONValue.object(details.mapValues { .string($0) }).serialized(), as: UTF8.self)
-    }
-
-    static func hex(_ text: String) -> [UInt8]? {
-        let scalars = Array(text.utf8)
-        guard scalars.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        for index in stride(from: 0, to: scalars.count, by: 2) {
-            guard let byte = UInt8(String(decoding: scalars[index..<index + 2], as: UTF8.self), radix: 16) else {
-                return nil
-            }
-            bytes.append(byte)
-        }
-        return bytes
     }
 
     // MARK: Reading and verifying
@@ -288,7 +275,7 @@ public struct AuditTrail: Sendable {
     }
 
     func verifyChain(anchorText: String?) throws(OStackError) -> Verification {
-        var previous = try store.value("audit.genesis").flatMap(Self.hex)
+        var previous = try store.value("audit.genesis").flatMap(Hex.decode)
         var expected = 1
         let count = try store.integer("SELECT count(*) FROM audit")
         var macs: [Int: [UInt8]] = [:]
@@ -319,7 +306,7 @@ public struct AuditTrail: Sendable {
                 : Verification(intact: false, events: count, firstBadSeq: 1, problem: "anchor-missing")
         }
         let parts = anchorText.split(separator: ":")
-        guard parts.count == 2, let seq = Int(parts[0]), let mac = Self.hex(String(parts[1])) else {
+        guard parts.count == 2, let seq = Int(parts[0]), let mac = Hex.decode(String(parts[1])) else {
             return Verification(intact: false, events: count, firstBadSeq: 1, problem: "anchor-missing")
         }
         if seq > count {

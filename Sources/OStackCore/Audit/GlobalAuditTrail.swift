@@ -30,13 +30,11 @@ public struct GlobalAuditTrail: Sendable {
         guard let stored = try secrets.read(item) else { return nil }
         let text = stored.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let parts = text.split(separator: "|", omittingEmptySubsequences: false)
-        guard parts.count == 2, let key = AuditTrail.hex(String(parts[0])) else { return nil }
+        guard parts.count == 2, let key = Hex.decode(String(parts[0])) else { return nil }
         let head = parts[1].split(separator: ":")
-        guard head.count == 2, let seq = Int(head[0]), let mac = AuditTrail.hex(String(head[1])) else { return nil }
+        guard head.count == 2, let seq = Int(head[0]), let mac = Hex.decode(String(head[1])) else { return nil }
         return (key, seq, mac)
     }
-
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
 
     func mac(_ line: Line, key: [UInt8], previous: [UInt8]) throws(OStackError) -> [UInt8] {
         var message: [UInt8] = []
@@ -64,10 +62,10 @@ public struct GlobalAuditTrail: Sendable {
             var line = Line(
                 seq: seq, time: AuditTrail.timestamp(Date()), event: event, outcome: outcome, details: details, mac: "")
             let mac = try self.mac(line, key: key, previous: current?.mac ?? [UInt8](repeating: 0, count: 32))
-            line.mac = Self.hex(mac)
+            line.mac = Hex.encode(mac)
             guard let data = try? JSONEncoder().encode(line) else { return }
             try? SecureFileSystem.appendLine(Array(data), to: path)
-            let text = Self.hex(key) + "|\(seq):" + line.mac
+            let text = Hex.encode(key) + "|\(seq):" + line.mac
             try secrets.write(SecretBytes(copying: Array(text.utf8)), for: item)
         } catch {
             return
@@ -102,7 +100,7 @@ public struct GlobalAuditTrail: Sendable {
             var unsigned = line
             unsigned.mac = ""
             let expected = try mac(unsigned, key: state.key, previous: previous)
-            guard let stored = AuditTrail.hex(line.mac), BLAKE2b.constantTimeEqual(expected, stored) else {
+            guard let stored = Hex.decode(line.mac), BLAKE2b.constantTimeEqual(expected, stored) else {
                 return .init(intact: false, events: lines.count, firstBadSeq: line.seq, problem: "mac")
             }
             previous = stored
@@ -110,7 +108,7 @@ public struct GlobalAuditTrail: Sendable {
         if state.seq > lines.count {
             return .init(intact: false, events: lines.count, firstBadSeq: lines.count + 1, problem: "truncated")
         }
-        guard BLAKE2b.constantTimeEqual(AuditTrail.hex(lines[state.seq - 1].mac) ?? [], state.mac) else {
+        guard BLAKE2b.constantTimeEqual(Hex.decode(lines[state.seq - 1].mac) ?? [], state.mac) else {
             return .init(intact: false, events: lines.count, firstBadSeq: state.seq, problem: "rolled-back")
         }
         return .init(intact: true, events: lines.count)

@@ -95,7 +95,7 @@ public struct ObjectSchema: Sendable, Equatable {
                 "\(field.scale ?? -1)", field.options.joined(separator: "\u{1}"),
             ].joined(separator: "\u{2}")
         }.joined(separator: "\u{3}")
-        return BLAKE2b.hash(Array(canonical.utf8), length: 16).map { String($0, radix: 16).leftPadded(2) }.joined()
+        return Hex.encode(BLAKE2b.hash(Array(canonical.utf8), length: 16))
     }
 
     /// Machine names ostack accepts from a server: they end up in URLs and index names.
@@ -134,11 +134,5 @@ public struct ObjectSchema: Sendable, Equatable {
             swap(&previous, &current)
         }
         return previous[b.count]
-    }
-}
-
-extension String {
-    func leftPadded(_ width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

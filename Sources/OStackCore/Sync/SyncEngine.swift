@@ -175,9 +175,7 @@ public struct SyncEngine: Sendable {
     }
 
     static func batchKey(_ chunk: [QueueEntry]) -> String {
-        "b_"
-            + BLAKE2b.hash(Array(chunk.map(\.idempotencyKey).joined(separator: ",").utf8), length: 16)
-            .map { String($0, radix: 16).leftPadded(2) }.joined()
+        "b_" + Hex.encode(BLAKE2b.hash(Array(chunk.map(\.idempotencyKey).joined(separator: ",").utf8), length: 16))
     }
 
     /// One outcome for every entry of the chunk (a single request, or a batch refused as a whole).

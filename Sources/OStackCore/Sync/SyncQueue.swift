@@ -74,7 +74,7 @@ extension LocalStore {
 
     /// A random queue id (also the Idempotency-Key).
     static func newEntryID() -> String {
-        "q_" + SecureRandom.bytes(12).map { String($0, radix: 16).leftPadded(2) }.joined()
+        "q_" + Hex.encode(SecureRandom.bytes(12))
     }
 
     // MARK: Enqueue with coalescing
