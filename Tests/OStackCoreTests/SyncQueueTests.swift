@@ -431,7 +431,9 @@ private struct Fixture {
         var records: [JSONValue] = []
         try store.transaction { () throws(OStackError) in
             for index in 0..<count {
-                var members: [String: JSONValue] = ["id": .string("tsk_\(String(index * 7919 % 1000).leftPadded(3))")]
+                var members: [String: JSONValue] = [
+                    "id": .string("tsk_" + String(String(index * 7919 % 1000 + 1000).dropFirst()))
+                ]
                 for (name, pool) in [
                     ("status", Self.statuses), ("title", Self.titles), ("estimate", Self.estimates),
                     ("project_id", Self.projects), ("done", Self.dones),
