@@ -33,28 +33,6 @@ public struct AuditBuffer: Sendable {
         var event: String
         var outcome: String
         var details: [String: String]
-
-        /// The line as JSON, written by hand: this runs in latency-sensitive commands (unlock), where
-        /// a first use of Foundation's encoder costs milliseconds. Read back with `JSONDecoder`.
-        var json: String {
-            func quoted(_ text: String) -> String {
-                var out = "\""
-                for scalar in text.unicodeScalars {
-                    switch scalar {
-                    case "\"": out += "\\\""
-                    case "\\": out += "\\\\"
-                    case _ where scalar.value < 0x20:
-                        let hex = String(scalar.value, radix: 16)
-                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                    default: out.unicodeScalars.append(scalar)
-                    }
-                }
-                return out + "\""
-            }
-            let fields = details.keys.sorted().map { "\(quoted($0)):\(quoted(details[$0]!))" }.joined(separator: ",")
-            return "{\"id\":\(quoted(id)),\"time\":\(quoted(time)),\"event\":\(quoted(event)),"
-                + "\"outcome\":\(quoted(outcome)),\"details\":{\(fields)}}"
-        }
     }
 
     /// Appends one event (best effort: auditing never stops the command it records).
@@ -64,7 +42,8 @@ public struct AuditBuffer: Sendable {
             time: AuditTrail.timestamp(now), event: event, outcome: outcome, details: details)
         let directory = SecureFileSystem.parentDirectory(of: path)
         guard SecureFileSystem.isDirectory(directory) else { return }
-        try? SecureFileSystem.appendLine(Array(line.json.utf8), to: path)
+        guard let data = try? JSONEncoder().encode(line) else { return }
+        try? SecureFileSystem.appendLine(Array(data), to: path)
     }
 
     var flushingPath: String { path + ".flushing" }
@@ -208,9 +187,14 @@ public struct AuditTrail: Sendable {
     }
 
     func mac(_ entry: AuditEntry, previous: [UInt8]) throws(OStackError) -> [UInt8] {
-        let fields = [String(entry.seq), entry.time, entry.event, entry.outcome, Self.encode(entry.details)]
+        try Self.mac(entry, previous: previous, key: key)
+    }
+
+    /// `mac_i = BLAKE2b_K(len‖seq ‖ len‖time ‖ len‖event ‖ len‖outcome ‖ len‖details ‖ mac_{i-1})`, for
+    /// the account trails and the global one alike.
+    static func mac(_ entry: AuditEntry, previous: [UInt8], key: SecretBytes) throws(OStackError) -> [UInt8] {
         var message: [UInt8] = []
-        for field in fields {
+        for field in [String(entry.seq), entry.time, entry.event, entry.outcome, encode(entry.details)] {
             let bytes = Array(field.utf8)
             message += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
         }

@@ -37,17 +37,9 @@ public struct GlobalAuditTrail: Sendable {
     }
 
     func mac(_ line: Line, key: [UInt8], previous: [UInt8]) throws(OStackError) -> [UInt8] {
-        var message: [UInt8] = []
-        for field in [String(line.seq), line.time, line.event, line.outcome, AuditTrail.encode(line.details)] {
-            let bytes = Array(field.utf8)
-            message += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
-        }
-        message += previous
-        do {
-            return try BLAKE2b.mac(key: SecretBytes(copying: key), message: message)
-        } catch {
-            throw OStackError(.internal, detail: "global audit mac")
-        }
+        let entry = AuditEntry(
+            seq: line.seq, time: line.time, event: line.event, outcome: line.outcome, details: line.details)
+        return try AuditTrail.mac(entry, previous: previous, key: SecretBytes(copying: key))
     }
 
     /// Appends one event (best effort: never stops the command it records).

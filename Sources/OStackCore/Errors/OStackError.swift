@@ -83,6 +83,9 @@ public struct OStackError: Error, Sendable {
     public var detail: String
     public var file: String
     public var line: Int
+    /// Set by the transport when the request certainly never reached the server (connection refused,
+    /// no such host, TLS handshake refused): the sync core may then treat it as not delivered.
+    public var requestNotSent = false
 
     public init(
         _ code: Code, context: Context = Context(), detail: String = "", file: String = #fileID,

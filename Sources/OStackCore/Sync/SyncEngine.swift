@@ -151,10 +151,9 @@ public struct SyncEngine: Sendable {
         } catch {
             // No answer: the request may or may not have arrived. Back to pending, no attempt counted.
             // Only a request that certainly never reached the server counts as undelivered.
-            let undelivered =
-                error.detail.contains("connectionRefused") || error.detail.contains("dnsFailure")
-                || [.tls, .invalidServerURL, .locked, .pinLockedOut, .notSignedIn, .sessionExpired].contains(error.code)
-            let delivered = !undelivered
+            // (Locked, signed out or refused with 401: nothing was processed either.)
+            let delivered =
+                !error.requestNotSent && ![.locked, .pinLockedOut, .notSignedIn, .sessionExpired].contains(error.code)
             for entry in chunk { try store.release(entry, delivered: delivered) }
             throw error
         }

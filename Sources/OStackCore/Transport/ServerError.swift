@@ -63,6 +63,15 @@ public struct ServerError: Sendable, Equatable {
 extension TransportFailure {
     /// Maps a transport failure to the core error (SPEC §9 exit 5 family).
     public func asOStackError(account: String?, host: String?) -> OStackError {
+        var error = mapped(account: account, host: host)
+        switch self {
+        case .connectionRefused, .dnsFailure, .tls, .invalidURL: error.requestNotSent = true
+        default: break
+        }
+        return error
+    }
+
+    func mapped(account: String?, host: String?) -> OStackError {
         let context = OStackError.Context(account: account, host: host)
         switch self {
         case .connectionRefused, .dnsFailure, .connectionDropped:
