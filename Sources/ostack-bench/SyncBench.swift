@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import OStackCore
 import OStackTestSupport
+import PlatformKit
 import SQLCipherKit
 import SodiumKit
 
@@ -234,7 +235,7 @@ enum SyncBench {
         let session = try Session(ostack: ostack, serverArguments: serverArguments)
         let file = session.home.path + "/creates.json"
         let items = (0..<10_000).map { "{\"title\":\"Push \($0)\",\"amount\":\($0 % 500),\"status\":\"open\"}" }
-        try SecureFileSystemLite.write(file, "[" + items.joined(separator: ",") + "]")
+        try SecureFileSystem.writeAtomically(Array(("[" + items.joined(separator: ",") + "]").utf8), to: file)
         try session.run(["records", "create", "task", "--data", "@" + file, "--offline"])
         let seconds = try session.timed(["sync", "--push-only"])
         let body = try session.server.control("GET", "record?object=task&id=")
@@ -262,12 +263,4 @@ extension SyncBench {
 struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
-}
-
-enum SecureFileSystemLite {
-    static func write(_ path: String, _ text: String) throws {
-        guard let handle = fopen(path, "w") else { throw BenchError("cannot write \(path)") }
-        defer { fclose(handle) }
-        guard fputs(text, handle) >= 0 else { throw BenchError("cannot write \(path)") }
-    }
 }

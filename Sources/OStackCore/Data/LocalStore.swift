@@ -17,7 +17,8 @@ public final class LocalStore: @unchecked Sendable {
     public init(database: Database, clock: Clock = .system) throws(OStackError) {
         self.database = database
         self.clock = clock
-        try Self.registerFunctions(database)
+        // `AccountDatabase.open` has registered `ostack_field` (it must exist before anything
+        // touches the records' indexes); `ostack_match` is registered per query.
         // A 32 MB page cache: scans and bulk pulls touch tens of thousands of (encrypted) pages.
         try run("PRAGMA cache_size = -32768")
     }
