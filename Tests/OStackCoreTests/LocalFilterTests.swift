@@ -170,26 +170,30 @@ private func json(_ text: String) throws -> JSONValue {
 
     // MARK: NULL and missing
 
-    @Test func comparisonsWithNullOrMissingDoNotMatch() throws {
-        for op in ["=", "!=", ">", ">=", "<", "<="] {
+    // ObjectStack's conformance tables (filter-logic, cross-field): two-valued logic, where a NULL or
+    // missing field fails the positive comparisons and satisfies the negative ones.
+    @Test func positiveComparisonsWithNullOrMissingDoNotMatch() throws {
+        for op in ["=", ">", ">=", "<", "<="] {
             try verify("[\"a\",\"\(op)\",1]", reject: [#"{"a":null}"#, "{}", #"{"b":1}"#])
         }
         try verify(#"["a","between",[0,10]]"#, reject: [#"{"a":null}"#, "{}"])
         try verify(#"["a","in",[1,null]]"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#, "{}"])
-        try verify(#"["a","contains",""]"#, match: [#"{"a":"x"}"#], reject: [#"{"a":null}"#, "{}"])
+        try verify(#"["a","contains","x"]"#, match: [#"{"a":"x"}"#], reject: [#"{"a":null}"#, "{}"])
+        try verify(#"["a","startswith","x"]"#, reject: [#"{"a":null}"#, "{}"])
     }
 
-    @Test func notEqualDoesNotMatchNull() throws {
-        try verify(#"["a","!=",1]"#, match: [#"{"a":2}"#, #"{"a":"x"}"#], reject: [#"{"a":1}"#, #"{"a":null}"#, "{}"])
-        try verify(#"["a","nin",[1,2]]"#, match: [#"{"a":3}"#], reject: [#"{"a":1}"#, #"{"a":null}"#, "{}"])
+    @Test func negativeComparisonsMatchNullAndMissing() throws {
         try verify(
-            #"["a","notcontains","x"]"#, match: [#"{"a":"abc"}"#], reject: [#"{"a":"xyz"}"#, #"{"a":null}"#, "{}"])
+            #"["a","!=",1]"#, match: [#"{"a":2}"#, #"{"a":"x"}"#, #"{"a":null}"#, "{}"], reject: [#"{"a":1}"#])
+        try verify(#"["a","nin",[1,2]]"#, match: [#"{"a":3}"#, #"{"a":null}"#, "{}"], reject: [#"{"a":1}"#])
+        try verify(
+            #"["a","notcontains","x"]"#, match: [#"{"a":"abc"}"#, #"{"a":null}"#, "{}"], reject: [#"{"a":"xyz"}"#])
     }
 
-    @Test func comparingWithANullLiteralMatchesNothing() throws {
-        try verify(#"["a","=",null]"#, reject: [#"{"a":null}"#, "{}", #"{"a":1}"#])
-        try verify(#"{"a":null}"#, reject: [#"{"a":null}"#, "{}", #"{"a":""}"#])
-        try verify(#"{"a":{"$ne":null}}"#, reject: [#"{"a":null}"#, "{}", #"{"a":1}"#])
+    @Test func equalityWithNullIsTheNullTest() throws {
+        try verify(#"["a","=",null]"#, match: [#"{"a":null}"#, "{}"], reject: [#"{"a":1}"#, #"{"a":""}"#])
+        try verify(#"{"a":null}"#, match: [#"{"a":null}"#, "{}"], reject: [#"{"a":""}"#, #"{"a":0}"#])
+        try verify(#"{"a":{"$ne":null}}"#, match: [#"{"a":1}"#, #"{"a":""}"#], reject: [#"{"a":null}"#, "{}"])
         try verify(#"{"a":{"$gt":null}}"#, reject: [#"{"a":null}"#, #"{"a":1}"#])
     }
 
@@ -210,28 +214,29 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(#"{"a":{"$exists":false}}"#, match: ["{}"], reject: [#"{"a":null}"#, #"{"a":0}"#])
     }
 
-    @Test func notIsNullSafe() throws {
+    @Test func notIsTheExactComplement() throws {
         try verify(
             #"{"$not":{"a":1}}"#, match: [#"{"a":2}"#, #"{"a":null}"#, "{}", #"{"a":"x"}"#, #"{"a":[1]}"#],
             reject: [#"{"a":1}"#, #"{"a":"1"}"#])
-        // Rows whose inner comparison was unknown (incomparable types) are returned.
+        // Rows whose inner comparison failed on incomparable types are returned.
         try verify(
             #"{"$not":{"a":{"$gt":5}}}"#, match: [#"{"a":"x"}"#, #"{"a":true}"#, #"{"a":3}"#], reject: [#"{"a":6}"#])
-        // Unknown inside a group: NOT(unknown OR false) is returned; NOT(unknown OR true) is not.
         try verify(
             #"{"$not":{"$or":[{"a":1},{"b":2}]}}"#, match: [#"{"a":null,"b":3}"#], reject: [#"{"a":null,"b":2}"#])
         try verify(#"{"$not":{"$and":[{"a":1},{"b":2}]}}"#, match: [#"{"a":null,"b":2}"#], reject: [#"{"a":1,"b":2}"#])
-        // Double negation of an unknown: not returned.
+        // Double negation is the identity.
         try verify(#"{"$not":{"$not":{"a":1}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#, "{}", #"{"a":2}"#])
+        try verify(#"{"$not":{"a":{"$ne":1}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#, "{}", #"{"a":2}"#])
         try verify(#"{"$not":["a","is_null"]}"#, match: [#"{"a":0}"#], reject: ["{}", #"{"a":null}"#])
     }
 
-    @Test func threeValuedGroups() throws {
+    @Test func groupsAreTwoValued() throws {
         try verify(
             #"["or",["a","=",1],["b","=",2]]"#, match: [#"{"a":null,"b":2}"#, #"{"a":1}"#], reject: [#"{"b":3}"#, "{}"])
         try verify(
             #"["and",["a","=",1],["b","=",2]]"#, match: [#"{"a":1,"b":2}"#],
             reject: [#"{"a":1}"#, #"{"a":1,"b":null}"#])
+        try verify(#"["or",["a","!=",1],["b","=",2]]"#, match: ["{}", #"{"a":null,"b":3}"#], reject: [#"{"a":1}"#])
     }
 
     @Test func emptyGroupsAreConstants() throws {
@@ -331,10 +336,10 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(
             #"["s","in",["a","b"]]"#, match: [#"{"s":"a"}"#, #"{"s":"b"}"#],
             reject: [#"{"s":"c"}"#, #"{"s":"A"}"#, #"{"s":null}"#])
-        try verify(#"["s","nin",["a","b"]]"#, match: [#"{"s":"c"}"#], reject: [#"{"s":"a"}"#, #"{"s":null}"#, "{}"])
+        try verify(#"["s","nin",["a","b"]]"#, match: [#"{"s":"c"}"#, #"{"s":null}"#, "{}"], reject: [#"{"s":"a"}"#])
         try verify(#"["n","in",[1,2]]"#, match: [#"{"n":2}"#, #"{"n":"2"}"#], reject: [#"{"n":3}"#])
         try verify(#"["n","in",[]]"#, reject: [#"{"n":1}"#])
-        try verify(#"["n","nin",[]]"#, match: [#"{"n":1}"#], reject: [#"{"n":null}"#])
+        try verify(#"["n","nin",[]]"#, match: [#"{"n":1}"#, #"{"n":null}"#])
     }
 
     @Test func textOperators() throws {
@@ -369,22 +374,70 @@ private func json(_ text: String) throws -> JSONValue {
         try verify(#"["t","like","a_c"]"#, match: [#"{"t":"abc"}"#], reject: [#"{"t":"abbc"}"#, #"{"t":"ac"}"#])
         try verify(#"["t","like","Hello World"]"#, match: [hello], reject: [#"{"t":"Hello World!"}"#])
         try verify(#"["t","like","%"]"#, reject: [#"{"t":1}"#, #"{"t":null}"#])
+        // A backslash escapes the next character, wildcards included.
+        try verify(#"["t","like","100\\%"]"#, match: [#"{"t":"100%"}"#], reject: [#"{"t":"100X"}"#])
+        try verify(#"["t","like","a\\_b"]"#, match: [#"{"t":"a_b"}"#], reject: [#"{"t":"axb"}"#])
+        try verify(#"["t","like","a\\\\b"]"#, match: [#"{"t":"a\\b"}"#], reject: [#"{"t":"ab"}"#])
+    }
+
+    @Test func icontainsFoldsASCIIOnlyAndTakesItsComparandLiterally() throws {
+        try verify(
+            #"["t","icontains","acme"]"#, match: [#"{"t":"ACME Corp"}"#, #"{"t":"acme"}"#], reject: [#"{"t":"acm"}"#])
+        try verify(#"["t","icontains","café"]"#, match: [#"{"t":"CAFé"}"#], reject: [#"{"t":"CAFÉ"}"#])
+        try verify(#"["t","icontains","a.b"]"#, match: [#"{"t":"xA.By"}"#], reject: [#"{"t":"axb"}"#])
+        try verify(#"["t","icontains","1%"]"#, match: [#"{"t":"1%"}"#], reject: [#"{"t":"1x"}"#])
+    }
+
+    @Test func datetimeBareDayBoundsAreTyped() throws {
+        let types = ["at": "datetime", "on": "date", "t": "time"]
+        func check(_ filter: String, _ record: String) throws -> Bool {
+            LocalFilter(try FilterCondition.parse(try json(filter)), fieldTypes: types).matches(try json(record))
+        }
+        // <= a bare day on a datetime keeps the whole day, half-open at the next midnight.
+        #expect(try check(#"{"at":{"$lte":"2026-07-28"}}"#, #"{"at":"2026-07-28T23:59:59.999Z"}"#))
+        #expect(try !check(#"{"at":{"$lte":"2026-07-28"}}"#, #"{"at":"2026-07-29T00:00:00Z"}"#))
+        // > a bare day anchors at midnight: midnight itself is out.
+        #expect(try !check(#"{"at":{"$gt":"2026-07-28"}}"#, #"{"at":"2026-07-28T00:00:00.000Z"}"#))
+        // Instants compare as instants, whatever their spelling.
+        #expect(try check(#"{"at":{"$eq":"2026-07-28T02:00:00+02:00"}}"#, #"{"at":"2026-07-28T00:00:00.000Z"}"#))
+        // date and time fields compare as text and are never widened.
+        #expect(try !check(#"{"t":{"$lte":"14:30:00"}}"#, #"{"t":"14:30:00.500"}"#))
+        #expect(try check(#"{"on":{"$lte":"2026-07-28"}}"#, #"{"on":"2026-07-28"}"#))
+        // A NULL datetime satisfies only the negative comparisons.
+        #expect(try check(#"{"at":{"$ne":"2026-07-28"}}"#, #"{"at":null}"#))
+        #expect(try !check(#"{"at":{"$lte":"2026-07-28"}}"#, "{}"))
+    }
+
+    @Test func calendarArithmetic() {
+        #expect(CalendarInstant.milliseconds("1970-01-01") == 0)
+        #expect(CalendarInstant.milliseconds("1969-12-31T23:00:00.000Z") == -3_600_000)
+        #expect(CalendarInstant.milliseconds("2024-02-29") == 1_709_164_800_000)
+        #expect(CalendarInstant.milliseconds("2024-03-01")! - CalendarInstant.milliseconds("2024-02-29")! == 86_400_000)
+        #expect(CalendarInstant.milliseconds("2023-02-29") == nil)
+        #expect(CalendarInstant.milliseconds("2026-07-28 09:15") == CalendarInstant.milliseconds("2026-07-28T09:15:00Z"))
+        #expect(CalendarInstant.milliseconds("2026-07-28T09:15:00.5Z")! % 1000 == 500)
+        for bad in ["", "2026-7-28", "2026-13-01", "2026-07-28T", "2026-07-28T25:00", "2026-07-28T10:00Zjunk"] {
+            #expect(CalendarInstant.milliseconds(bad) == nil, "\(bad)")
+        }
     }
 
     @Test func columnComparison() throws {
         try verify(
             #"{"a":{"$eq":{"$field":"b"}}}"#, match: [#"{"a":1,"b":1}"#, #"{"a":"1","b":1}"#, #"{"a":"x","b":"x"}"#],
-            reject: [#"{"a":1,"b":2}"#, #"{"a":null,"b":null}"#, #"{"a":1}"#, #"{"b":1}"#, "{}"])
+            reject: [#"{"a":1,"b":2}"#, #"{"a":1}"#, #"{"b":1}"#])
+        // Two NULLs are equal (the cross-field conformance table); one NULL is unequal.
+        try verify(#"{"a":{"$eq":{"$field":"b"}}}"#, match: [#"{"a":null,"b":null}"#, "{}"])
         try verify(
             #"{"a":{"$gt":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#], reject: [#"{"a":2,"b":2}"#, #"{"a":3}"#])
         try verify(
-            #"{"a":{"$ne":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#],
-            reject: [#"{"a":2,"b":2}"#, #"{"a":3,"b":null}"#])
+            #"{"a":{"$ne":{"$field":"b"}}}"#, match: [#"{"a":3,"b":2}"#, #"{"a":3,"b":null}"#],
+            reject: [#"{"a":2,"b":2}"#, #"{"a":null,"b":null}"#])
         try verify(
             #"["end",">=",{"$field":"start"}]"#, match: [#"{"start":"2026-01-01","end":"2026-01-02"}"#],
             reject: [#"{"start":"2026-01-03","end":"2026-01-02"}"#])
         // The same field on both sides.
-        try verify(#"{"a":{"$eq":{"$field":"a"}}}"#, match: [#"{"a":1}"#], reject: [#"{"a":null}"#])
+        try verify(#"{"a":{"$eq":{"$field":"a"}}}"#, match: [#"{"a":1}"#, #"{"a":null}"#])
+        try verify(#"{"a":{"$ne":{"$field":"a"}}}"#, reject: [#"{"a":1}"#, #"{"a":null}"#, "{}"])
     }
 
     @Test func rangeOnOneFieldIsAConjunction() throws {
@@ -436,7 +489,11 @@ private enum Reference {
         case .and(let children): return children.allSatisfy { matches($0, record) }
         case .or(let children): return children.contains { matches($0, record) }
         case .fieldCompare(let field, let op, let other):
-            return scalar(record[field], op, record[other] ?? .null)
+            let leftNull = record[field] == nil || record[field] == .null
+            let rightNull = record[other] == nil || record[other] == .null
+            if leftNull && rightNull { return op == .eq }
+            if leftNull || rightNull { return op == .ne }
+            return scalar(record[field], op, record[other]!)
         case .like(let field, let pattern, let caseInsensitive):
             guard case .string(let text)? = record[field] else { return false }
             return like(Array(text.unicodeScalars)[...], Array(pattern.unicodeScalars)[...], caseInsensitive)
@@ -454,7 +511,7 @@ private enum Reference {
             ]
             return scalar(record[field], ops[op]!, value(literal))
         case .membership(let field, let values, let negated):
-            guard let present = record[field], present != .null else { return false }
+            guard let present = record[field], present != .null else { return negated }
             let found = values.contains { compare(present, value($0)) == 0 }
             return negated ? !found : found
         case .null(let field, let isNull):
@@ -476,17 +533,26 @@ private enum Reference {
         }
     }
 
+    /// Two-valued, as ObjectStack's conformance tables state: a NULL or missing field satisfies only
+    /// `!=` (of a value), `not contains` and `= null`.
     static func scalar(_ left: JSONValue?, _ op: FilterCondition.Operator, _ right: JSONValue) -> Bool {
-        guard let left, left != .null else { return false }
+        guard let left, left != .null else {
+            switch op {
+            case .eq: return right == .null
+            case .ne: return right != .null
+            case .notContains: return true
+            default: return false
+            }
+        }
         switch op {
         case .eq: return right != .null && compare(left, right) == 0
-        case .ne: return right != .null && compare(left, right) != 0
+        case .ne: return right == .null || compare(left, right) != 0
         case .gt: return compare(left, right).map { $0 > 0 } ?? false
         case .gte: return compare(left, right).map { $0 >= 0 } ?? false
         case .lt: return compare(left, right).map { $0 < 0 } ?? false
         case .lte: return compare(left, right).map { $0 <= 0 } ?? false
         case .contains, .notContains, .startsWith, .endsWith:
-            guard case .string(let text) = left, case .string(let needle) = right else { return false }
+            guard case .string(let text) = left, case .string(let needle) = right else { return op == .notContains }
             let t = Array(text.unicodeScalars)
             let n = Array(needle.unicodeScalars)
             switch op {
@@ -567,7 +633,7 @@ private enum Reference {
         let field = fields.randomElement(using: &generator)!
         switch Int.random(in: 0..<(depth > 2 ? 4 : 6), using: &generator) {
         case 0:
-            let op = FilterExpression.Comparison.allCases.randomElement(using: &generator)!
+            let op = FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement(using: &generator)!
             let textual: [FilterExpression.Comparison] = [.contains, .notContains, .startsWith, .endsWith]
             let value = textual.contains(op) ? .string(strings.randomElement(using: &generator)!) : literal(&generator)
             return .compare(field: field, op: op, value: value)
@@ -659,7 +725,7 @@ private enum Reference {
             let field = fields.randomElement(using: &generator)!
             switch Int.random(in: 0..<(depth > 2 ? 4 : 6), using: &generator) {
             case 0:
-                let op = FilterExpression.Comparison.allCases.randomElement(using: &generator)!
+                let op = FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement(using: &generator)!
                 let textual: [FilterExpression.Comparison] = [.contains, .notContains, .startsWith, .endsWith]
                 return .compare(
                     field: field, op: op,

@@ -477,7 +477,7 @@ private struct Fixture {
     }
 
     func expected(_ records: [JSONValue], _ query: LocalStore.LocalQuery) -> (ids: [String], total: Int) {
-        let compiled = query.filter.map(LocalFilter.init)
+        let compiled = query.filter.map { LocalFilter($0) }
         let matching = records.filter { compiled?.matches($0) ?? true }
         let sorted = matching.sorted { left, right in
             for key in query.sort {

@@ -193,7 +193,9 @@ public final class DataStore: @unchecked Sendable {
                         ?? Self.nullOrder(left[key.field], right[key.field])
                     if order != 0 { return key.descending ? order > 0 : order < 0 }
                 }
-                return false
+                // A unique last key, so that pages of a sort with ties partition the rows
+                // (ObjectStack's pagination conformance table; its drivers append the key column).
+                return FilterEvaluator.codePointOrder(left.id, right.id) < 0
             }
             let slice = candidates.dropFirst(query.offset).prefix(limit)
             return (slice.map { $0.selecting(query.fields) }, needTotal ? candidates.count : nil)

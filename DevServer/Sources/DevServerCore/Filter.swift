@@ -4,6 +4,9 @@ indirect enum Condition: Sendable {
     case any([Condition])
     case not(Condition)
     case compare(field: String, op: Operator, operand: Operand)
+    /// A comparison of a `datetime` field with instants (milliseconds since the epoch), made by
+    /// `typed(for:)`; `upperExclusive` makes `between`'s maximum half-open.
+    case instant(field: String, op: Operator, bounds: [Int64], upperExclusive: Bool)
     case constant(Bool)
 
     enum Operator: String, Sendable {
@@ -24,7 +27,48 @@ indirect enum Condition: Sendable {
         case .compare(let field, _, let operand):
             if case .field(let other) = operand { return [field, other] }
             return [field]
+        case .instant(let field, _, _, _): return [field]
         case .constant: return []
+        }
+    }
+
+    /// The condition with comparisons on `datetime` fields made typed, as ObjectStack's SQL driver
+    /// types them (its temporal conformance table): both sides compare as instants, a bare day
+    /// (`YYYY-MM-DD`) is that day's UTC midnight, except as an inclusive upper bound (`$lte`,
+    /// `$between`'s maximum), where it means the whole day, half-open at the next midnight.
+    /// `date` and `time` fields compare as text and are left alone.
+    func typed(for object: ObjectDefinition) -> Condition {
+        switch self {
+        case .all(let children): return .all(children.map { $0.typed(for: object) })
+        case .any(let children): return .any(children.map { $0.typed(for: object) })
+        case .not(let child): return .not(child.typed(for: object))
+        case .instant, .constant: return self
+        case .compare(let field, let op, let operand):
+            let type = object.field(field)?.type ?? (["created_at", "updated_at"].contains(field) ? "datetime" : nil)
+            guard type == "datetime", case .value(let value) = operand else { return self }
+            var texts: [String] = []
+            switch value {
+            case .string(let text): texts = [text]
+            case .array(let items):
+                texts = items.compactMap(\.stringValue)
+                guard texts.count == items.count, !texts.isEmpty else { return self }
+            default: return self
+            }
+            let parsed = texts.compactMap(Instant.milliseconds)
+            guard parsed.count == texts.count else { return self }
+            switch op {
+            case .lte where Instant.isBareDay(texts[0]):
+                return .instant(field: field, op: .lt, bounds: [parsed[0] + Instant.day], upperExclusive: false)
+            case .between:
+                guard parsed.count == 2 else { return self }
+                let widen = Instant.isBareDay(texts[1])
+                return .instant(
+                    field: field, op: .between, bounds: [parsed[0], parsed[1] + (widen ? Instant.day : 0)],
+                    upperExclusive: widen)
+            case .eq, .ne, .gt, .gte, .lt, .lte, .in, .nin:
+                return .instant(field: field, op: op, bounds: parsed, upperExclusive: false)
+            default: return self
+            }
         }
     }
 }
@@ -116,6 +160,12 @@ enum FilterParser {
             default:
                 if key.hasPrefix("$") { throw FilterError(message: "unknown operator") }
                 if case .object(let ops) = value, !ops.isEmpty, ops.allSatisfy({ $0.0.hasPrefix("$") }) {
+                    let retired = ["$regex", "$options"].filter { key in ops.contains { $0.0 == key } }
+                    if !retired.isEmpty {
+                        throw FilterError(
+                            message: "\(retired.joined(separator: " and ")) \(retired.count == 1 ? "is" : "are") "
+                                + "retired; use $icontains for a case-insensitive substring match")
+                    }
                     for (opKey, raw) in ops {
                         guard let op = objectOperators[opKey] else { throw FilterError(message: "unknown operator") }
                         if op == .null || op == .exists {
@@ -147,7 +197,15 @@ enum FilterParser {
             }
             return .compare(field: field, op: op, operand: .value(raw))
         case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
-            guard case .string = raw else { throw FilterError(message: "a string operator needs a string") }
+            guard case .string(let text) = raw else { throw FilterError(message: "$\(op.rawValue) needs a string") }
+            if op == .icontains && text.isEmpty {
+                throw FilterError(message: "an empty $icontains comparand constrains nothing")
+            }
+            if op == .like || op == .ilike {
+                var escaped = false
+                for scalar in text.unicodeScalars { escaped = !escaped && scalar == "\\" }
+                if escaped { throw FilterError(message: "$\(op.rawValue) pattern ends with a lone backslash") }
+            }
             return .compare(field: field, op: op, operand: .value(raw))
         default:
             if case .object(let members) = raw, members.count == 1, members[0].0 == "$field",
@@ -168,41 +226,39 @@ enum FilterParser {
     }
 }
 
-/// Evaluates a condition on a record with SQL semantics: a comparison involving NULL (or a missing
-/// field) is false; `$ne` does not match NULL; `$null: true` matches missing or null; `$not` is
-/// NULL-safe (rows whose inner comparison was NULL are returned).
+/// Evaluates a condition on a record as ObjectStack does (its filter-logic and cross-field
+/// conformance tables): two-valued. A NULL or missing field fails every positive comparison and
+/// satisfies the negative ones (`$ne` of a value, `$nin`, `$notContains`); `$eq: null` / `$ne: null`
+/// are null tests; `$not` is the exact complement; two NULL fields compared with `$field` are equal.
 enum FilterEvaluator {
     static func matches(_ condition: Condition, _ record: Record) -> Bool {
-        evaluate(condition, record) == true
+        evaluate(condition, record)
     }
 
-    /// Three-valued logic: true, false, or nil (unknown, from NULL).
-    static func evaluate(_ condition: Condition, _ record: Record) -> Bool? {
+    static func evaluate(_ condition: Condition, _ record: Record) -> Bool {
         switch condition {
         case .constant(let value): return value
-        case .all(let children):
-            var unknown = false
-            for child in children {
-                switch evaluate(child, record) {
-                case false?: return false
-                case nil: unknown = true
-                default: break
-                }
+        case .all(let children): return children.allSatisfy { evaluate($0, record) }
+        case .any(let children): return children.contains { evaluate($0, record) }
+        case .not(let child): return !evaluate(child, record)
+        case .instant(let field, let op, let bounds, let upperExclusive):
+            let value = record[field] ?? .null
+            if value.isNull { return nullSatisfies(op, operandIsNull: false) }
+            guard case .string(let text) = value, let millis = Instant.milliseconds(text) else {
+                return op == .ne || op == .nin
             }
-            return unknown ? nil : true
-        case .any(let children):
-            var unknown = false
-            for child in children {
-                switch evaluate(child, record) {
-                case true?: return true
-                case nil: unknown = true
-                default: break
-                }
+            switch op {
+            case .eq: return millis == bounds[0]
+            case .ne: return millis != bounds[0]
+            case .gt: return millis > bounds[0]
+            case .gte: return millis >= bounds[0]
+            case .lt: return millis < bounds[0]
+            case .lte: return millis <= bounds[0]
+            case .in: return bounds.contains(millis)
+            case .nin: return !bounds.contains(millis)
+            case .between: return millis >= bounds[0] && (upperExclusive ? millis < bounds[1] : millis <= bounds[1])
+            default: return false
             }
-            return unknown ? nil : false
-        case .not(let child):
-            // NULL-safe negation (PROTOCOL §8): unknown counts as "not matching", so NOT returns it.
-            return !(evaluate(child, record) ?? false)
         case .compare(let field, let op, let operand):
             let value = record[field] ?? .null
             switch op {
@@ -217,25 +273,33 @@ enum FilterEvaluator {
             let right: JSONValue
             switch operand {
             case .value(let literal): right = literal
-            case .field(let other): right = record[other] ?? .null
+            case .field(let other):
+                right = record[other] ?? .null
+                switch (value.isNull, right.isNull) {
+                case (true, true): return op == .eq
+                case (true, false), (false, true): return op == .ne
+                case (false, false): break
+                }
             }
-            if value.isNull { return nil }
+            if value.isNull { return nullSatisfies(op, operandIsNull: right.isNull) }
             switch op {
-            case .eq: return right.isNull ? nil : compare(value, right) == 0
-            case .ne: return right.isNull ? nil : compare(value, right) != 0
-            case .gt: return compare(value, right).map { $0 > 0 }
-            case .gte: return compare(value, right).map { $0 >= 0 }
-            case .lt: return compare(value, right).map { $0 < 0 }
-            case .lte: return compare(value, right).map { $0 <= 0 }
+            case .eq: return !right.isNull && compare(value, right) == 0
+            case .ne: return right.isNull || compare(value, right) != 0
+            case .gt: return compare(value, right).map { $0 > 0 } ?? false
+            case .gte: return compare(value, right).map { $0 >= 0 } ?? false
+            case .lt: return compare(value, right).map { $0 < 0 } ?? false
+            case .lte: return compare(value, right).map { $0 <= 0 } ?? false
             case .in: return right.arrayValue?.contains { compare(value, $0) == 0 } ?? false
             case .nin: return !(right.arrayValue?.contains { compare(value, $0) == 0 } ?? false)
             case .between:
                 guard let bounds = right.arrayValue, bounds.count == 2,
                     let low = compare(value, bounds[0]), let high = compare(value, bounds[1])
-                else { return nil }
+                else { return false }
                 return low >= 0 && high <= 0
             case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
-                guard case .string(let text) = value, case .string(let needle) = right else { return nil }
+                guard case .string(let text) = value, case .string(let needle) = right else {
+                    return op == .notContains
+                }
                 switch op {
                 case .contains: return scalarsContain(text, needle)
                 case .icontains: return scalarsContain(asciiLower(text), asciiLower(needle))
@@ -246,8 +310,18 @@ enum FilterEvaluator {
                     return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: false)
                 default: return like(Array(text.unicodeScalars), Array(needle.unicodeScalars), caseInsensitive: true)
                 }
-            case .null, .exists: return nil
+            case .null, .exists: return false
             }
+        }
+    }
+
+    /// Whether a NULL or missing field satisfies `op` (the real server's answer per operator).
+    static func nullSatisfies(_ op: Condition.Operator, operandIsNull: Bool) -> Bool {
+        switch op {
+        case .eq: return operandIsNull
+        case .ne: return !operandIsNull
+        case .nin, .notContains: return true
+        default: return false
         }
     }
 
@@ -308,16 +382,35 @@ enum FilterEvaluator {
                 }))
     }
 
-    /// SQL LIKE with % and _.
+    /// A LIKE pattern (`$like`/`$ilike`): `%` any run, `_` one character, a backslash escapes the
+    /// next character; `$ilike` folds ASCII letters only.
     static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar], caseInsensitive: Bool) -> Bool {
+        enum Token: Equatable {
+            case anyRun, one
+            case literal(Unicode.Scalar)
+        }
         func fold(_ s: Unicode.Scalar) -> Unicode.Scalar {
             caseInsensitive && s.value >= 65 && s.value <= 90 ? Unicode.Scalar(s.value + 32)! : s
         }
+        var tokens: [Token] = []
+        var index = 0
+        while index < pattern.count {
+            switch pattern[index] {
+            case "%": tokens.append(.anyRun)
+            case "_": tokens.append(.one)
+            case "\\":
+                index += 1
+                if index >= pattern.count { return false }
+                tokens.append(.literal(fold(pattern[index])))
+            default: tokens.append(.literal(fold(pattern[index])))
+            }
+            index += 1
+        }
         var t = 0, p = 0, star = -1, mark = 0
         while t < text.count {
-            if p < pattern.count && (pattern[p] == "_" || fold(pattern[p]) == fold(text[t])) {
+            if p < tokens.count && (tokens[p] == .one || tokens[p] == .literal(fold(text[t]))) {
                 t += 1; p += 1
-            } else if p < pattern.count && pattern[p] == "%" {
+            } else if p < tokens.count && tokens[p] == .anyRun {
                 star = p; mark = t; p += 1
             } else if star >= 0 {
                 p = star + 1; mark += 1; t = mark
@@ -325,8 +418,8 @@ enum FilterEvaluator {
                 return false
             }
         }
-        while p < pattern.count && pattern[p] == "%" { p += 1 }
-        return p == pattern.count
+        while p < tokens.count && tokens[p] == .anyRun { p += 1 }
+        return p == tokens.count
     }
 }
 

@@ -94,7 +94,9 @@ struct ListQuery {
             conditions.append(
                 .compare(field: key, op: .eq, operand: .value(implicitValue(value, field: object.field(key)))))
         }
-        if !conditions.isEmpty { result.condition = conditions.count == 1 ? conditions[0] : .all(conditions) }
+        if !conditions.isEmpty {
+            result.condition = (conditions.count == 1 ? conditions[0] : .all(conditions)).typed(for: object)
+        }
         if let failure = checkFields(result.condition, object: object) { return .failure(failure) }
 
         if let entries = values["fields"] {
@@ -197,7 +199,7 @@ struct ListQuery {
         }
         if let filter = body["where"] ?? body["filter"] {
             do {
-                result.condition = try FilterParser.parse(filter)
+                result.condition = try FilterParser.parse(filter).typed(for: object)
             } catch {
                 return .failure(.error(status: 400, code: "INVALID_FILTER", message: error.message))
             }

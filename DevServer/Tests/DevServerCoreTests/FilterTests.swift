@@ -52,7 +52,12 @@ import Testing
         (#"{"$or":[{"status":"done"},{"due_date":{"$lt":"2026-02-01"}}]}"#, ["Alpha", "Beta"]),
         (#"{"$and":[]}"#, ["Alpha", "Beta", "gamma ray"]),
         (#"{"$or":[]}"#, []),
-        (#"{"owner":{"$ne":"u2"}}"#, []),
+        (#"{"owner":{"$ne":"u2"}}"#, ["Alpha", "Beta"]),
+        (#"{"owner":{"$nin":["u2"]}}"#, ["Alpha", "Beta"]),
+        (#"{"owner":{"$notContains":"u"}}"#, ["Alpha", "Beta"]),
+        (#"{"owner":null}"#, ["Alpha", "Beta"]),
+        (#"{"title":{"$like":"gamma\\_ray"}}"#, []),
+        (#"{"title":{"$like":"gamma_ray"}}"#, ["gamma ray"]),
         (#"{"$not":{"owner":"u2"}}"#, ["Alpha", "Beta"]),
         (#"{"owner":{"$null":true}}"#, ["Alpha", "Beta"]),
         (#"{"owner":{"$exists":true}}"#, ["gamma ray"]),
@@ -64,7 +69,9 @@ import Testing
 
     @Test(arguments: [
         #"["status","~","open"]"#, #"["status","in","open"]"#, #"["amount","between",[1]]"#, #"{"status":{}}"#,
-        #"{"$nope":[]}"#, "not json", #"[]"#, #"["and"]"#,
+        #"{"$nope":[]}"#, "not json", #"[]"#, #"["and"]"#, #"{"title":{"$regex":"a.*"}}"#,
+        #"{"title":{"$options":"i"}}"#, #"{"title":{"$icontains":""}}"#, #"{"title":{"$icontains":1}}"#,
+        #"{"title":{"$like":"a\\"}}"#,
     ])
     func malformedFiltersAreInvalid(filter: String) {
         let response = store.list(object: "task", query: [("filter", filter)])

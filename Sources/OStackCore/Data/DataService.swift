@@ -325,8 +325,10 @@ public final class DataService: @unchecked Sendable {
         guard ObjectSchema.isIdentifier(request.object) else {
             throw OStackError(.unknownObject, detail: "bad object name")
         }
+        var fieldTypes: [String: String] = [:]
         if let schema = try schemaIfAvailable(request.object) {
             let checker = QueryChecker(schema: schema)
+            fieldTypes = checker.fieldTypes
             if let filter = request.filter { try checker.check(filter) }
             for key in request.sort { try checker.requireKnown(key.field) }
             for field in request.fields ?? [] { try checker.requireKnown(field) }
@@ -337,7 +339,7 @@ public final class DataService: @unchecked Sendable {
             let result = try store.query(
                 .init(
                     object: request.object, filter: request.filter, sort: request.sort, limit: request.limit,
-                    offset: request.offset))
+                    offset: request.offset, fieldTypes: fieldTypes))
             let records = result.records.compactMap { JSONValue.parse($0) }.map { Self.select($0, request.fields) }
             return ListResult(
                 source: .local, records: records, total: result.total,

@@ -228,15 +228,19 @@ public final class LocalStore: @unchecked Sendable {
         public var sort: [SortKey] = []
         public var limit: Int?
         public var offset: Int = 0
+        /// Field types from metadata (`QueryChecker.fieldTypes`), so `datetime` comparisons are typed.
+        public var fieldTypes: [String: String]
 
         public init(
-            object: String, filter: FilterCondition? = nil, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0
+            object: String, filter: FilterCondition? = nil, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0,
+            fieldTypes: [String: String] = [:]
         ) {
             self.object = object
             self.filter = filter
             self.sort = sort
             self.limit = limit
             self.offset = offset
+            self.fieldTypes = fieldTypes
         }
     }
 
@@ -251,12 +255,13 @@ public final class LocalStore: @unchecked Sendable {
         var narrowed = false
         if let filter = query.filter {
             let indexed = try indexedFields(query.object)
-            for (field, values) in Self.indexableEqualities(filter) where indexed.contains(field) {
+            for (field, values) in Self.indexableEqualities(filter)
+            where indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "") {
                 narrowed = true
                 sql += " AND ostack_field(data, '\(field)') IN (\(values.map { _ in "?" }.joined(separator: ", ")))"
                 bindings += values.map { .text($0) }
             }
-            let compiled = LocalFilter(filter)
+            let compiled = LocalFilter(filter, fieldTypes: query.fieldTypes)
             do {
                 try database.registerRawFunction("ostack_match", argumentCount: 1, deterministic: false) { arguments in
                     .integer(arguments.withBytes(at: 0) { compiled.matches($0) } ? 1 : 0)

@@ -130,6 +130,12 @@ public indirect enum FilterCondition: Sendable, Equatable {
                     throw Malformed(message: "A field condition needs an operator")
                 }
                 if case .object(let ops) = value, ops.keys.allSatisfy({ $0.hasPrefix("$") }) {
+                    let retired = ["$regex", "$options"].filter { ops[$0] != nil }
+                    if !retired.isEmpty {
+                        throw Malformed(
+                            message: "\(retired.joined(separator: " and ")) \(retired.count == 1 ? "is" : "are") not "
+                                + "supported; for a case-insensitive substring use $icontains")
+                    }
                     for opKey in ops.keys.sorted() {
                         guard let op = objectOperators[opKey] else {
                             throw Malformed(message: "Unknown operator in the filter")
@@ -165,7 +171,15 @@ public indirect enum FilterCondition: Sendable, Equatable {
             }
             return .compare(field: field, op: op, operand: .value(raw))
         case .contains, .icontains, .notContains, .startsWith, .endsWith, .like, .ilike:
-            guard case .string = raw else { throw Malformed(message: "Text operators take a string") }
+            guard case .string(let text) = raw else {
+                throw Malformed(message: "$\(op.rawValue) takes a string")
+            }
+            if op == .icontains && text.isEmpty {
+                throw Malformed(message: "An empty $icontains matches every row; give it some text")
+            }
+            if (op == .like || op == .ilike) && endsWithLoneBackslash(text) {
+                throw Malformed(message: "A $\(op.rawValue) pattern ends with a lone backslash; write \\\\ for one")
+            }
             return .compare(field: field, op: op, operand: .value(raw))
         default:
             if case .object(let members) = raw, members.count == 1, let other = members["$field"]?.stringValue {
@@ -174,6 +188,15 @@ public indirect enum FilterCondition: Sendable, Equatable {
             guard isScalar(raw) else { throw Malformed(message: "Comparisons take a string, number, boolean or null") }
             return .compare(field: field, op: op, operand: .value(raw))
         }
+    }
+
+    /// Whether a LIKE pattern ends in an unpaired escape (`\\` escapes the next character).
+    static func endsWithLoneBackslash(_ pattern: String) -> Bool {
+        var escaped = false
+        for scalar in pattern.unicodeScalars {
+            escaped = !escaped && scalar == "\\"
+        }
+        return escaped
     }
 
     static func isScalar(_ value: JSONValue) -> Bool {

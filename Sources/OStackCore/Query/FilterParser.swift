@@ -3,7 +3,7 @@
 ///     status = 'open' and (amount >= 1000 or owner in ('u1', 'u2'))
 ///
 /// Operators as words or symbols (`eq =`, `neq !=`, `gt >`, `gte >=`, `lt <`, `lte <=`, `contains`,
-/// `not contains`, `starts with`, `ends with`, `in (…)`, `not in (…)`, `is null`, `is not null`,
+/// `icontains` (ASCII case-insensitive), `not contains`, `starts with`, `ends with`, `in (…)`, `not in (…)`, `is null`, `is not null`,
 /// `between … and …`), `and` binding tighter than `or`, parentheses, strings in single or double quotes
 /// (a doubled quote escapes it), numbers, `true`/`false`, ISO dates as strings. Errors name the column
 /// (1-based). The parser never traps: every input ends in an expression or a `FilterSyntaxError`.
@@ -199,7 +199,7 @@ public struct FilterParser {
     }
 
     static let reserved: Set<String> = [
-        "and", "or", "not", "in", "is", "null", "between", "contains", "starts", "ends", "with", "true", "false",
+        "and", "or", "not", "in", "is", "null", "between", "contains", "icontains", "starts", "ends", "with", "true", "false",
     ]
 
     mutating func parseComparison() throws(SyntaxError) -> FilterExpression {
@@ -222,9 +222,10 @@ public struct FilterParser {
                 return .compare(field: field, op: op, value: try parseLiteral())
             }
             switch lowered {
-            case "contains":
+            case "contains", "icontains":
                 position += 1
-                return .compare(field: field, op: .contains, value: try parseString())
+                return .compare(
+                    field: field, op: lowered == "contains" ? .contains : .icontains, value: try parseString())
             case "starts", "ends":
                 position += 1
                 try expectKeyword("with")

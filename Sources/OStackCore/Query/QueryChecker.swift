@@ -33,6 +33,13 @@ public struct QueryChecker: Sendable {
         "owner_id": "user", "owning_business_unit_id": "lookup", "organization_id": "lookup",
     ]
 
+    /// Every field's type, system fields included.
+    public var fieldTypes: [String: String] {
+        var types = Self.systemFieldTypes
+        for field in schema.fields { types[field.name] = field.type }
+        return types
+    }
+
     func type(of name: String) -> String? {
         schema.field(name)?.type ?? Self.systemFieldTypes[name]
     }
