@@ -5,7 +5,7 @@ import OStackTestSupport
 import Testing
 
 /// The built `ostack-devserver`, over real HTTP on loopback, with ostack's own HTTP client: status
-/// codes and body shapes as PROTOCOL.md describes them.
+/// codes and body shapes as docs/protocol.md describes them.
 @Suite struct DevServerContractTests {
     let server: DevServerProcess
     let client = HTTPClient()
@@ -43,6 +43,14 @@ import Testing
         #expect(
             ((wrapped.json["data"] as? [String: Any])?["routes"] as? [String: Any])?["metadata"] as? String
                 == "/api/v1/meta")
+        // Capabilities are `{enabled}` objects, each key once; no invented `conditionalBatch`.
+        let text = String(decoding: bare.response.body, as: UTF8.self)
+        #expect(text.components(separatedBy: "\"capabilities\"").count == 2)
+        let capabilities = try #require(bare.json["capabilities"] as? [String: Any])
+        #expect(capabilities["conditionalBatch"] == nil)
+        #expect((capabilities["transactionalBatch"] as? [String: Any])?["enabled"] as? Bool == true)
+        #expect(capabilities.values.allSatisfy { ($0 as? [String: Any])?["enabled"] is Bool })
+        #expect((bare.json["scoping"] as? [String: Any])?["enabled"] as? Bool == false)
     }
 
     @Test func signInSessionAndSignOut() throws {
@@ -113,7 +121,7 @@ import Testing
         let token = try signIn()
         #expect((try call(.get, "/api/v1/meta", token: token).json["types"] as? [Any])?.count == 2)
         let objects = try call(.get, "/api/v1/meta/object", token: token)
-        #expect((objects.json["items"] as? [Any])?.count == 3)
+        #expect((objects.json["items"] as? [Any])?.count == 4)  // task, project, contact, note
         #expect(objects.response.header("ETag") == nil)  // lists carry no ETag
         #expect((try call(.get, "/api/v1/me/apps", token: token).json["apps"] as? [Any])?.isEmpty == false)
         #expect((try call(.get, "/api/v1/me/apps").json["apps"] as? [Any])?.isEmpty == true)  // anonymous
@@ -146,14 +154,15 @@ import Testing
         #expect(remaining.json["total"] as? Int == 1)
     }
 
-    @Test func idempotencyKeyReplaysTheFirstResponse() throws {
+    @Test func idempotencyKeyIsNotReadByDefault() throws {
         let token = try signIn()
         let headers = [("Idempotency-Key", "key-1")]
         let first = try call(.post, "/api/v1/data/task", token: token, body: #"{"title":"Once"}"#, headers: headers)
         let second = try call(.post, "/api/v1/data/task", token: token, body: #"{"title":"Once"}"#, headers: headers)
-        #expect(first.json["id"] as? String == second.json["id"] as? String)
-        #expect(second.response.header("Idempotent-Replayed") == "true")
-        #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":1"))
+        #expect(first.status == 201 && second.status == 201)
+        #expect(first.json["id"] as? String != second.json["id"] as? String)
+        #expect(second.response.header("Idempotent-Replayed") == nil)
+        #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":2"))
     }
 
     /// A request on a fresh connection (libcurl re-sends once only on a *reused* one).
@@ -170,14 +179,16 @@ import Testing
             "POST", "faults",
             #"{"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"count":1,"action":"drop-after"}"#)
         #expect(throws: HTTPError.connectionDropped) {
-            try callFresh("/api/v1/data/task", token: token, body: #"{"title":"Committed"}"#, key: "k2")
+            try callFresh("/api/v1/data/task", token: token, body: #"{"title":"Committed","id":"tsk_mine"}"#, key: "k2")
         }
         #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":1"))
-        // The retry with the same key gets the original record, not a second one.
+        // No replay by default: the retry with the same client-chosen id is the unique violation.
         let retry = try call(
-            .post, "/api/v1/data/task", token: token, body: #"{"title":"Committed"}"#,
+            .post, "/api/v1/data/task", token: token, body: #"{"title":"Committed","id":"tsk_mine"}"#,
             headers: [("Idempotency-Key", "k2")])
-        #expect(retry.response.header("Idempotent-Replayed") == "true")
+        #expect(retry.status == 409)
+        #expect(retry.json["code"] as? String == "UNIQUE_VIOLATION")
+        #expect(retry.json["field"] as? String == "id")
         #expect(try server.control("GET", "record?object=task&id=x").contains("\"count\":1"))
     }
 

@@ -14,11 +14,20 @@ struct AppRequest {
         return headers.first { $0.0.lowercased() == lowered }?.1
     }
 
-    var bearer: String? {
-        if let key = header("X-API-Key") { return key }
-        guard let value = header("Authorization") else { return nil }
-        for scheme in ["Bearer ", "bearer ", "ApiKey "] where value.hasPrefix(scheme) {
-            return String(value.dropFirst(scheme.count)).trimmed()
+    var credential: Credential {
+        Credential(authorization: header("Authorization"), apiKeyHeader: header("X-API-Key"))
+    }
+
+    /// The session token of `Authorization: Bearer …` (not an API key).
+    var sessionToken: String? { credential.sessionToken }
+
+    /// A cookie sent in `Cookie:` (a CLI sends the two-factor cookie back this way).
+    func cookie(_ name: String) -> String? {
+        for header in headers where header.0.lowercased() == "cookie" {
+            for pair in header.1.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).trimmed() }
+                if parts.count == 2 && parts[0] == name { return parts[1] }
+            }
         }
         return nil
     }
@@ -31,29 +40,64 @@ enum AppAction {
     case drop(commit: Bool)
 }
 
-/// Routing, authentication, idempotency and faults on top of `DataStore` (PROTOCOL §1–§6, SPEC §11).
+/// Routing, authentication, idempotency and faults on top of `DataStore` (docs/protocol.md, docs/devserver.md).
 final class DevServerApp: @unchecked Sendable {
     // @unchecked Sendable: every mutable part is internally synchronised.
     let configuration: DevServerConfiguration
-    let store: DataStore
+    /// One data store per (environment, organization) scope; see `store(environment:organization:)`.
+    let stores: [String: DataStore]
     let auth: AuthStore
     let faults = FaultInjector()
     let idempotency = Mutex<[String: CoreResponse]>([:])
     let counters = Mutex<[String: Int]>([:])
+    let apiSegments: [String]
 
     init(configuration: DevServerConfiguration) {
         self.configuration = configuration
-        store = DataStore(batchCap: configuration.batchCap)
+        var stores: [String: DataStore] = [:]
+        let objects = ObjectDefinition.seeded + (configuration.conformanceObjects ? ObjectDefinition.conformance : [])
+        for environment in configuration.environments.isEmpty ? [""] : configuration.environments {
+            for organization in configuration.organizations.isEmpty ? [""] : configuration.organizations.map(\.id) {
+                stores[Self.scopeKey(environment, organization)] = DataStore(
+                    objects: objects, batchCap: configuration.batchCap)
+            }
+        }
+        self.stores = stores
         auth = AuthStore(configuration: configuration)
+        apiSegments = configuration.apiPath.split(separator: "/").map(String.init)
     }
 
-    /// PROTOCOL §2.4: `{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":…}`.
+    static func scopeKey(_ environment: String?, _ organization: String?) -> String {
+        (environment ?? "") + "|" + (organization ?? "")
+    }
+
+    /// The data of one environment and organization (the defaults when nil or unknown).
+    func store(environment: String?, organization: String?) -> DataStore {
+        let environment =
+            configuration.environments.contains(environment ?? "")
+            ? environment : configuration.environments.first
+        let organization =
+            configuration.organizations.contains { $0.id == organization }
+            ? organization : configuration.organizations.first?.id
+        return stores[Self.scopeKey(environment, organization)]!
+    }
+
+    var defaultStore: DataStore { store(environment: nil, organization: nil) }
+
+    /// docs/protocol.md#authentication: `{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":…}`.
     static let unauthenticated = CoreResponse(
         status: 401,
         body: .object([
             ("error", .string("UNAUTHENTICATED")), ("code", .string("UNAUTHENTICATED")),
             ("message", .string("Authentication is required to access this endpoint.")),
         ]))
+
+    /// The auth-policy gates and their messages (`computeAuthGate`, plugin-auth `auth-manager.ts`).
+    static let gateMessages = [
+        "PASSWORD_EXPIRED": "Your password has expired. Please change it to continue.",
+        "MFA_REQUIRED":
+            "Multi-factor authentication is required. Please set up an authenticator app to continue.",
+    ]
 
     /// The response for a request, and whether the connection must be dropped before or after it.
     func handle(_ request: AppRequest) -> (action: AppAction, delayMilliseconds: Int) {
@@ -67,7 +111,7 @@ final class DevServerApp: @unchecked Sendable {
             switch fault.action {
             case .dropBefore: return (.drop(commit: false), delay)
             case .dropAfter:
-                _ = route(request)  // commits (and records the idempotent response) first
+                _ = route(request)  // commits (and records an idempotent response, if honoured) first
                 return (.drop(commit: true), delay)
             case .delay: delay += fault.delayMilliseconds
             case .status:
@@ -87,7 +131,7 @@ final class DevServerApp: @unchecked Sendable {
         return (.respond(route(request)), delay)
     }
 
-    /// The dispatcher's wrapped success envelope (PROTOCOL §6.1).
+    /// The dispatcher's wrapped success envelope (docs/protocol.md#errors).
     static func wrapped(_ data: JSONValue) -> CoreResponse {
         CoreResponse(status: 200, body: .object([("success", .bool(true)), ("data", data)]))
     }
@@ -95,6 +139,10 @@ final class DevServerApp: @unchecked Sendable {
     static func family(_ path: String) -> String {
         let parts = path.split(separator: "/").prefix(4)
         return "/" + parts.joined(separator: "/")
+    }
+
+    func routeNotFound(_ request: AppRequest) -> CoreResponse {
+        .error(status: 404, code: "ROUTE_NOT_FOUND", message: "No route for \(request.method) \(request.path)")
     }
 
     // MARK: Routing
@@ -107,56 +155,136 @@ final class DevServerApp: @unchecked Sendable {
 
     func routeWithoutIdempotency(_ request: AppRequest) -> CoreResponse {
         let segments = request.path.split(separator: "/").map(String.init)
-        switch (request.method, segments) {
-        case ("GET", ["api", "v1", "discovery"]), ("GET", ["api", "v1"]):
-            return CoreResponse(status: 200, body: Self.discovery)
-        case ("GET", [".well-known", "objectstack"]):
-            var response = Self.wrapped(Self.discovery)
+        if request.method == "GET" && segments == [".well-known", "objectstack"] {
+            var response = Self.wrapped(discovery(scopedEnvironment: nil))
             response.headers.append(("Cache-Control", "no-store"))
             return response
-        case ("GET", ["api", "v1", "health"]):
+        }
+        guard segments.starts(with: apiSegments) else { return routeNotFound(request) }
+        var rest = Array(segments.dropFirst(apiSegments.count))
+        // Environment: the scoped route `{api}/environments/:id/…` or the `X-Environment-Id` header; an
+        // unknown header value falls back to the default environment, as the real resolution chain does.
+        var environment = configuration.environments.first
+        var scoped: String?
+        if !configuration.environments.isEmpty && rest.count >= 2 && rest[0] == "environments" {
+            guard configuration.environments.contains(rest[1]) else {
+                return .error(
+                    status: 404, code: "PROJECT_NOT_FOUND",
+                    message: "[EnvironmentKernelFactory] Environment '\(rest[1])' not found")
+            }
+            scoped = rest[1]
+            environment = rest[1]
+            rest = Array(rest.dropFirst(2))
+        } else if let header = request.header("X-Environment-Id")?.trimmed(),
+            configuration.environments.contains(header)
+        {
+            environment = header
+        }
+        switch (request.method, rest) {
+        case ("GET", []), ("GET", ["discovery"]):
+            return CoreResponse(status: 200, body: discovery(scopedEnvironment: scoped))
+        case ("GET", ["health"]) where scoped == nil:
             return Self.wrapped(.object([("status", .string("ok")), ("version", .string("1.0.0"))]))
-        case ("GET", ["api", "v1", "ready"]):
+        case ("GET", ["ready"]) where scoped == nil:
             return Self.wrapped(.object([("status", .string("ready")), ("state", .string("running"))]))
-        case (_, let parts) where parts.starts(with: ["api", "v1", "auth"]):
-            return authRoute(request, Array(parts.dropFirst(3)))
+        case (_, let parts) where scoped == nil && parts.first == "auth":
+            return authRoute(request, Array(parts.dropFirst()))
         default: break
         }
-        guard let userID = auth.authenticate(request.bearer) else {
-            if segments == ["api", "v1", "me", "apps"] {
+        let principal = auth.authenticate(request.credential)
+        if request.method == "GET" && rest == ["me", "apps"] && scoped == nil {
+            // Resolved from the session alone (`current-user-endpoints.ts`): an API key is anonymous here.
+            guard let principal, principal.viaSession else {
                 return CoreResponse(status: 200, body: .object([("apps", .array([]))]))
             }
-            return Self.unauthenticated
+            return store(environment: environment, organization: principal.organizationID).apps()
         }
-        switch (request.method, segments) {
-        case ("POST", ["api", "v1", "keys"]):
-            return CoreResponse(status: 201, body: .object([("key", .string(auth.mintAPIKey(for: userID)))]))
-        case ("GET", ["api", "v1", "me", "apps"]): return store.apps()
-        case ("GET", ["api", "v1", "meta"]): return store.metaTypes()
-        case ("GET", let parts) where parts.count == 4 && parts.starts(with: ["api", "v1", "meta"]):
-            return store.metaItems(type: parts[3])
-        case ("GET", let parts) where parts.count == 5 && parts.starts(with: ["api", "v1", "meta"]):
-            return store.metaItem(type: parts[3], name: parts[4], ifNoneMatch: request.header("If-None-Match"))
-        case (_, let parts) where parts.count >= 4 && parts.starts(with: ["api", "v1", "data"]):
-            return idempotent(request, userID: userID) {
-                self.dataRoute(request, Array(parts.dropFirst(3)), userID: userID)
+        // The auth-policy gate runs before the anonymous check; it rides on the session only.
+        if let principal, principal.viaSession, let code = auth.gate(userID: principal.userID) {
+            return CoreResponse(
+                status: 403,
+                body: .object([
+                    (
+                        "error",
+                        .object([
+                            ("code", .string(code)),
+                            (
+                                "message",
+                                .string(Self.gateMessages[code] ?? "Access is blocked by an authentication policy.")
+                            ),
+                        ])
+                    )
+                ]))
+        }
+        guard let principal else { return Self.unauthenticated }
+        let store = store(environment: environment, organization: principal.organizationID)
+        let locale = DataStore.preferredLocale(request.header("Accept-Language"))
+        switch (request.method, rest) {
+        case ("POST", ["keys"]) where scoped == nil:
+            return CoreResponse(status: 201, body: .object([("key", .string(auth.mintAPIKey(for: principal)))]))
+        case ("GET", ["meta"]):
+            return store.metaTypes()
+        case ("GET", let parts) where parts.count == 2 && parts[0] == "meta":
+            return store.metaItems(type: parts[1], locale: locale)
+        case ("GET", let parts) where parts.count == 3 && parts[0] == "meta":
+            return store.metaItem(
+                type: parts[1], name: parts[2], ifNoneMatch: request.header("If-None-Match"), locale: locale)
+        case (_, let parts) where parts.count >= 2 && parts[0] == "data":
+            let scope = Self.scopeKey(environment, principal.organizationID)
+            return idempotent(request, scope: scope, userID: principal.userID) {
+                Self.normalizeInvalidField(
+                    self.dataRoute(request, Array(parts.dropFirst()), userID: principal.userID, store: store),
+                    object: parts[1])
             }
         default:
-            return .error(
-                status: 404, code: "ROUTE_NOT_FOUND", message: "No route for \(request.method) \(request.path)")
+            return routeNotFound(request)
         }
     }
 
-    func dataRoute(_ request: AppRequest, _ parts: [String], userID: String) -> CoreResponse {
+    /// The REST surface's operation for a data call, and the child write kind of a bulk call
+    /// (`enforceApiAccess` in `packages/rest/src/rest-server.ts`).
+    static func apiOperation(_ request: AppRequest, _ parts: [String]) -> (String, String?)? {
+        switch (request.method, parts.count > 1 ? parts[1] : nil) {
+        case ("GET", nil), ("POST", "query"?): return ("list", nil)
+        case ("POST", nil): return ("create", nil)
+        case ("POST", "createMany"?): return ("bulk", "create")
+        case ("POST", "updateMany"?): return ("bulk", "update")
+        case ("POST", "deleteMany"?): return ("bulk", "delete")
+        case ("POST", "batch"?):
+            return ("bulk", (try? JSONValue.parse(request.body))?["operation"]?.stringValue ?? "")
+        case ("GET", _?): return ("get", nil)
+        case ("PATCH", _?): return ("update", nil)
+        case ("DELETE", _?): return ("delete", nil)
+        default: return nil
+        }
+    }
+
+    func dataRoute(_ request: AppRequest, _ parts: [String], userID: String, store: DataStore) -> CoreResponse {
         let object = parts[0]
+        if let definition = store.objects.first(where: { $0.name == object }),
+            let (operation, child) = Self.apiOperation(request, parts),
+            !definition.allows(operation, bulkChild: child)
+        {
+            return .error(
+                status: 405, code: "OBJECT_API_METHOD_NOT_ALLOWED",
+                message: "API operation '\(operation)' is not allowed on object '\(object)'",
+                extra: [
+                    ("object", .string(object)),
+                    ("allowed", .array(definition.allowedOperations.map { .string($0) })),
+                ])
+        }
+        let conditional = configuration.conditionalBatch
         switch (request.method, parts.count > 1 ? parts[1] : nil) {
         case ("GET", nil): return store.list(object: object, query: request.query)
         case ("POST", nil): return store.create(object: object, body: request.body, userId: userID)
         case ("POST", "query"?): return store.query(object: object, body: request.body)
         case ("POST", "createMany"?): return store.createMany(object: object, body: request.body, userId: userID)
-        case ("POST", "updateMany"?): return store.updateMany(object: object, body: request.body, userId: userID)
-        case ("POST", "deleteMany"?): return store.deleteMany(object: object, body: request.body, userId: userID)
-        case ("POST", "batch"?): return store.batch(object: object, body: request.body, userId: userID)
+        case ("POST", "updateMany"?):
+            return store.updateMany(object: object, body: request.body, userId: userID, conditional: conditional)
+        case ("POST", "deleteMany"?):
+            return store.deleteMany(object: object, body: request.body, userId: userID, conditional: conditional)
+        case ("POST", "batch"?):
+            return store.batch(object: object, body: request.body, userId: userID, conditional: conditional)
         case ("GET", let id?): return store.get(object: object, id: id, query: request.query)
         case ("PATCH", let id?):
             return store.update(
@@ -169,13 +297,34 @@ final class DevServerApp: @unchecked Sendable {
         }
     }
 
-    /// `Idempotency-Key` on POST/PATCH/DELETE: the first response is stored and replayed for a repeat
-    /// from the same user on the same method and path (header `Idempotent-Replayed: true`).
-    func idempotent(_ request: AppRequest, userID: String, _ body: () -> CoreResponse) -> CoreResponse {
-        guard ["POST", "PATCH", "DELETE"].contains(request.method), let key = request.header("Idempotency-Key") else {
+    /// Every `INVALID_FIELD` carries the singular `field` and the `object`, as the real
+    /// `mapDataError` emits it (`packages/rest/src/error-response.ts`).
+    static func normalizeInvalidField(_ response: CoreResponse, object: String) -> CoreResponse {
+        guard response.body?["code"] == .string("INVALID_FIELD"), case .object(var members)? = response.body else {
+            return response
+        }
+        if response.body?["field"] == nil, let message = response.body?["error"]?.stringValue,
+            let range = message.firstRange(of: "Unknown field ")
+        {
+            let name = message[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "." }
+            if !name.isEmpty { members.append(("field", .string(String(name)))) }
+        }
+        if response.body?["object"] == nil { members.append(("object", .string(object))) }
+        var copy = response
+        copy.body = .object(members)
+        return copy
+    }
+
+    /// `--honour-idempotency-key` only (the real server reads no `Idempotency-Key`): the first response
+    /// to POST/PATCH/DELETE is stored and replayed for a repeat from the same user on the same method,
+    /// path and data scope (header `Idempotent-Replayed: true`).
+    func idempotent(_ request: AppRequest, scope: String, userID: String, _ body: () -> CoreResponse) -> CoreResponse {
+        guard configuration.honourIdempotencyKey, ["POST", "PATCH", "DELETE"].contains(request.method),
+            let key = request.header("Idempotency-Key")
+        else {
             return body()
         }
-        let cacheKey = "\(userID)|\(request.method)|\(request.path)|\(key)"
+        let cacheKey = "\(userID)|\(scope)|\(request.method)|\(request.path)|\(key)"
         if var replay = idempotency.withLock({ $0[cacheKey] }) {
             replay.headers.append(("Idempotent-Replayed", "true"))
             return replay
@@ -185,190 +334,80 @@ final class DevServerApp: @unchecked Sendable {
         return response
     }
 
-    // MARK: Auth (better-auth shapes)
+    // MARK: Discovery
 
-    func authRoute(_ request: AppRequest, _ parts: [String]) -> CoreResponse {
-        switch (request.method, parts) {
-        case ("POST", ["sign-in", "email"]):
-            guard request.header("Content-Type")?.lowercased().hasPrefix("application/json") == true,
-                let body = try? JSONValue.parse(request.body), let email = body["email"]?.stringValue,
-                let password = body["password"]?.stringValue
-            else {
-                return CoreResponse(
-                    status: 400,
-                    body: .object([("code", .string("VALIDATION_ERROR")), ("message", .string("Invalid body"))]))
-            }
-            guard let session = auth.signIn(email: email, password: password), let user = auth.user(id: session.userID)
-            else {
-                return CoreResponse(
-                    status: 401,
-                    body: .object([
-                        ("code", .string("INVALID_EMAIL_OR_PASSWORD")),
-                        ("message", .string("Invalid email or password")),
-                    ]))
-            }
-            return CoreResponse(
-                status: 200, headers: [("set-auth-token", session.token + "." + AuthStore.randomToken())],
-                body: .object([
-                    ("redirect", .bool(false)), ("token", .string(session.token)), ("url", .null),
-                    ("user", userJSON(user)),
-                ]))
-        case ("GET", ["get-session"]):
-            guard let (session, rotated) = auth.getSession(request.bearer), let user = auth.user(id: session.userID)
-            else {
-                return CoreResponse(status: 200, body: .null)
-            }
-            var headers: [(String, String)] = []
-            if rotated { headers.append(("set-auth-token", session.token)) }
-            let expiresAt: JSONValue = session.expiresAt > 0 ? .string(Self.iso(session.expiresAt)) : .null
-            return CoreResponse(
-                status: 200, headers: headers,
-                body: .object([
+    /// The bare discovery document (`getDiscovery` + the REST overrides in `rest-server.ts`):
+    /// capabilities are `{enabled}` objects over the closed well-known vocabulary; routes follow the
+    /// API path and, on a scoped route, the environment.
+    func discovery(scopedEnvironment: String?) -> JSONValue {
+        let api = configuration.apiPath
+        let base = api + (scopedEnvironment.map { "/environments/\($0)" } ?? "")
+        let locales = Set(defaultStore.objects.flatMap { $0.translations.keys }).subtracting(["en"]).sorted()
+        var capabilities: [(String, JSONValue)] = [
+            "comments", "automation", "cron", "search", "export", "chunkedUpload",
+        ].map { ($0, .object([("enabled", .bool(false))])) }
+        capabilities.append(
+            (
+                "transactionalBatch",
+                .object([
+                    ("enabled", .bool(true)),
                     (
-                        "session",
-                        .object([
-                            ("id", .string("ses_" + String(session.token.prefix(6)))),
-                            ("token", .string(session.token)),
-                            ("userId", .string(user.id)), ("expiresAt", expiresAt),
-                            ("createdAt", .string(Self.iso(session.createdAt))),
-                            ("updatedAt", .string(Self.iso(session.updatedAt))),
-                        ])
+                        "description",
+                        .string(
+                            "Atomic batches: options.atomic rolls back every write of the batch on the first failure.")
                     ),
-                    ("user", userJSON(user)),
-                ]))
-        case ("POST", ["sign-out"]):
-            auth.signOut(request.bearer)
-            return CoreResponse(status: 200, body: .object([("success", .bool(true))]))
-        case ("GET", ["config"]):
-            return CoreResponse(
-                status: 200,
-                body: .object([
-                    ("success", .bool(true)),
+                ])
+            ))
+        capabilities += ["websockets", "files", "analytics", "ai", "notifications", "i18n"].map {
+            ($0, .object([("enabled", .bool(false))]))
+        }
+        if configuration.conditionalBatch {
+            // This server's extension: updateMany/deleteMany/batch honour per-row expected versions.
+            capabilities.append(("conditionalBatch", .object([("enabled", .bool(true))])))
+        }
+        var scoping: [(String, JSONValue)] = [
+            ("enabled", .bool(!configuration.environments.isEmpty)), ("resolution", .string("auto")),
+            ("scoped", .bool(scopedEnvironment != nil)),
+        ]
+        if let scopedEnvironment { scoping.append(("environmentId", .string(scopedEnvironment))) }
+        return .object([
+            ("version", .string("1.0")), ("name", .string("ObjectStack API")), ("apiName", .string("ObjectStack API")),
+            ("environment", .string("development")),
+            (
+                "routes",
+                .object([
+                    ("data", .string(base + "/data")), ("metadata", .string(base + "/meta")),
+                    ("discovery", .string(base + "/discovery")), ("auth", .string(api + "/auth")),
+                ])
+            ),
+            (
+                "locale",
+                .object([
+                    ("default", .string("en")), ("supported", .array((["en"] + locales).map { .string($0) })),
+                    ("timezone", .string("UTC")),
+                ])
+            ),
+            (
+                "services",
+                .object([
                     (
                         "data",
                         .object([
-                            ("emailPassword", .object([("enabled", .bool(true))])), ("socialProviders", .array([])),
+                            ("enabled", .bool(true)), ("status", .string("available")),
+                            ("route", .string(base + "/data")),
                         ])
                     ),
-                ]))
-        default:
-            return CoreResponse(
-                status: 404, body: .object([("code", .string("NOT_FOUND")), ("message", .string("Not found"))]))
-        }
-    }
-
-    func userJSON(_ user: DevServerConfiguration.User) -> JSONValue {
-        .object([
-            ("id", .string(user.id)), ("email", .string(user.email)), ("name", .string(user.name)), ("image", .null),
-            ("emailVerified", .bool(true)),
+                    (
+                        "auth",
+                        .object([
+                            ("enabled", .bool(true)), ("status", .string("available")),
+                            ("route", .string(api + "/auth")),
+                        ])
+                    ),
+                ])
+            ),
+            ("capabilities", .object(capabilities)),
+            ("scoping", .object(scoping)),
         ])
     }
-
-    static func iso(_ seconds: Double) -> String {
-        VersionClockFormat.format(millis: Int64(seconds * 1000))
-    }
-
-    // MARK: Control API (loopback only, no auth)
-
-    func control(_ request: AppRequest) -> CoreResponse {
-        let ok = CoreResponse(status: 200, body: .object([("ok", .bool(true))]))
-        let body = (try? JSONValue.parse(request.body)) ?? .object([])
-        switch (request.method, request.path) {
-        case ("POST", "/__control__/reset"):
-            store.reset()
-            auth.reset()
-            faults.clear()
-            idempotency.withLock { $0.removeAll() }
-            counters.withLock { $0.removeAll() }
-            return ok
-        case ("POST", "/__control__/seed"):
-            guard let object = body["object"]?.stringValue, let count = body["count"]?.numberValue else {
-                return .error(status: 400, code: "VALIDATION_ERROR", message: "seed takes {object, count}")
-            }
-            let user = configuration.users.first?.id ?? "usr_seed"
-            return CoreResponse(
-                status: 200,
-                body: .object([("seeded", .number(Double(store.seed(object: object, count: Int(count), userId: user))))]
-                ))
-        case ("POST", "/__control__/faults"):
-            return faults.add(body) ? ok : .error(status: 400, code: "VALIDATION_ERROR", message: "bad fault")
-        case ("DELETE", "/__control__/faults"):
-            faults.clear()
-            return ok
-        case ("POST", "/__control__/expire-sessions"):
-            auth.expireAll()
-            return ok
-        case ("POST", "/__control__/modify"):
-            guard let object = body["object"]?.stringValue, let id = body["id"]?.stringValue else {
-                return .error(status: 400, code: "VALIDATION_ERROR", message: "modify takes {object, id, fields}")
-            }
-            return store.modifyAsOtherUser(object: object, id: id, fields: body["fields"] ?? .object([]))
-        case ("GET", "/__control__/counters"):
-            let (signIns, refreshes, rotations) = auth.counters
-            let requests = counters.withLock { $0 }.sorted { $0.key < $1.key }.map {
-                ($0.key, JSONValue.number(Double($0.value)))
-            }
-            return CoreResponse(
-                status: 200,
-                body: .object([
-                    ("signIns", .number(Double(signIns))), ("refreshes", .number(Double(refreshes))),
-                    ("rotations", .number(Double(rotations))), ("requests", .object(requests)),
-                ]))
-        case ("GET", "/__control__/record"):
-            let object = request.query.first { $0.0 == "object" }?.1 ?? ""
-            let id = request.query.first { $0.0 == "id" }?.1 ?? ""
-            return CoreResponse(
-                status: 200,
-                body: .object([
-                    ("count", .number(Double(store.count(object: object)))),
-                    ("record", store.record(object: object, id: id) ?? .null),
-                ]))
-        default:
-            return .error(status: 404, code: "ROUTE_NOT_FOUND", message: "No control route")
-        }
-    }
-
-    static let discovery: JSONValue = .object([
-        ("name", .string("ObjectStack API")), ("apiName", .string("ObjectStack API")), ("version", .string("1.0")),
-        ("environment", .string("development")),
-        // `conditionalBatch` is this server's extension: updateMany/deleteMany honour a per-row
-        // expected version, so clients may batch conditional writes.
-        ("capabilities", .object([("transactionalBatch", .bool(false)), ("conditionalBatch", .bool(true))])),
-        (
-            "routes",
-            .object([
-                ("data", .string("/api/v1/data")), ("metadata", .string("/api/v1/meta")),
-                ("discovery", .string("/api/v1/discovery")),
-                ("auth", .string("/api/v1/auth")),
-            ])
-        ),
-        (
-            "locale",
-            .object([("default", .string("en")), ("supported", .array([.string("en")])), ("timezone", .string("UTC"))])
-        ),
-        (
-            "services",
-            .object([
-                (
-                    "data",
-                    .object([
-                        ("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/data")),
-                    ])
-                ),
-                (
-                    "auth",
-                    .object([
-                        ("enabled", .bool(true)), ("status", .string("available")), ("route", .string("/api/v1/auth")),
-                    ])
-                ),
-            ])
-        ),
-        (
-            "capabilities",
-            .object([
-                ("transactionalBatch", .object([("enabled", .bool(true))])),
-                ("export", .object([("enabled", .bool(false))])),
-            ])
-        ),
-    ])
 }

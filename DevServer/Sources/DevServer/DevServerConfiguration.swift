@@ -32,6 +32,28 @@ public struct DevServerConfiguration: Sendable {
     public var batchCap = 200
     /// Added to every response.
     public var latencyMilliseconds = 0
+    /// `--honour-idempotency-key` (invented): replay the first response for a repeated
+    /// `Idempotency-Key`. The real server reads no such header; off by default.
+    public var honourIdempotencyKey = false
+    /// `--conditional-batch` (invented): updateMany/deleteMany/batch honour per-row expected versions
+    /// and discovery advertises `capabilities.conditionalBatch`. Off: they are ignored, as for real.
+    public var conditionalBatch = false
+    /// `--user-totp EMAIL:BASE32`: users with two-factor (TOTP) enabled.
+    public var totpSecrets: [String: String] = [:]
+    /// `--user-backup-codes EMAIL:CODE,CODE`: single-use two-factor backup codes.
+    public var backupCodes: [String: [String]] = [:]
+    /// `--api-path`: where every route lives (data, meta, auth, discovery); `/.well-known/objectstack`
+    /// stays at the root.
+    public var apiPath = "/api/v1"
+    /// `--environment ID` (repeatable): environments with separate data, addressed by the
+    /// `X-Environment-Id` header or `{apiPath}/environments/ID/…`. The first is the default.
+    public var environments: [String] = []
+    /// `--organization ID:NAME` (repeatable): every user is a member of each; data is separate per
+    /// active organization (a new session starts in the first one).
+    public var organizations: [(id: String, name: String)] = []
+    /// `--conformance-objects`: also serve the objects of the conformance tables
+    /// (`ObjectDefinition.conformance`).
+    public var conformanceObjects = false
 
     public init() {}
 

@@ -1,6 +1,6 @@
-/// Creates, updates, deletes and batches (PROTOCOL §3, §3.4, §5, §6.2).
+/// Creates, updates, deletes and batches (docs/protocol.md#records).
 extension DataStore {
-    /// Normalises a version token: trimmed, surrounding quotes stripped (PROTOCOL §5).
+    /// Normalises a version token: trimmed, surrounding quotes stripped (docs/protocol.md#records).
     static func normalizeVersion(_ token: String) -> String {
         var text = token.trimmed()
         if text.hasPrefix("W/") { text.removeFirst(2) }
@@ -96,6 +96,9 @@ extension DataStore {
         {
             data.append((field.name, field.defaultValue!))
         }
+        if let violation = uniqueViolation(data, excluding: nil, definition: definition, table: table) {
+            throw WriteFailure(response: violation)
+        }
         let version = state.clock.next()
         let record = Record(
             members: [("id", .string(id))] + data + [
@@ -106,10 +109,13 @@ extension DataStore {
         return (record, dropped)
     }
 
+    /// The engine's `ValidationError`: the message joins every field message with "; "
+    /// (`packages/objectql/src/validation/record-validator.ts`).
     func validationFailed(_ errors: [JSONValue], object: String) -> CoreResponse {
-        let first = errors.first?["message"]?.stringValue ?? "validation failed"
+        let messages = errors.compactMap { $0["message"]?.stringValue }.filter { !$0.isEmpty }
+        let message = messages.isEmpty ? "Validation failed" : messages.joined(separator: "; ")
         return .error(
-            status: 400, code: "VALIDATION_FAILED", message: first,
+            status: 400, code: "VALIDATION_FAILED", message: message,
             extra: [("object", .string(object)), ("fields", .array(errors))])
     }
 
@@ -164,10 +170,46 @@ extension DataStore {
         let errors = FieldValidator.validate(data, object: definition, isCreate: false)
         if !errors.isEmpty { throw WriteFailure(response: validationFailed(errors, object: definition.name)) }
         for (key, value) in data { record[key] = value }
+        if let table = state.tables[definition.name],
+            let violation = uniqueViolation(record.members, excluding: id, definition: definition, table: table)
+        {
+            throw WriteFailure(response: violation)
+        }
         record["updated_at"] = .string(state.clock.next())
         record["updated_by"] = .string(userId)
         state.tables[definition.name]!.append(record)
         return (record, dropped)
+    }
+
+    /// A unique-constraint violation (409 `UNIQUE_VIOLATION`, `packages/rest/src/error-response.ts`):
+    /// a single-column constraint names its `field`; a composite index names none. NULLs never
+    /// collide (SQL semantics). `excluding`: the record being updated.
+    func uniqueViolation(
+        _ members: [(String, JSONValue)], excluding id: String?, definition: ObjectDefinition, table: Table
+    ) -> CoreResponse? {
+        let values = Dictionary(members, uniquingKeysWith: { _, last in last })
+        var constraints: [(fields: [String], named: Bool)] = definition.fields.filter(\.unique).map {
+            ([$0.name], true)
+        }
+        constraints += definition.indexes.filter { $0.unique }.map { ($0.fields, $0.fields.count == 1) }
+        for constraint in constraints {
+            let wanted = constraint.fields.map { values[$0] ?? .null }
+            if wanted.contains(where: \.isNull) { continue }
+            let taken = table.rows.contains { row in
+                guard let row, row.id != id else { return false }
+                return zip(constraint.fields, wanted).allSatisfy { row[$0.0] == $0.1 }
+            }
+            guard taken else { continue }
+            if constraint.named, let field = constraint.fields.first {
+                return .error(
+                    status: 409, code: "UNIQUE_VIOLATION", message: "A record with this \(field) already exists",
+                    extra: [("field", .string(field)), ("object", .string(definition.name))])
+            }
+            return .error(
+                status: 409, code: "UNIQUE_VIOLATION", message: "A record with this value already exists",
+                extra: [("object", .string(definition.name))])
+        }
+        return nil
     }
 
     func conflict(_ record: Record, expected: String, object: String) -> CoreResponse {
@@ -217,31 +259,47 @@ extension DataStore {
             extra: [("count", .number(Double(count))), ("max", .number(Double(batchCap))), ("object", .string(object))])
     }
 
-    /// `POST /data/:o/createMany` with a bare array: all validated first, then all inserted.
+    /// A request-shape refusal (the route's zod check): 400 `VALIDATION_FAILED` with `fields`.
+    func invalidRequest(_ message: String, field: String, issue: String, object: String) -> CoreResponse {
+        .error(
+            status: 400, code: "VALIDATION_FAILED", message: message,
+            extra: [
+                (
+                    "fields",
+                    .array([
+                        .object([
+                            ("field", .string(field)), ("code", .string("invalid_type")), ("message", .string(issue)),
+                        ])
+                    ])
+                ),
+                ("object", .string(object)),
+            ])
+    }
+
+    /// `POST /data/:o/createMany` with a bare array: all-or-abort. The first refused row aborts the
+    /// whole call with the single-write envelope (400 `VALIDATION_FAILED`, 409 `UNIQUE_VIOLATION`),
+    /// which names no row index, and nothing is created (`createManyData` → `engine.insert(rows)`).
     public func createMany(object: String, body: [UInt8], userId: String) -> CoreResponse {
         guard let definition = definition(object) else { return objectNotFound(object) }
+        let message = "Invalid createMany request — the body must be a JSON array of record objects"
         guard let json = try? JSONValue.parse(body), case .array(let items) = json else {
-            return .error(status: 400, code: "VALIDATION_ERROR", message: "createMany takes a bare array of records")
+            return invalidRequest(message, field: "records", issue: "Expected array", object: object)
+        }
+        if let bad = items.firstIndex(where: { $0.objectValue == nil }) {
+            return invalidRequest(message, field: "records.\(bad)", issue: "Expected object", object: object)
         }
         if items.count > batchCap { return tooLarge(items.count, object: object) }
         return state.withLock { state in
             let snapshot = state
             var records: [JSONValue] = []
-            for (index, item) in items.enumerated() {
-                guard case .object(let members) = item else {
-                    state = snapshot
-                    return .error(status: 400, code: "VALIDATION_ERROR", message: "record \(index) is not an object")
-                }
+            for item in items {
                 do throws(WriteFailure) {
-                    records.append(try insert(members, definition: definition, userId: userId, state: &state).0.json)
+                    records.append(
+                        try insert(item.objectValue ?? [], definition: definition, userId: userId, state: &state).0.json
+                    )
                 } catch {
                     state = snapshot
-                    var response = error.response
-                    if case .object(var members) = response.body {
-                        members.append(("index", .number(Double(index))))
-                        response.body = .object(members)
-                    }
-                    return response
+                    return error.response
                 }
             }
             return CoreResponse(
@@ -253,24 +311,34 @@ extension DataStore {
         }
     }
 
-    /// `updateMany` `{records:[{id, data, expectedVersion?}], options?}`. The per-row `expectedVersion`
-    /// is this dev server's optional extension (the real BatchOptions have none): it lets a client
-    /// batch conditional updates; a mismatch is a per-row CONCURRENT_UPDATE with the current record.
-    public func updateMany(object: String, body: [UInt8], userId: String) -> CoreResponse {
-        guard let json = try? JSONValue.parse(body), let records = json["records"]?.arrayValue else {
-            return .error(status: 400, code: "VALIDATION_ERROR", message: "updateMany takes {records:[{id,data}]}")
+    /// `updateMany` `{records:[{id, data}], options?}`. The real route parses the body with zod, which
+    /// strips unknown keys, so a per-row `expectedVersion` is silently ignored and the update is
+    /// unconditional. `conditional` (`--conditional-batch`, an extension) honours it instead: a
+    /// mismatch is a per-row CONCURRENT_UPDATE with the current record.
+    public func updateMany(object: String, body: [UInt8], userId: String, conditional: Bool = false) -> CoreResponse {
+        guard let json = try? JSONValue.parse(body), let records = json["records"]?.arrayValue,
+            records.allSatisfy({ $0["id"]?.stringValue != nil && $0["data"]?.objectValue != nil })
+        else {
+            return invalidRequest(
+                "Invalid updateMany request", field: "records", issue: "Expected [{id, data}]", object: object)
         }
-        return bulk(object: object, operation: "update", rows: records, options: json["options"], userId: userId)
+        let rows =
+            conditional
+            ? records : records.map { row in JSONValue.object([("id", row["id"]!), ("data", row["data"]!)]) }
+        return bulk(object: object, operation: "update", rows: rows, options: json["options"], userId: userId)
     }
 
-    /// `deleteMany` `{ids:[…], versions?: {id: version}, options?}` (`versions`: extension, as above).
-    public func deleteMany(object: String, body: [UInt8], userId: String) -> CoreResponse {
-        guard let json = try? JSONValue.parse(body), let ids = json["ids"]?.arrayValue else {
-            return .error(status: 400, code: "VALIDATION_ERROR", message: "deleteMany takes {ids:[…]}")
+    /// `deleteMany` `{ids:[…], options?}`; `versions: {id: version}` only with `conditional` (as above).
+    public func deleteMany(object: String, body: [UInt8], userId: String, conditional: Bool = false) -> CoreResponse {
+        guard let json = try? JSONValue.parse(body), let ids = json["ids"]?.arrayValue,
+            ids.allSatisfy({ $0.stringValue != nil })
+        else {
+            return invalidRequest(
+                "Invalid deleteMany request", field: "ids", issue: "Expected array of strings", object: object)
         }
         let rows: [JSONValue] = ids.map { id in
             var members: [(String, JSONValue)] = [("id", id)]
-            if let id = id.stringValue, let version = json["versions"]?[id] {
+            if conditional, let id = id.stringValue, let version = json["versions"]?[id] {
                 members.append(("expectedVersion", version))
             }
             return .object(members)
@@ -278,17 +346,23 @@ extension DataStore {
         return bulk(object: object, operation: "delete", rows: rows, options: json["options"], userId: userId)
     }
 
-    /// `POST /data/:o/batch` `{operation, records:[{id?, data?, expectedVersion?}], options}`.
-    public func batch(object: String, body: [UInt8], userId: String) -> CoreResponse {
+    /// `POST /data/:o/batch` `{operation, records:[{id?, data?}], options}`; a row's `expectedVersion`
+    /// only counts with `conditional` (the real `batchData` has no per-row version check).
+    public func batch(object: String, body: [UInt8], userId: String, conditional: Bool = false) -> CoreResponse {
         guard let json = try? JSONValue.parse(body), let operation = json["operation"]?.stringValue,
             ["create", "update", "upsert", "delete"].contains(operation), let records = json["records"]?.arrayValue
         else {
-            return .error(status: 400, code: "VALIDATION_ERROR", message: "batch takes {operation, records}")
+            return invalidRequest(
+                "Invalid batch request", field: "operation", issue: "Expected {operation, records}", object: object)
         }
         if json["options"]?["validateOnly"] != nil {
             return .error(status: 400, code: "VALIDATION_ERROR", message: "validateOnly is retired")
         }
-        return bulk(object: object, operation: operation, rows: records, options: json["options"], userId: userId)
+        let rows =
+            conditional
+            ? records
+            : records.map { row in JSONValue.object((row.objectValue ?? []).filter { $0.0 != "expectedVersion" }) }
+        return bulk(object: object, operation: operation, rows: rows, options: json["options"], userId: userId)
     }
 
     func bulk(object: String, operation: String, rows: [JSONValue], options: JSONValue?, userId: String) -> CoreResponse

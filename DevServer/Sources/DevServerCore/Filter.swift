@@ -1,4 +1,4 @@
-/// A parsed filter (PROTOCOL §8): both the array AST and the object FilterCondition lower to this.
+/// A parsed filter (docs/filters.md): both the array AST and the object FilterCondition lower to this.
 indirect enum Condition: Sendable {
     case all([Condition])
     case any([Condition])

@@ -1,4 +1,4 @@
-/// A parsed list/query request (PROTOCOL §3.1, §3.3).
+/// A parsed list/query request (docs/protocol.md#records).
 struct ListQuery {
     struct SortKey {
         var field: String

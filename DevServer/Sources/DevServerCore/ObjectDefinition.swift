@@ -1,4 +1,4 @@
-/// One field of an object (PROTOCOL §4.2).
+/// One field of an object (docs/protocol.md#metadata).
 public struct FieldDefinition: Sendable {
     public var name: String
     public var type: String
@@ -13,6 +13,8 @@ public struct FieldDefinition: Sendable {
     public var options: [(label: String, value: String)] = []
     public var defaultValue: JSONValue?
     public var reference: String?
+    /// A single-column unique constraint (`unique: true` in the metadata).
+    public var unique = false
 
     public init(_ name: String, _ type: String, _ label: String) {
         self.name = name
@@ -26,11 +28,12 @@ public struct FieldDefinition: Sendable {
         return copy
     }
 
-    var metadata: JSONValue {
+    func metadata(_ translation: FieldTranslation?) -> JSONValue {
         var members: [(String, JSONValue)] = [
-            ("name", .string(name)), ("type", .string(type)), ("label", .string(label)),
+            ("name", .string(name)), ("type", .string(type)), ("label", .string(translation?.label ?? label)),
         ]
         if required { members.append(("required", .bool(true))) }
+        if unique { members.append(("unique", .bool(true))) }
         if readonly { members.append(("readonly", .bool(true))) }
         if let maxLength { members.append(("maxLength", .number(Double(maxLength)))) }
         if let minLength { members.append(("minLength", .number(Double(minLength)))) }
@@ -43,11 +46,44 @@ public struct FieldDefinition: Sendable {
             members.append(
                 (
                     "options",
-                    .array(options.map { .object([("label", .string($0.label)), ("value", .string($0.value))]) })
+                    .array(
+                        options.map {
+                            .object([
+                                ("label", .string(translation?.options[$0.value] ?? $0.label)),
+                                ("value", .string($0.value)),
+                            ])
+                        })
                 ))
         }
         return .object(members)
     }
+}
+
+/// One field's entry in a translation bundle (`objects.<o>.fields.<f>`: label, option labels).
+public struct FieldTranslation: Sendable {
+    public var label: String?
+    public var options: [String: String] = [:]
+
+    public init(_ label: String?, options: [String: String] = [:]) {
+        self.label = label
+        self.options = options
+    }
+}
+
+/// One object's entry in a locale's translation bundle (`objects.<o>`), as the real server's i18n
+/// service holds it: metadata carries plain-string labels and the server swaps in the translation for
+/// the request's `Accept-Language` (`packages/spec/src/system/translation.zod.ts`).
+public struct ObjectTranslation: Sendable {
+    public var label: String?
+    public var pluralLabel: String?
+    public var fields: [String: FieldTranslation] = [:]
+}
+
+/// A declared index (`indexes[]` in the object metadata); unique ones are enforced on write.
+public struct IndexDefinition: Sendable {
+    public var name: String
+    public var fields: [String]
+    public var unique: Bool
 }
 
 /// An object (table) the dev server serves, with its metadata.
@@ -58,6 +94,14 @@ public struct ObjectDefinition: Sendable {
     public var idPrefix: String
     public var nameField: String
     public var fields: [FieldDefinition]
+    /// `enable.apiMethods`: the authored primitives (`get list create update delete bulk`); nil =
+    /// unrestricted. `bulk` gates createMany/updateMany/deleteMany/batch (405 when absent).
+    public var apiMethods: [String]? = ObjectDefinition.allPrimitives
+    public var indexes: [IndexDefinition] = []
+    /// Locale (`de`, `zh-CN`) → translations of labels.
+    public var translations: [String: ObjectTranslation] = [:]
+
+    public static let allPrimitives = ["get", "list", "create", "update", "delete", "bulk"]
 
     /// Columns the server injects into every record.
     public static let systemFields = ["id", "created_at", "updated_at", "created_by", "updated_by", "owner_id"]
@@ -68,22 +112,75 @@ public struct ObjectDefinition: Sendable {
         Self.systemFields.contains(name) || field(name) != nil
     }
 
-    var metadata: JSONValue {
-        .object([
-            ("name", .string(name)), ("label", .string(label)), ("pluralLabel", .string(pluralLabel)),
-            ("nameField", .string(nameField)), ("searchableFields", .array([.string(nameField)])),
-            (
-                "enable",
-                .object([
-                    ("apiEnabled", .bool(true)),
-                    ("apiMethods", .array(["list", "get", "create", "update", "delete"].map { .string($0) })),
-                ])
-            ),
-            ("fields", .object(fields.map { ($0.name, $0.metadata) })),
-        ])
+    var metadata: JSONValue { metadata(locale: nil) }
+
+    /// The bundle locale serving `requested` (exact, case-insensitive, base language, then a variant
+    /// of the base language), as `resolveBundleLocale` in `packages/spec/src/system/i18n-resolver.ts`.
+    public func translationLocale(_ requested: String?) -> String? {
+        guard let requested else { return nil }
+        if translations[requested] != nil { return requested }
+        let lower = requested.lowercased()
+        let available = translations.keys.sorted()
+        if let match = available.first(where: { $0.lowercased() == lower }) { return match }
+        let base = String(lower.prefix { $0 != "-" })
+        if let match = available.first(where: { $0.lowercased() == base }) { return match }
+        return available.first { String($0.lowercased().prefix { $0 != "-" }) == base }
     }
 
-    /// task, project and contact (SPEC §11).
+    /// The object's metadata with labels translated for `locale` (untranslated when nil or unknown).
+    public func metadata(locale: String?) -> JSONValue {
+        let translation = translationLocale(locale).flatMap { translations[$0] }
+        var enable: [(String, JSONValue)] = [("apiEnabled", .bool(true))]
+        if let apiMethods { enable.append(("apiMethods", .array(apiMethods.map { .string($0) }))) }
+        var members: [(String, JSONValue)] = [
+            ("name", .string(name)), ("label", .string(translation?.label ?? label)),
+            ("pluralLabel", .string(translation?.pluralLabel ?? pluralLabel)),
+            ("nameField", .string(nameField)), ("searchableFields", .array([.string(nameField)])),
+            ("enable", .object(enable)),
+            ("fields", .object(fields.map { ($0.name, $0.metadata(translation?.fields[$0.name])) })),
+        ]
+        if !indexes.isEmpty {
+            members.append(
+                (
+                    "indexes",
+                    .array(
+                        indexes.map {
+                            .object([
+                                ("name", .string($0.name)), ("fields", .array($0.fields.map { .string($0) })),
+                                ("unique", .bool($0.unique)),
+                            ])
+                        })
+                ))
+        }
+        return .object(members)
+    }
+
+    /// The effective operation set (the 405 body's `allowed`): the declared primitives plus the verbs
+    /// derived from them, in `API_OPERATION_ORDER` (`packages/spec/src/data/api-derivation.ts`).
+    public var allowedOperations: [String] {
+        let primitives = Set(apiMethods ?? Self.allPrimitives)
+        var derived = primitives
+        if primitives.contains("create") && primitives.contains("update") { derived.insert("upsert") }
+        if primitives.contains("list") { derived.formUnion(["aggregate", "search", "export"]) }
+        if primitives.contains("create") || primitives.contains("update") { derived.insert("import") }
+        return [
+            "get", "list", "create", "update", "delete", "upsert", "bulk", "aggregate", "history", "search",
+            "restore", "purge", "import", "export",
+        ].filter { derived.contains($0) }
+    }
+
+    /// Whether `operation` (a primitive) is allowed; `bulk` needs `bulk` and its child write kind.
+    public func allows(_ operation: String, bulkChild: String? = nil) -> Bool {
+        guard let apiMethods else { return true }
+        if operation == "bulk", let bulkChild {
+            guard apiMethods.contains("bulk") else { return false }
+            if bulkChild == "upsert" { return apiMethods.contains("create") && apiMethods.contains("update") }
+            return apiMethods.contains(bulkChild) || !Self.allPrimitives.contains(bulkChild)
+        }
+        return apiMethods.contains(operation)
+    }
+
+    /// task, project and contact (docs/devserver.md).
     public static let seeded: [ObjectDefinition] = [
         ObjectDefinition(
             name: "task", label: "Task", pluralLabel: "Tasks", idPrefix: "tsk", nameField: "title",
@@ -109,6 +206,19 @@ public struct ObjectDefinition: Sendable {
                     $0.min = 0; $0.max = 1000
                 },
                 FieldDefinition("owner", "text", "Owner"),
+            ],
+            translations: [
+                "de": ObjectTranslation(
+                    label: "Aufgabe", pluralLabel: "Aufgaben",
+                    fields: [
+                        "title": FieldTranslation("Titel"),
+                        "status": FieldTranslation(
+                            "Status", options: ["open": "Offen", "in_progress": "In Arbeit", "done": "Erledigt"]),
+                        "priority": FieldTranslation(
+                            "Priorität", options: ["low": "Niedrig", "medium": "Mittel", "high": "Hoch"]),
+                        "due_date": FieldTranslation("Fälligkeitsdatum"),
+                        "done": FieldTranslation("Erledigt"),
+                    ])
             ]),
         ObjectDefinition(
             name: "project", label: "Project", pluralLabel: "Projects", idPrefix: "prj", nameField: "name",
@@ -126,15 +236,28 @@ public struct ObjectDefinition: Sendable {
                 FieldDefinition("name", "text", "Name").with {
                     $0.required = true; $0.maxLength = 200
                 },
-                FieldDefinition("email", "email", "E-mail"),
+                FieldDefinition("email", "email", "E-mail").with { $0.unique = true },
                 FieldDefinition("phone", "phone", "Phone"),
                 FieldDefinition("website", "url", "Website"),
                 FieldDefinition("birthday", "date", "Birthday"),
             ]),
+        // Bulk disabled (`enable.apiMethods` without `bulk`): createMany/updateMany/deleteMany/batch
+        // answer 405 OBJECT_API_METHOD_NOT_ALLOWED. A composite unique index on (task_id, title).
+        ObjectDefinition(
+            name: "note", label: "Note", pluralLabel: "Notes", idPrefix: "nte", nameField: "title",
+            fields: [
+                FieldDefinition("title", "text", "Title").with {
+                    $0.required = true; $0.maxLength = 200
+                },
+                FieldDefinition("body", "textarea", "Body"),
+                FieldDefinition("task_id", "lookup", "Task").with { $0.reference = "task" },
+            ],
+            apiMethods: ["get", "list", "create", "update", "delete"],
+            indexes: [IndexDefinition(name: "idx_note_task_title", fields: ["task_id", "title"], unique: true)]),
     ]
 }
 
-/// Field validation per metadata (PROTOCOL §6.2): returns `fields[]` error entries.
+/// Field validation per metadata (docs/protocol.md#errors): returns `fields[]` error entries.
 enum FieldValidator {
     static func validate(_ data: [(String, JSONValue)], object: ObjectDefinition, isCreate: Bool) -> [JSONValue] {
         var errors: [JSONValue] = []

@@ -37,7 +37,7 @@ public struct CoreResponse: Sendable {
         self.body = body
     }
 
-    /// The flat REST error envelope (PROTOCOL §6.1).
+    /// The flat REST error envelope (docs/protocol.md#errors).
     public static func error(status: Int, code: String, message: String, extra: [(String, JSONValue)] = [])
         -> CoreResponse
     {

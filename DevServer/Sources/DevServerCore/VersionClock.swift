@@ -1,7 +1,7 @@
 import Glibc
 
 /// Produces `updated_at` values: ISO-8601 UTC with milliseconds, strictly increasing across all
-/// writes, even several in one millisecond (the version token of PROTOCOL §5).
+/// writes, even several in one millisecond (the version token of docs/protocol.md#records).
 struct VersionClock {
     private var last: Int64 = 0
 

@@ -4,7 +4,13 @@
 //   --user EMAIL:PASSWORD:NAME (repeat; replaces alice and bob)
 //   --api-key EMAIL:osk_… (repeat)      --session-ttl SECONDS   --update-age SECONDS
 //   --rotate-tokens [--rotation-grace SECONDS]   --batch-cap N   --latency-ms N
+//   --user-totp EMAIL:BASE32 (repeat)   --user-backup-codes EMAIL:CODE,CODE (repeat)
+//   --api-path /api/v1   --environment ID (repeat)   --organization ID:NAME (repeat)
+//   --conformance-objects (also serve the conformance-table objects)
+// Invented (not real-server) behaviour, off by default:
+//   --honour-idempotency-key   --conditional-batch
 import DevServer
+import DevServerCore
 import Glibc
 
 func fail(_ message: String) -> Never {
@@ -42,9 +48,36 @@ while !arguments.isEmpty {
     case "--rotation-grace": configuration.rotationGrace = number(flag)
     case "--batch-cap": configuration.batchCap = max(1, Int(number(flag)))
     case "--latency-ms": configuration.latencyMilliseconds = Int(number(flag))
+    case "--honour-idempotency-key": configuration.honourIdempotencyKey = true
+    case "--conditional-batch": configuration.conditionalBatch = true
+    case "--conformance-objects": configuration.conformanceObjects = true
+    case "--user-totp":
+        let parts = value(flag).split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let key = OneTimePassword.base32Decode(parts[1]), !key.isEmpty else {
+            fail("--user-totp takes EMAIL:BASE32SECRET")
+        }
+        configuration.totpSecrets[parts[0]] = parts[1]
+    case "--user-backup-codes":
+        let parts = value(flag).split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { fail("--user-backup-codes takes EMAIL:CODE,CODE") }
+        configuration.backupCodes[parts[0], default: []] += parts[1].split(separator: ",").map(String.init)
+    case "--api-path":
+        let path = value(flag)
+        guard path.hasPrefix("/"), path.count > 1, !path.hasSuffix("/"), !path.hasPrefix("/__control__") else {
+            fail("--api-path takes a path like /api/v1")
+        }
+        configuration.apiPath = path
+    case "--environment":
+        let id = value(flag)
+        guard !id.isEmpty, !id.contains("/") else { fail("--environment takes an id") }
+        if !configuration.environments.contains(id) { configuration.environments.append(id) }
+    case "--organization":
+        let parts = value(flag).split(separator: ":", maxSplits: 1).map(String.init)
+        guard parts.count == 2, !parts[0].isEmpty else { fail("--organization takes ID:NAME") }
+        configuration.organizations.append((parts[0], parts[1]))
     case "--help", "-h":
         print(
-            "usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N]"
+            "usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N] [--user-totp EMAIL:BASE32]… [--user-backup-codes EMAIL:CODE,CODE]… [--api-path PATH] [--environment ID]… [--organization ID:NAME]… [--conformance-objects] [--honour-idempotency-key] [--conditional-batch]"
         )
         exit(0)
     default: fail("unknown flag \(flag)")
