@@ -46,7 +46,7 @@ let package = Package(
         .target(
             name: "OStackCLI",
             dependencies: [
-                "OStackCore", "PlatformKit", "KeyringKit",
+                "OStackCore", "SodiumKit", "PlatformKit", "KeyringKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(

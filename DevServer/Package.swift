@@ -24,7 +24,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]),
-        .executableTarget(name: "ostack-devserver", dependencies: ["DevServer"]),
+        .executableTarget(name: "ostack-devserver", dependencies: ["DevServer", "DevServerCore"]),
         .testTarget(name: "DevServerCoreTests", dependencies: ["DevServerCore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: release builds, then every benchmark against its baseline measured in the same run.
-# Prints a table and writes bench-results.json (SPEC §12).
+# Prints a table and writes bench-results.json (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product ostack

@@ -3,7 +3,7 @@ import PlatformKit
 import SodiumKit
 import Synchronization
 
-/// The opt-in `file` backend (SPEC §4): every item in one encrypted file, keyed by a passphrase.
+/// The opt-in `file` backend (docs/keyring.md, "Backends"): every item in one encrypted file, keyed by a passphrase.
 ///
 /// - Key: Argon2id(passphrase) with the parameters and salt stored in the file (MODERATE for a new
 ///   file); derived once per process and kept in secret memory.

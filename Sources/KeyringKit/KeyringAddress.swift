@@ -1,5 +1,5 @@
-/// The address of one keyring item (SPEC §4): every lookup matches all four attributes plus
-/// `app`. Attributes are public (KR-2): never put secrets or e-mail addresses in them.
+/// The address of one keyring item (docs/keyring.md, "Schema"): every lookup matches all four attributes plus
+/// `app`. Attributes are public (docs/security.md#kr-2): never put secrets or e-mail addresses in them.
 public struct KeyringAddress: Sendable, Hashable, CustomStringConvertible {
     public var namespace: String
     public var account: String

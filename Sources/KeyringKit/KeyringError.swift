@@ -1,4 +1,4 @@
-/// Why a keyring call failed (KR-3). "Not found" is not an error: reads return `nil`.
+/// Why a keyring call failed (docs/security.md#kr-3). "Not found" is not an error: reads return `nil`.
 public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The collection is locked; nothing was read, written or deleted.
     case locked

@@ -1,13 +1,13 @@
 import SodiumKit
 
-/// A store of small binary secrets addressed by `KeyringAddress` (SPEC §4).
+/// A store of small binary secrets addressed by `KeyringAddress` (docs/keyring.md).
 public protocol KeyringStore: Sendable {
     /// The secret, or `nil` when no such item exists. A locked collection, a missing service or a
-    /// timeout are errors — never `nil` (KR-3).
+    /// timeout are errors — never `nil` (docs/security.md#kr-3).
     func read(_ address: KeyringAddress) throws(KeyringError) -> SecretBytes?
     /// Creates or replaces the item.
     func write(_ secret: SecretBytes, for address: KeyringAddress) throws(KeyringError)
-    /// Deletes the item and verifies that it is gone (KR-7); deleting a missing item succeeds.
+    /// Deletes the item and verifies that it is gone (docs/security.md#kr-7); deleting a missing item succeeds.
     func delete(_ address: KeyringAddress) throws(KeyringError)
     /// Every item whose `namespace` equals `namespace` exactly.
     func list(namespace: String) throws(KeyringError) -> [KeyringAddress]

@@ -8,9 +8,9 @@ import Synchronization
 /// - One schema (`io.ostack.Secret`, DONT_MATCH_NAME) with attributes app, namespace, account,
 ///   kind, version; secrets are stored as binary values in the default collection.
 /// - Every call runs with a `GCancellable` that a timer cancels at the deadline, so a hung daemon
-///   costs at most `deadline` seconds (KR-4) instead of D-Bus's ~25–50 s.
-/// - Outcomes are told apart (KR-3): a `nil` lookup is disambiguated by a search that reports
-///   locked items; writes check the collection's lock state first; deletes are verified (KR-7).
+///   costs at most `deadline` seconds (docs/security.md#kr-4) instead of D-Bus's ~25–50 s.
+/// - Outcomes are told apart (docs/security.md#kr-3): a `nil` lookup is disambiguated by a search that reports
+///   locked items; writes check the collection's lock state first; deletes are verified (#kr-7).
 public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     // @unchecked Sendable: immutable configuration; libsecret's sync calls are thread-safe, and
     // calls are additionally serialised by `lock`.
@@ -41,7 +41,7 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
                 }
             }
             if let failure = error { throw Self.classify(failure) }
-            // NULL without an error: not found — or present but locked. Ask a search (KR-3).
+            // NULL without an error: not found — or present but locked. Ask a search (docs/security.md#kr-3).
             let found = try self.search(attributes, cancellable: cancellable, error: &error)
             if found.contains(where: { $0.locked }) { throw KeyringError.locked }
             return nil
@@ -74,7 +74,7 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             defer { g_hash_table_unref(attributes) }
             _ = secret_password_clearv_sync(csecret_schema(), attributes, cancellable, &error)
             if let failure = error { throw Self.classify(failure) }
-            // Verify (KR-7): clear silently skips locked items.
+            // Verify (docs/security.md#kr-7): clear silently skips locked items.
             let remaining = try self.search(attributes, cancellable: cancellable, error: &error)
             if remaining.contains(where: { $0.locked }) { throw KeyringError.locked }
             if !remaining.isEmpty { throw KeyringError.other("item still present after delete") }

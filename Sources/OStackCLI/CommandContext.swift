@@ -59,8 +59,7 @@ public struct CommandContext: Sendable {
             environment: environment,
             agent: environment.agent ?? AgentClient(layout: layout, namespaces: environment.namespaces),
             processEnvironment: self.environment)
-        service.idleTimeout = Setting.duration(try configuration.value(of: "agent.idle-timeout").value) ?? 900
-        service.maximumLifetime = Setting.duration(try configuration.value(of: "agent.max-lifetime").value) ?? 43_200
+        service.agentLimits = try AgentLimits(configuration: configuration)
         if self.environment["OSTACK_PIN_KDF"] == "interactive" { service.pinParameters = { .interactive() } }
         return service
     }
@@ -76,18 +75,23 @@ public struct CommandContext: Sendable {
     /// counted because the account is locked (its database key is sealed by the PIN).
     public func unsyncedChanges(_ account: Account) throws(OStackError) -> Int? {
         do {
-            let counts = try dataService(account).store.counts()
+            let counts = try session(account).store.counts()
             return counts.pending + counts.failed + counts.conflict
         } catch let error where error.code == .locked || error.code == .pinLockedOut {
             return nil
         }
     }
 
-    /// The data use cases of `account` (opens its database: a locked account is `locked`, exit 4).
-    public func dataService(_ account: Account) throws(OStackError) -> DataService {
-        let service = try DataService(account: account, environment: authEnvironment())
-        if let seconds = self.environment["OSTACK_METADATA_TTL"].flatMap(Double.init) { service.metadata.ttl = seconds }
-        return service
+    /// The open data of `account` (opens its database: a locked account is `locked`, exit 4).
+    public func session(_ account: Account) throws(OStackError) -> AccountSession {
+        let session = try AccountSession(account: account, environment: authEnvironment())
+        if let seconds = self.environment["OSTACK_METADATA_TTL"].flatMap(Double.init) { session.metadata.ttl = seconds }
+        return session
+    }
+
+    /// The open data of the selected account (`--account`, `OSTACK_ACCOUNT`, the default).
+    public func selectedSession() throws(OStackError) -> AccountSession {
+        try session(selectedAccount().account)
     }
 
     /// Prints a command's result: the JSON document with `--json`, the human text otherwise.
@@ -111,7 +115,7 @@ public struct CommandContext: Sendable {
     }
 }
 
-/// Runs a command body and turns every error into the user-safe presentation (SPEC §9).
+/// Runs a command body and turns every error into the user-safe presentation (docs/errors.md).
 enum CommandRunner {
     static func run(_ global: GlobalOptions, _ body: (CommandContext) async throws -> Void) async throws {
         let context = CommandContext.live(global: global)
@@ -150,8 +154,8 @@ enum CommandRunner {
         return presentation.exitCode
     }
 
+    /// 8 random characters that cannot be misread (no i, l, o, 0, 1).
     static func referenceID() -> String {
-        let alphabet = Array("abcdefghjkmnpqrstuvwxyz23456789")
-        return String((0..<8).map { _ in alphabet.randomElement()! })
+        RandomID.make(count: 8, alphabet: "abcdefghjkmnpqrstuvwxyz23456789")
     }
 }

@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// Options every command accepts (SPEC §9, issue "CLI shape").
+/// Options every command accepts (docs/commands.md, "Global options").
 public struct GlobalOptions: ParsableArguments, Sendable {
     @Option(name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"))
     public var account: String?

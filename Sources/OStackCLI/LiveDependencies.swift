@@ -14,15 +14,13 @@ enum LiveDependencies {
         let deadline = context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init) ?? 5
         let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
         let agent = AgentClient(layout: context.layout, namespaces: namespaces)
-        let idle = Setting.duration(try context.configuration.value(of: "agent.idle-timeout").value) ?? 900
-        let lifetime = Setting.duration(try context.configuration.value(of: "agent.max-lifetime").value) ?? 43_200
+        let limits = try AgentLimits(configuration: context.configuration)
         let processEnvironment = context.environment
         // The file backend unlocks into the agent: its derived key is asked for once per agent session.
         let sharedKey = FileKeyring.DerivedKeyCache(
             load: { agent.key(named: "file-keyring") },
             store: { key in
-                try? agent.store(
-                    key, named: "file-keyring", idle: idle, lifetime: lifetime, environment: processEnvironment)
+                try? agent.store(key, named: "file-keyring", limits: limits, environment: processEnvironment)
             })
         let backends: [String: any SecretStore] = [
             "secret-service": KeyringSecretStore(keyring: SecretServiceKeyring(app: "ostack", deadline: deadline)),

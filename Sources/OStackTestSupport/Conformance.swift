@@ -78,7 +78,8 @@ public enum Conformance {
             try table(
                 "temporal-time", "conf_time", ["at": "time"], temporal["TEMPORAL_TIME_ROWS"],
                 temporal["TEMPORAL_TIME_CASES"]),
-            try table("filter-text", "conf_text", ["name": "text"], text["FILTER_TEXT_ROWS"], text["FILTER_TEXT_CASES"]),
+            try table(
+                "filter-text", "conf_text", ["name": "text"], text["FILTER_TEXT_ROWS"], text["FILTER_TEXT_CASES"]),
             try table(
                 "filter-comparand-type", "conf_comparand",
                 ["qty": "number", "label": "text", "active": "boolean", "note": "text"],

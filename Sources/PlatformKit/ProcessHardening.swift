@@ -1,7 +1,7 @@
 internal import CPlatform
 import Glibc
 
-/// Start-up hardening of the `ostack` process (HOUSE-STYLE "C libraries, safely"; SQLC-5).
+/// Start-up hardening of the `ostack` process (docs/security.md#sod-8, #sqlc-5).
 ///
 /// - `umask(077)`: every file and directory we create is private to the user.
 /// - `PR_SET_DUMPABLE=0`: no core dumps and no `ptrace` attach by other same-uid processes.

@@ -73,28 +73,80 @@ public final class UnixSocket: @unchecked Sendable {
         }
     }
 
-    /// Receives one frame (at most `limit` bytes), waiting at most `timeout` seconds.
-    public func receive(limit: Int = 1 << 20, timeout: Double = 5) throws(PlatformError) -> [UInt8] {
-        let header = try read(4, timeout: timeout)
-        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
-        guard length <= limit else { throw PlatformError(.read, errno: EMSGSIZE, path: "socket") }
-        return try read(length, timeout: timeout)
+    /// Sends one frame straight from `payload` (e.g. secret memory): only the 4-byte length is
+    /// written from elsewhere, the payload is never copied.
+    public func send(frame payload: UnsafeRawBufferPointer) throws(PlatformError) {
+        let length = UInt32(payload.count)
+        let header = [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+        try Self.rethrowing(
+            header.withUnsafeBytes { bytes in Self.capture { () throws(PlatformError) in try write(bytes) } })
+        try write(payload)
     }
 
-    private func read(_ count: Int, timeout: Double) throws(PlatformError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
+    private func write(_ bytes: UnsafeRawBufferPointer) throws(PlatformError) {
         var offset = 0
-        while offset < count {
+        while offset < bytes.count {
+            let n = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw PlatformError(.write, errno: errno, path: "socket")
+            }
+            offset += n
+        }
+    }
+
+    /// Receives one frame (at most `limit` bytes), waiting at most `timeout` seconds.
+    public func receive(limit: Int = 1 << 20, timeout: Double = 5) throws(PlatformError) -> [UInt8] {
+        let length = try receiveLength(limit: limit, timeout: timeout)
+        var buffer = [UInt8](repeating: 0, count: length)
+        try Self.rethrowing(
+            buffer.withUnsafeMutableBytes { bytes in
+                Self.capture { () throws(PlatformError) in try receive(into: bytes, timeout: timeout) }
+            })
+        return buffer
+    }
+
+    /// Receives the length prefix of the next frame (at most `limit`). The caller then reads the
+    /// payload with `receive(into:timeout:)` into memory of its choice (e.g. secret memory).
+    public func receiveLength(limit: Int = 1 << 20, timeout: Double = 5) throws(PlatformError) -> Int {
+        var header: [UInt8] = [0, 0, 0, 0]
+        try Self.rethrowing(
+            header.withUnsafeMutableBytes { bytes in
+                Self.capture { () throws(PlatformError) in try receive(into: bytes, timeout: timeout) }
+            })
+        let length = Int(header[0]) << 24 | Int(header[1]) << 16 | Int(header[2]) << 8 | Int(header[3])
+        guard length <= limit else { throw PlatformError(.read, errno: EMSGSIZE, path: "socket") }
+        return length
+    }
+
+    /// Fills `buffer` with the next `buffer.count` bytes, waiting at most `timeout` seconds for each
+    /// read. The bytes go straight into `buffer`: no intermediate copy.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer, timeout: Double = 5) throws(PlatformError) {
+        var offset = 0
+        while offset < buffer.count {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, Int32(timeout * 1000)) > 0 else {
                 throw PlatformError(.read, errno: ETIMEDOUT, path: "socket")
             }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + offset, count - offset, 0) }
+            let n = recv(fd, buffer.baseAddress! + offset, buffer.count - offset, 0)
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw PlatformError(.read, errno: n == 0 ? ECONNRESET : errno, path: "socket") }
             offset += n
         }
-        return buffer
+    }
+
+    /// The error of `body`, if any (the standard library's `withUnsafe…` closures cannot throw a typed error).
+    private static func capture(_ body: () throws(PlatformError) -> Void) -> PlatformError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private static func rethrowing(_ error: PlatformError?) throws(PlatformError) {
+        if let error { throw error }
     }
 
     private static func withAddress(

@@ -4,7 +4,7 @@ import SodiumKit
 
 /// One SQLCipher connection to one encrypted database file.
 ///
-/// Opening (SQLC-1 … SQLC-8): the file is created 0600 before SQLite touches it; the raw key is
+/// Opening (docs/security.md#sqlc-1 … #sqlc-8): the file is created 0600 before SQLite touches it; the raw key is
 /// passed with `sqlite3_key` from secret memory; `PRAGMA cipher_version` must answer (or plain
 /// SQLite was loaded by mistake: refuse); a read right after keying makes a wrong key fail at open
 /// with `.unreadable`; then WAL, busy timeout, `secure_delete=ON` (asserted), foreign keys on,

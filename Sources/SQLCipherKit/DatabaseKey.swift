@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// A 32-byte raw SQLCipher key (the account DEK, SQLC-1). Raw keys skip SQLCipher's PBKDF2:
+/// A 32-byte raw SQLCipher key (the account DEK, docs/security.md#sqlc-1). Raw keys skip SQLCipher's PBKDF2:
 /// the key already has full entropy.
 public struct DatabaseKey: Sendable {
     public static let length = 32

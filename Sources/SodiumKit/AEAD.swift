@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// XChaCha20-Poly1305 (IETF) authenticated encryption — SOD-5. A random 24-byte nonce per seal;
+/// XChaCha20-Poly1305 (IETF) authenticated encryption — docs/security.md#sod-5. A random 24-byte nonce per seal;
 /// the associated data binds a box to its context (account id, parameters).
 public enum AEAD {
     public static var keyLength: Int { crypto_aead_xchacha20poly1305_ietf_keybytes() }

@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// Argon2id password hashing (`crypto_pwhash`, ARGON2ID13) — SOD-2, SOD-3, SOD-4.
+/// Argon2id password hashing (`crypto_pwhash`, ARGON2ID13) — docs/security.md#sod-2 … #sod-4.
 ///
 /// The parameters (algorithm, ops limit, memory limit, salt) travel with everything derived from
 /// them and are stored beside it; deriving again always uses the stored values, never today's

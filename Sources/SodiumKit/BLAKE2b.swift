@@ -59,7 +59,7 @@ public enum BLAKE2b {
         return out
     }
 
-    /// Constant-time equality of two tags (SOD-9).
+    /// Constant-time equality of two tags (docs/security.md#sod-9).
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         Sodium.ensureInitialized()
         guard a.count == b.count else { return false }

@@ -1,10 +1,10 @@
 internal import CSodium
 
-/// A fixed-size buffer of secret bytes in `sodium_malloc` memory (SOD-7).
+/// A fixed-size buffer of secret bytes in `sodium_malloc` memory (docs/security.md#sod-7).
 ///
 /// - The memory is guarded (canary + guard pages), `mlock`ed where the limit allows, and wiped by
 ///   `sodium_free` when the last reference goes away.
-/// - `==` is constant time (`sodium_memcmp`, SOD-9).
+/// - `==` is constant time (`sodium_memcmp`, docs/security.md#sod-9).
 /// - `description` and `debugDescription` print `<redacted>`, so a secret never reaches a log by
 ///   string interpolation.
 /// - The bytes are reachable only inside `withUnsafeBytes` / `withUnsafeMutableBytes`, so no
@@ -88,6 +88,12 @@ public final class SecretBytes: @unchecked Sendable {
                 destination.copyMemory(from: UnsafeRawBufferPointer(rebasing: hex[0..<hexCount]))
             }
         }
+    }
+
+    /// Overwrites the secret with zeros now, for a holder that forgets a key while other references
+    /// may still exist (the last reference wipes it anyway when it frees the memory).
+    public func wipe() {
+        sodium_memzero(pointer, max(count, 1))
     }
 
     /// Overwrites an ordinary byte array with zeros (best effort for buffers that had to exist

@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// One-time libsodium initialisation (SOD-1).
+/// One-time libsodium initialisation (docs/security.md#sod-1).
 ///
 /// Every SodiumKit entry point calls `Sodium.ensureInitialized()` first. `sodium_init()` is
 /// thread-safe and idempotent: 0 means initialised now, 1 means already initialised, -1 means

@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// Purpose-bound subkeys from a 32-byte master key (`crypto_kdf_derive_from_key`) — SOD-6.
+/// Purpose-bound subkeys from a 32-byte master key (`crypto_kdf_derive_from_key`) — docs/security.md#sod-6.
 /// HKDF is not in libsodium 1.0.18; this is its replacement for keys derived from the DEK.
 public enum SubkeyDerivation {
     /// Derives `length` bytes (16…64) for `(id, context)`; `context` must be exactly 8 ASCII bytes.

@@ -1,4 +1,4 @@
-/// One row of `bench-results.json` (SPEC §12).
+/// One row of `bench-results.json` (docs/testing.md, "Benchmarks and reliability targets").
 struct BenchResult: Encodable {
     var name: String
     var value: Double

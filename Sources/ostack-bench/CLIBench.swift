@@ -3,7 +3,7 @@ import OStackCore
 import OStackTestSupport
 
 /// `ostack status` with 50 registered accounts (median wall time of the real binary) against
-/// `secret-tool lookup` of one keyring item, measured in the same run (SPEC §12: ≤ 25 ms).
+/// `secret-tool lookup` of one keyring item, measured in the same run (target ≤ 25 ms: docs/testing.md, "Benchmarks").
 enum CLIBench {
     static func run(ostack: String, runs: Int = 31) throws -> [BenchResult] {
         let home = TemporaryDirectory(prefix: "ostack-bench-cli")

@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// Argon2id cost at INTERACTIVE and MODERATE (SOD-3; the unlock bench's baseline).
+/// Argon2id cost at INTERACTIVE and MODERATE (docs/security.md#sod-3; the unlock bench's baseline).
 enum CryptoBench {
     static func run() throws -> [BenchResult] {
         let password = SecretBytes(copying: Array("correct horse battery staple".utf8))

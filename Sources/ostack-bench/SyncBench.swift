@@ -7,7 +7,7 @@ import PlatformKit
 import SQLCipherKit
 import SodiumKit
 
-/// The sync core's SPEC §12 targets, each against a baseline measured in the same run:
+/// The sync core's targets (docs/testing.md), each against a baseline measured in the same run:
 ///
 /// - `pull`: `ostack sync --pull-only` of 100 000 records (the real binary, real keyring, dev server)
 ///   vs inserting the same rows into a bare SQLCipher table (the floor: ≥ 50 %); peak RSS ≤ 150 MB.
@@ -175,7 +175,8 @@ enum SyncBench {
     static func query(_ rows: [(id: String, version: String?, json: [UInt8])], item: JSONValue) throws -> [BenchResult]
     {
         let directory = TemporaryDirectory(prefix: "ostack-bench-query")
-        let database = try AccountDatabase.open(path: directory.path + "/data.db", key: SecureRandom.secret(32))
+        let database = try AccountDatabase.open(
+            path: directory.path + "/data.db", key: AccountDataKey(SecureRandom.secret(32)))
         let store = try LocalStore(database: database)
         guard let schema = ObjectSchema(item: item) else { throw BenchError("no task schema") }
         try store.track(schema)

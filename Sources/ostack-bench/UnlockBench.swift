@@ -3,7 +3,7 @@ import OStackCore
 import OStackTestSupport
 import SodiumKit
 
-/// PIN unlock at MODERATE (SPEC §12: total ≤ Argon2id time + 20 ms), measured in-process on the
+/// PIN unlock at MODERATE (target: total ≤ Argon2id time + 20 ms), measured in-process on the
 /// command's own code path (LockService with the real Secret Service and agent), against a bare
 /// Argon2id derivation with the envelope's stored parameters in the same run. Process start-up, the
 /// same for every command, is what the `cli` bench measures.
@@ -35,7 +35,7 @@ enum UnlockBench {
         let service = LockService(environment: auth, agent: agent, processEnvironment: environment)
         let account = try AccountRegistry(layout: layout).accounts()[0]
         let envelope = try KeyEnvelope.read(from: auth.pinEnvelopePath(account))!
-        let pin = SecretBytes(copying: Array("7319".utf8))
+        let pin = PIN(SecretBytes(copying: Array("7319".utf8)))
 
         var unlocks: [Double] = []
         var argon: [Double] = []
@@ -44,7 +44,7 @@ enum UnlockBench {
         for _ in 0..<runs {
             agent.forget(account.id)
             unlocks.append(try Measure.time { try service.unlock(account, pin: pin) })
-            argon.append(try Measure.time { _ = try Argon2id.deriveKey(password: pin, parameters: envelope.kdf) })
+            argon.append(try Measure.time { _ = try Argon2id.deriveKey(password: pin.bytes, parameters: envelope.kdf) })
         }
         _ = agent.stop()
         let unlock = Measure.median(unlocks) * 1000

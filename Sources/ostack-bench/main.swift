@@ -1,4 +1,4 @@
-// ostack-bench: release-build benchmarks for `make bench` (SPEC §12). Never linked into ostack.
+// ostack-bench: release-build benchmarks for `make bench` (docs/testing.md). Never linked into ostack.
 //   ostack-bench [--only NAME,…] [--json PATH] [--fixtures DIR]
 import FoundationEssentials
 import Glibc

@@ -51,7 +51,7 @@ import Testing
             namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
         #expect(account.contains("attribute.kind = session-token"))
         #expect(account.contains("attribute.kind = db-key"))
-        #expect(!account.contains("alice@example.com"))  // KR-2: no e-mail in public attributes
+        #expect(!account.contains("alice@example.com"))  // docs/security.md#kr-2: no e-mail in attributes
     }
 
     /// `kill -9` at every step of sign-in and migration; the next command ends with one consistent

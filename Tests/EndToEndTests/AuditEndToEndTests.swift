@@ -54,7 +54,7 @@ import Testing
         #expect(verify.status == 1, "\(verify.stdout) \(verify.stderr)")
         #expect(verify.stdout.contains("\"intact\":false") && verify.stdout.contains("\"firstBadSeq\":"))
         #expect(try ostack.run(["audit", "verify"]).stdout.contains("NOT intact at sequence"))
-        // The failed verification itself is in the global trail (AUD-5).
+        // The failed verification itself is in the global trail (docs/security.md#aud-5).
         #expect(
             try ostack.run(["audit", "--all", "--event", "audit.verify", "--json"]).stdout.contains(
                 "\"outcome\":\"failed\""))

@@ -96,7 +96,7 @@ import Testing
         #expect(try ostack.run(["accounts", "list", "--json"]).stdout.components("\"id\"") == 1)
     }
 
-    /// PIN-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
+    /// docs/security.md#pin-3: the counter is persisted before Argon2 runs, so kill -9 mid-derivation costs an attempt.
     @Test func killDuringKeyDerivationStillCostsAnAttempt() throws {
         let (server, ostack) = try signedIn()
         defer {

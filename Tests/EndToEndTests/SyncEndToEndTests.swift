@@ -236,8 +236,11 @@ import Testing
         #expect(!accountStatus.contains("\"lastSyncAt\":null"))
     }
 
-    @Test func batchedConditionalUpdatesAndDeletesSettlePerRow() throws {
-        let (server, ostack) = try signedIn()
+    /// On the faithful default every update and delete goes alone with `If-Match`; with the dev
+    /// server's `--conditional-batch` extension they go in batches. Either way each row settles alone.
+    @Test(arguments: [[], ["--conditional-batch"]])
+    func conditionalUpdatesAndDeletesSettlePerRow(_ flags: [String]) throws {
+        let (server, ostack) = try signedIn(flags)
         try server.control("POST", "seed", #"{"object":"task","count":20}"#)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         #expect(try ostack.run(["sync"]).status == 0)
@@ -258,12 +261,28 @@ import Testing
         #expect(sync.stdout.contains("\"pushed\":10") && sync.stdout.contains("\"conflicts\":2"), "\(sync.stdout)")
         #expect(try serverCount(server, id: "tsk_s5").1.contains("\"notes\":\"batch 5\""))
         #expect(try serverCount(server).0 == 17)  // 20 - 3 deleted; tsk_s12 kept (conflict)
+        let counters = try server.control("GET", "counters")
+        #expect(counters.contains("\"PATCH /api/v1/data/task\"") == flags.isEmpty, "\(counters)")
         let conflicts = try ostack.run(["conflicts", "list", "--json"]).stdout
         #expect(conflicts.contains("\"recordId\":\"tsk_s3\"") && conflicts.contains("\"recordId\":\"tsk_s12\""))
         // The per-row conflict kept the server's record: base, mine and theirs are all known.
         #expect(
             conflicts.contains("{\"base\":null,\"mine\":\"batch 3\",\"name\":\"notes\",\"theirs\":\"theirs\"}"),
             "\(conflicts)")
+    }
+
+    /// `sync --watch` without `--interval` takes the `sync.interval` setting.
+    @Test func watchFollowsTheSyncIntervalSetting() throws {
+        let (_, ostack) = try signedIn()
+        #expect(try ostack.run(["config", "set", "sync.interval", "1s"]).status == 0)
+        let watch = try ostack.start(["sync", "--watch", "--json"])
+        var cycles = 0
+        let start = ChildProcess.now()
+        while ChildProcess.now() - start < 2.6, let line = try watch.readLine(timeout: 3) {
+            if line.contains("\"accounts\"") { cycles += 1 }
+        }
+        watch.kill()
+        #expect(cycles >= 2, "\(cycles) cycles in 2.6 s with a 1 s interval")
     }
 
     @Test func aBulkCreateSaysWhyRecordsAreStillQueued() throws {

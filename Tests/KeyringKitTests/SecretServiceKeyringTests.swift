@@ -64,7 +64,7 @@ import Testing
 
 }
 
-/// KR-3 / KR-7: with the collection locked every call says "locked" and nothing is deleted. Locking
+/// docs/security.md#kr-3, #kr-7: with the collection locked every call says "locked" and nothing is deleted. Locking
 /// the collection would disturb every other keyring test running in parallel, so this runs in its
 /// own D-Bus session with its own gnome-keyring.
 @Suite struct LockedKeyringTests {
@@ -126,7 +126,7 @@ import Testing
         #expect(ChildProcess.now() - start < 15)
     }
 
-    /// KR-4: a daemon that never answers costs the deadline, not D-Bus's 25 s.
+    /// docs/security.md#kr-4: a daemon that never answers costs the deadline, not D-Bus's 25 s.
     @Test func hungServiceTimesOutAtTheDeadline() throws {
         // Debian's python3 (python3-dbus); the script must really own the name, or the test fails.
         let script =

@@ -5,7 +5,7 @@ import Testing
 @Suite struct ErrorPresenterTests {
     let presenter = ErrorPresenter()
 
-    /// The exit codes SPEC §9 fixes for the codes it names.
+    /// The exit codes docs/errors.md fixes for each code.
     static let specExitCodes: [OStackError.Code: Int32] = [
         .internal: 1, .notSignedIn: 3, .sessionExpired: 3, .locked: 4, .pinLockedOut: 4, .wrongPIN: 4,
         .offline: 5, .tls: 5, .timeout: 5, .conflict: 6, .notFound: 7, .unknownAccount: 7, .unknownObject: 7,

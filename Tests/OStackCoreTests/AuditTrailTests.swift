@@ -7,11 +7,11 @@ import SQLCipherKit
 import SodiumKit
 import Testing
 
-/// The audit trail (SPEC §10, AUD-6) on a real SQLCipher account database, the anchor in a keyring.
+/// The audit trail (docs/audit.md) on a real SQLCipher account database, the anchor in a keyring.
 @Suite struct AuditTrailTests {
     let home = TemporaryDirectory()
     let keyring = InMemoryKeyring()
-    let key = SecureRandom.secret(32)
+    let key = AccountDataKey(SecureRandom.secret(32))
     var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
     let anchorKey = SecretKey(namespace: "test:auth:a", account: "a", kind: .auditAnchor)
     var path: String { home.path + "/data.db" }

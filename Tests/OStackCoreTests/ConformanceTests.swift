@@ -31,7 +31,7 @@ import Testing
                 return nil
             }
             #expect(error.code == .invalidFilter, "\(testCase.name)")
-            let message = error.context.suggestion ?? ""
+            let message = error.context.suggestion?.rendered(spellingCommands: { "\($0)" }) ?? ""
             for mention in mentions {
                 #expect(message.contains(mention), "\(testCase.name): '\(message)' does not name \(mention)")
             }
@@ -63,7 +63,7 @@ import Testing
     func localQueryPath(_ table: Conformance.Table) throws {
         let directory = TemporaryDirectory()
         let database = try AccountDatabase.open(
-            path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
+            path: directory.appending("account.db"), key: AccountDataKey(SecretBytes(randomCount: 32)))
         let store = try LocalStore(database: database)
         try store.transaction { () throws(OStackError) in
             for (index, row) in table.rows.enumerated() {
@@ -88,7 +88,7 @@ import Testing
         let pagination = try Conformance.pagination()
         let directory = TemporaryDirectory()
         let database = try AccountDatabase.open(
-            path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
+            path: directory.appending("account.db"), key: AccountDataKey(SecretBytes(randomCount: 32)))
         let store = try LocalStore(database: database)
         try store.transaction { () throws(OStackError) in
             for (index, row) in pagination.table.rows.enumerated() {

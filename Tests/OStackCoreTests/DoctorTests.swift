@@ -7,7 +7,7 @@ import PlatformKit
 import SodiumKit
 import Testing
 
-/// `doctor` (SPEC §10): each problem is a failing check with a fix; a healthy setup is ok.
+/// `doctor` (docs/audit.md): each problem is a failing check with a fix; a healthy setup is ok.
 @Suite struct DoctorTests {
     let home = TemporaryDirectory()
     let keyring = InMemoryKeyring()
@@ -27,7 +27,7 @@ import Testing
                 server: try ServerURL(parsing: "http://127.0.0.1:9"), email: "alice@example.com",
                 credential: .password(SecretBytes(copying: Array("alice-pass".utf8))), alias: "work", makeDefault: true)
         )
-        _ = try DataService(account: account, environment: environment)  // flushes the sign-in events
+        _ = try AccountSession(account: account, environment: environment)  // flushes the sign-in events
         return account
     }
 
@@ -58,7 +58,7 @@ import Testing
         keyring.fail(with: .locked)
         let checks = try run(account)
         let check = try #require(status(checks, "keyring", account: false))
-        #expect(check.status == .fail && check.message.contains("locked") && check.fix != nil)
+        #expect(check.status == .fail && check.message == "The keyring is locked." && check.fix != nil)
         // What needs the keyring could not be checked — said so, not reported as invalid.
         #expect(status(checks, "keyring-items")?.checked == false)
     }
@@ -67,7 +67,7 @@ import Testing
         let account = try signedIn()
         chmod(environment.databasePath(account), 0o644)
         let check = try #require(status(try run(account), "file-modes"))
-        #expect(check.status == .fail && check.fix?.contains("chmod") == true)
+        #expect(check.status == .fail && check.fix?.rendered(spellingCommands: { "\($0)" }).contains("chmod") == true)
     }
 
     @Test func aCorruptedDatabaseFails() throws {
@@ -88,14 +88,14 @@ import Testing
             accounts[0].sessionState = .expired
         }
         let check = try #require(status(try run(account), "session"))
-        #expect(check.status == .fail && check.fix?.contains("ostack login") == true)
+        #expect(check.status == .fail && check.fix == .run(.login(account: "work")))
     }
 
     @Test func aSkewedClockAndATamperedTrailFail() throws {
         let account = try signedIn()
         var doctor = Doctor(environment: environment)
         doctor.probeServerDate = { _ in Date().addingTimeInterval(3600) }
-        let service = try DataService(account: account, environment: environment)
+        let service = try AccountSession(account: account, environment: environment)
         try service.store.database.execute("UPDATE audit SET outcome = 'failed' WHERE seq = 1")
         let checks = doctor.run(accounts: [account])
         #expect(status(checks, "clock")?.status == .fail)

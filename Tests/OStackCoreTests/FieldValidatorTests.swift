@@ -264,7 +264,7 @@ import Testing
     func typingErrors(field: String, text: String, suggestion: String) {
         let error = #expect(throws: OStackError.self) { try validator.typedValue(field: field, text: text) }
         #expect(error?.code == .validation)
-        #expect(error?.context.suggestion == suggestion)
+        #expect(error?.context.suggestion == .text(suggestion))
         #expect(error?.context.fields == [schema.field(field)!.label])
     }
 
@@ -274,7 +274,7 @@ import Testing
         #expect(typo?.context.suggestion == "Did you mean 'title'?")
         #expect(typo?.context.fields == ["titel"])
         let unknown = #expect(throws: OStackError.self) { try validator.typedValue(field: "zzzzzzzz", text: "x") }
-        #expect(unknown?.context.suggestion?.contains("ostack objects show task") == true)
+        #expect(unknown?.context.suggestion?.commands == [.objectsShow(object: "task")])
     }
 
     // MARK: Suggestions

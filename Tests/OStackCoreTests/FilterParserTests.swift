@@ -56,7 +56,7 @@ import Testing
     @Test func userFacingErrorsAreInvalidFilterWithTheColumn() {
         let error = #expect(throws: OStackError.self) { try FilterParser.parse("status = ") }
         #expect(error?.code == .invalidFilter)
-        #expect(error?.context.suggestion?.contains("column 10") == true)
+        #expect(error?.context.suggestion?.rendered(spellingCommands: { "\($0)" }).contains("column 10") == true)
     }
 
     /// text → AST → text → AST is stable, on random expressions.
@@ -76,7 +76,8 @@ import Testing
             switch Int.random(in: 0..<(depth > 2 ? 5 : 7), using: &generator) {
             case 0:
                 return .compare(
-                    field: field, op: FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement()!, value: literal())
+                    field: field, op: FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement()!,
+                    value: literal())
             case 1:
                 return .membership(
                     field: field, values: (0..<Int.random(in: 1...3)).map { _ in literal() }, negated: Bool.random())

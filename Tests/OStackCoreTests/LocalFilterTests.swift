@@ -1,18 +1,6 @@
 @testable import OStackCore
+import OStackTestSupport
 import Testing
-
-/// A small deterministic generator (SplitMix64) so random tests are reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private func json(_ text: String) throws -> JSONValue {
     try #require(JSONValue.parse(Array(text.utf8)), "not JSON: \(text)")
@@ -414,7 +402,8 @@ private func json(_ text: String) throws -> JSONValue {
         #expect(CalendarInstant.milliseconds("2024-02-29") == 1_709_164_800_000)
         #expect(CalendarInstant.milliseconds("2024-03-01")! - CalendarInstant.milliseconds("2024-02-29")! == 86_400_000)
         #expect(CalendarInstant.milliseconds("2023-02-29") == nil)
-        #expect(CalendarInstant.milliseconds("2026-07-28 09:15") == CalendarInstant.milliseconds("2026-07-28T09:15:00Z"))
+        #expect(
+            CalendarInstant.milliseconds("2026-07-28 09:15") == CalendarInstant.milliseconds("2026-07-28T09:15:00Z"))
         #expect(CalendarInstant.milliseconds("2026-07-28T09:15:00.5Z")! % 1000 == 500)
         for bad in ["", "2026-7-28", "2026-13-01", "2026-07-28T", "2026-07-28T25:00", "2026-07-28T10:00Zjunk"] {
             #expect(CalendarInstant.milliseconds(bad) == nil, "\(bad)")
@@ -477,7 +466,7 @@ private indirect enum GeneratedFilter {
     }
 }
 
-/// An independent model of the server's filter semantics (PROTOCOL §8), two-valued: with `$not` being
+/// An independent model of the server's filter semantics (docs/filters.md), two-valued: with `$not` being
 /// NULL-safe, "unknown" is indistinguishable from "false" in every result.
 private enum Reference {
     typealias Record = [String: JSONValue]
@@ -725,7 +714,8 @@ private enum Reference {
             let field = fields.randomElement(using: &generator)!
             switch Int.random(in: 0..<(depth > 2 ? 4 : 6), using: &generator) {
             case 0:
-                let op = FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement(using: &generator)!
+                let op = FilterExpression.Comparison.allCases.filter { $0 != .icontains }.randomElement(
+                    using: &generator)!
                 let textual: [FilterExpression.Comparison] = [.contains, .notContains, .startsWith, .endsWith]
                 return .compare(
                     field: field, op: op,

@@ -10,12 +10,12 @@ import Testing
 
     @Test(arguments: ["1111", "1234", "4321", "0000", "2580", "123", String(repeating: "x", count: 65)])
     func trivialOrMalformedPINsAreRefused(pin: String) {
-        #expect(throws: OStackError.self) { try PINPolicy.validate(secret(pin)) }
+        #expect(throws: OStackError.self) { try PINPolicy.validate(PIN(secret(pin))) }
     }
 
     @Test(arguments: ["7319", "480216", "correct horse", "12345678x"])
     func reasonablePINsAreAccepted(pin: String) throws {
-        try PINPolicy.validate(secret(pin))
+        try PINPolicy.validate(PIN(secret(pin)))
     }
 
     @Test func ringRoundTripsWithItsCounter() throws {
@@ -29,45 +29,46 @@ import Testing
     }
 
     @Test func envelopeOpensOnlyWithPINRingAndAccount() throws {
-        let dek = SecretBytes(randomCount: 32)
+        let dek = AccountDataKey(SecretBytes(randomCount: 32))
         let ring = PINRing.generate()
         let envelope = try KeyEnvelope.seal(
-            dek, purpose: .pin, secret: secret("7319"), ringKey: ring.ringKey, accountID: account, kdf: fast)
-        #expect(try envelope.open(secret: secret("7319"), ringKey: ring.ringKey, accountID: account) == dek)
+            dek, secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: account, kdf: fast)
+        #expect(try envelope.open(secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: account) == dek)
         let wrongPIN = #expect(throws: OStackError.self) {
-            try envelope.open(secret: secret("7318"), ringKey: ring.ringKey, accountID: account)
+            try envelope.open(secret: PIN(secret("7318")), ringKey: ring.ringKey, accountID: account)
         }
         #expect(wrongPIN?.code == .wrongPIN)
         #expect(throws: OStackError.self) {
-            try envelope.open(secret: secret("7319"), ringKey: SecretBytes(randomCount: 32), accountID: account)
+            try envelope.open(
+                secret: PIN(secret("7319")), ringKey: RingKey(SecretBytes(randomCount: 32)), accountID: account)
         }
         #expect(throws: OStackError.self) {
             try envelope.open(
-                secret: secret("7319"), ringKey: ring.ringKey, accountID: AccountID(rawValue: "other::u1")!)
+                secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: AccountID(rawValue: "other::u1")!)
         }
         var weakened = envelope
         weakened.kdf.opsLimit = 2  // parameters are bound as associated data
         #expect(throws: OStackError.self) {
-            try weakened.open(secret: secret("7319"), ringKey: ring.ringKey, accountID: account)
+            try weakened.open(secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: account)
         }
     }
 
     @Test func resealingUsesFreshSaltAndNonce() throws {
-        let dek = SecretBytes(randomCount: 32)
+        let dek = AccountDataKey(SecretBytes(randomCount: 32))
         let ring = PINRing.generate()
         let a = try KeyEnvelope.seal(
-            dek, purpose: .pin, secret: secret("7319"), ringKey: ring.ringKey, accountID: account, kdf: fast)
+            dek, secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: account, kdf: fast)
         let freshParameters = Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt())
         let b = try KeyEnvelope.seal(
-            dek, purpose: .pin, secret: secret("7319"), ringKey: ring.ringKey, accountID: account, kdf: freshParameters)
+            dek, secret: PIN(secret("7319")), ringKey: ring.ringKey, accountID: account, kdf: freshParameters)
         #expect(a.nonce != b.nonce && a.kdf.salt != b.kdf.salt && a.ciphertext != b.ciphertext)
     }
 
     @Test func envelopeFilesArePrivateAndRoundTrip() throws {
         let directory = TemporaryDirectory()
         let envelope = try KeyEnvelope.seal(
-            SecretBytes(randomCount: 32), purpose: .recovery, secret: secret("x"),
-            ringKey: SecretBytes(randomCount: 32),
+            AccountDataKey(SecretBytes(randomCount: 32)), secret: RecoveryKey(secret("x")),
+            ringKey: RingKey(SecretBytes(randomCount: 32)),
             accountID: account, kdf: fast)
         try envelope.write(to: directory.appending("pin.env"))
         #expect(try KeyEnvelope.read(from: directory.appending("pin.env")) == envelope)

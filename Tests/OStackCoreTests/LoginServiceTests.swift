@@ -64,7 +64,7 @@ import Testing
         }
         #expect(error?.code == .wrongCredentials)
         // No credential, token or account remains: only the global audit trail's key and anchor,
-        // because the failed sign-in is recorded there (SPEC §10).
+        // because the failed sign-in is recorded there (docs/audit.md, "Global trail").
         #expect(keyring.count == 1)
         #expect(try secrets.list(namespace: "test:guest").isEmpty)
         #expect(try secrets.list(namespace: "test:global").map(\.kind) == [.auditAnchor])

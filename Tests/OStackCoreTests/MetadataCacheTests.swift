@@ -7,14 +7,14 @@ import SodiumKit
 import SQLCipherKit
 import Testing
 
-/// The metadata cache (SPEC §7): TTL, If-None-Match/304, stale use offline, schema versions with
+/// The metadata cache (docs/sync.md, "Metadata"): TTL, If-None-Match/304, stale use offline, schema versions with
 /// re-validation of local records — against a real SQLCipher account database and a scripted server.
 @Suite struct MetadataCacheTests {
     let home = TemporaryDirectory()
     let keyring = InMemoryKeyring()
     let server = FakeObjectStack()
 
-    func signedIn() throws -> DataService {
+    func signedIn() throws -> AccountSession {
         let environment = AuthEnvironment(
             layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1),
             secrets: KeyringSecretStore(keyring: keyring), namespaces: KeyringNamespaces(prefix: "test"),
@@ -24,7 +24,7 @@ import Testing
             LoginService.Request(
                 server: try ServerURL(parsing: "http://127.0.0.1:9"), email: "alice@example.com",
                 credential: .password(SecretBytes(copying: Array("alice-pass".utf8))), alias: nil, makeDefault: true))
-        return try DataService(account: account, environment: environment)
+        return try AccountSession(account: account, environment: environment)
     }
 
     @Test func freshEntriesAreServedFromTheCacheThenRevalidatedWithAnETag() throws {
@@ -57,11 +57,11 @@ import Testing
     @Test func aChangedSchemaIsANewVersionAndLocalRecordsAreRevalidated() throws {
         let service = try signedIn()
         _ = try service.metadata.object("task")
-        _ = try service.create("task", data: ["title": "Short"], offline: true)
-        _ = try service.create("task", data: ["title": "Medium length"], offline: true)
+        _ = try service.writes.create("task", data: ["title": "Short"], offline: true)
+        _ = try service.writes.create("task", data: ["title": "Medium length"], offline: true)
         // Rejected now: too long for the current maxLength of 20.
         #expect(throws: OStackError.self) {
-            _ = try service.create("task", data: ["title": "This title is too long for twenty"], offline: true)
+            _ = try service.writes.create("task", data: ["title": "This title is too long for twenty"], offline: true)
         }
         server.state.withLock {
             $0.taskItem =
@@ -84,14 +84,14 @@ import Testing
     let home = TemporaryDirectory()
 
     @Test func newFilesUse4KiBPagesAndOld1KiBFilesStillOpen() throws {
-        let key = SecureRandom.secret(32)
+        let key = AccountDataKey(SecureRandom.secret(32))
         let fresh = try AccountDatabase.open(path: home.path + "/new.db", key: key)
         #expect(try fresh.scalarText("PRAGMA cipher_page_size") == "4096")
 
         // A database as ostack 0.5 made it: SQLCipher's default 1 KiB pages.
         let oldPath = home.path + "/old.db"
         do {
-            let old = try Database(path: oldPath, key: DatabaseKey(key))
+            let old = try Database(path: oldPath, key: DatabaseKey(key.bytes))
             try Migrator(Array(AccountDatabase.migrator.migrations.prefix(1))).migrate(old)
             try old.execute("INSERT INTO account_info VALUES ('k', 'v')")
         }
@@ -100,9 +100,11 @@ import Testing
         #expect(try reopened.scalarText("SELECT value FROM account_info WHERE key = 'k'") == "v")
 
         // A wrong key fails with both page sizes: unreadable, not something else.
-        #expect(throws: OStackError.self) { _ = try AccountDatabase.open(path: oldPath, key: SecureRandom.secret(32)) }
+        #expect(throws: OStackError.self) {
+            _ = try AccountDatabase.open(path: oldPath, key: AccountDataKey(SecureRandom.secret(32)))
+        }
         do {
-            _ = try AccountDatabase.open(path: oldPath, key: SecureRandom.secret(32))
+            _ = try AccountDatabase.open(path: oldPath, key: AccountDataKey(SecureRandom.secret(32)))
         } catch {
             #expect(error.code == .storageUnreadable)
         }

@@ -11,7 +11,8 @@ import Testing
     let home = TemporaryDirectory()
 
     func store() throws -> LocalStore {
-        try LocalStore(database: try AccountDatabase.open(path: home.path + "/data.db", key: SecureRandom.secret(32)))
+        let key = AccountDataKey(SecureRandom.secret(32))
+        return try LocalStore(database: try AccountDatabase.open(path: home.path + "/data.db", key: key))
     }
 
     @Test func anEntryChangedAfterSelectionIsNotClaimed() throws {

@@ -7,19 +7,6 @@ import SodiumKit
 import Synchronization
 import Testing
 
-/// A small deterministic generator (SplitMix64) so random tests are reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// A clock the test moves by hand.
 private final class ManualClock: Sendable {
     let seconds = Mutex<Double>(1_800_000_000)
@@ -36,7 +23,7 @@ private struct Fixture {
 
     init() throws {
         let database = try AccountDatabase.open(
-            path: directory.appending("account.db"), key: SecretBytes(randomCount: 32))
+            path: directory.appending("account.db"), key: AccountDataKey(SecretBytes(randomCount: 32)))
         store = try LocalStore(database: database, clock: time.clock)
     }
 }
@@ -70,7 +57,7 @@ private struct Fixture {
     @Test func theDatabaseIsEncryptedAndReopensOnlyWithItsKey() throws {
         let directory = TemporaryDirectory()
         let path = directory.appending("a.db")
-        let key = SecretBytes(randomCount: 32)
+        let key = AccountDataKey(SecretBytes(randomCount: 32))
         do {
             let store = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
             try store.putRecord("task", ["id": "t1", "title": "CNRY-PLAINTEXT"], version: "v1")
@@ -84,7 +71,7 @@ private struct Fixture {
         let reopened = try LocalStore(database: try AccountDatabase.open(path: path, key: key))
         #expect(try reopened.record("task", "t1")?.data["title"] == "CNRY-PLAINTEXT")
         let error = #expect(throws: OStackError.self) {
-            try AccountDatabase.open(path: path, key: SecretBytes(randomCount: 32))
+            try AccountDatabase.open(path: path, key: AccountDataKey(SecretBytes(randomCount: 32)))
         }
         #expect(error?.code == .storageUnreadable)
     }
@@ -193,7 +180,7 @@ private struct Fixture {
 
     @Test func aFailedEntryIsNotCoalesced() throws {
         try enqueue(.update, "r1", ["title": "a"])
-        try store.fail(try only(), error: "http 500", retryable: true, retryAfter: nil)
+        try store.fail(try only(), .serverError(status: 500, retryAfter: nil))
         try enqueue(.update, "r1", ["title": "b"])
         #expect(try store.entries().map(\.status) == [.failed, .pending])
     }
@@ -244,11 +231,11 @@ private struct Fixture {
     @Test func retryableFailureHonoursRetryAfter() throws {
         try enqueue(.update, "r1", ["title": "a"])
         let start = fixture.time.now
-        try store.fail(try only(), error: "http 429", retryable: true, retryAfter: 30)
+        try store.fail(try only(), .rateLimited(retryAfter: 30))
         let failed = try only()
         #expect(failed.status == .failed && failed.attempts == 1 && failed.retryable)
         #expect(failed.nextAttemptAt == start + 30)
-        #expect(failed.lastError == "http 429")
+        #expect(failed.failure == .rateLimited(retryAfter: 30))
         #expect(try store.due().isEmpty)
         fixture.time.advance(29)
         #expect(try store.due().isEmpty)
@@ -261,7 +248,7 @@ private struct Fixture {
         var previousDelay = 0.0
         for attempt in 1...5 {
             let start = fixture.time.now
-            try store.fail(try only(), error: "http 503", retryable: true, retryAfter: nil)
+            try store.fail(try only(), .serverError(status: 503, retryAfter: nil))
             let delay = try only().nextAttemptAt - start
             let ceiling = Double(1 << attempt)
             #expect(delay >= ceiling / 2 && delay <= ceiling, "attempt \(attempt): \(delay)")
@@ -275,7 +262,7 @@ private struct Fixture {
         let id = try #require(try enqueue(.update, "r1", ["title": "a"]))
         for attempt in 1...maximumPushAttempts {
             #expect(try store.due().map(\.id) == [id], "before attempt \(attempt)")
-            try store.fail(try only(), error: "http 500", retryable: true, retryAfter: 5)
+            try store.fail(try only(), .serverError(status: 500, retryAfter: 5))
             fixture.time.advance(6)
         }
         #expect(try only().attempts == 8)
@@ -294,7 +281,7 @@ private struct Fixture {
     @Test func aPermanentFailureIsNeverDueUntilRetried() throws {
         try enqueue(.update, "r1", ["title": "a"])
         try enqueue(.update, "r2", ["title": "b"])
-        try store.fail(try #require(try store.entries().first), error: "validation", retryable: false, retryAfter: 60)
+        try store.fail(try #require(try store.entries().first), .validation(fields: []))
         let failed = try #require(try store.entries().first)
         #expect(failed.status == .failed && !failed.retryable && failed.nextAttemptAt == fixture.time.now)
         fixture.time.advance(1_000_000)
@@ -311,7 +298,7 @@ private struct Fixture {
         try enqueue(.create, "r4", ["id": "r4"])
         let entries = try store.entries()
         try store.claim([entries[0]])
-        try store.fail(entries[1], error: "x", retryable: true, retryAfter: nil)
+        try store.fail(entries[1], .serverError(status: 500, retryAfter: nil))
         try store.markConflict(entries[2], theirs: ["id": "r3", "title": "theirs"], version: "v7")
         #expect(try store.counts() == .init(pending: 2, failed: 1, conflict: 1))
         #expect(try store.entries(statuses: [.conflict]).map(\.recordID) == ["r3"])
@@ -689,5 +676,37 @@ private struct Fixture {
         #expect(try store.query(.init(object: "project")).total == 20)
         #expect(try store.query(.init(object: "contact")).total == 0)
         #expect(try store.query(.init(object: "task' OR 1=1 --")).total == 0)
+    }
+}
+
+/// A database written before failures had typed columns (`last_error` prose) is migrated once.
+@Suite struct QueueFailureMigrationTests {
+    @Test func legacyFailureTextBecomesTypedColumns() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("account.db")
+        let key = SecretBytes(randomCount: 32)
+        do {
+            // The schema as the previous release wrote it: migrations 0001–0003 only.
+            let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
+            try LocalStore.registerFunctions(database)
+            try Migrator(Array(AccountDatabase.migrator.migrations.prefix(3))).migrate(database)
+            let legacy = [
+                ("q_1", "validation: title, amount"), ("q_2", "rate-limited"), ("q_3", "conflict"),
+                ("q_4", "unknown-object"), ("q_5", "validation"),
+            ]
+            for (index, (id, text)) in legacy.enumerated() {
+                try database.execute(
+                    "INSERT INTO queue (id, object, record_id, operation, status, last_error, created_at, updated_at) VALUES (?, 'task', ?, 'update', 'failed', ?, 0, 0)",
+                    [.text(id), .text("r\(index)"), .text(text)])
+            }
+        }
+        let store = try LocalStore(database: try AccountDatabase.open(path: path, key: AccountDataKey(key)))
+        let failures: [PushFailure?] = try store.entries().map { $0.failure }
+        #expect(
+            failures == [
+                .validation(fields: ["title", "amount"]), .rateLimited(retryAfter: nil), nil,
+                .unexpected(status: 0, code: nil), .validation(fields: []),
+            ])
+        #expect(try store.rows("SELECT count(*) AS n FROM queue WHERE last_error IS NOT NULL").first?.int("n") == 0)
     }
 }

@@ -208,7 +208,10 @@ struct ListQuery {
         if let fields = body["fields"]?.arrayValue {
             let names = fields.compactMap(\.stringValue)
             if let unknown = names.first(where: { !object.isKnownField($0) }) {
-                return .failure(.error(status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)"))
+                return .failure(
+                    .error(
+                        status: 400, code: "INVALID_FIELD", message: "Unknown field \(unknown)",
+                        extra: [("field", .string(unknown)), ("object", .string(object.name))]))
             }
             result.fields = names
         }

@@ -210,7 +210,8 @@ import Testing
         #expect(store.record(object: "task", id: "tsk_client")?["title"] == .string("b"))
         let version = store.record(object: "task", id: "tsk_client")!["updated_at"]!.stringValue!
         let staleRow = Array(
-            #"{"records":[{"id":"tsk_client","data":{"title":"c"},"expectedVersion":"2000-01-01T00:00:00.000Z"}]}"#.utf8)
+            #"{"records":[{"id":"tsk_client","data":{"title":"c"},"expectedVersion":"2000-01-01T00:00:00.000Z"}]}"#.utf8
+        )
         // By default the per-row version is stripped, as the real zod schema does: the update applies.
         let unconditional = store.updateMany(object: "task", body: staleRow, userId: "u")
         #expect(unconditional.body?["succeeded"] == .number(1))

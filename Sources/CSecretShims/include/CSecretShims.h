@@ -5,7 +5,7 @@
 #define OSTACK_CSECRETSHIMS_H
 #include <libsecret/secret.h>
 
-/// The schema of every ostack item (SPEC §4): name "io.ostack.Secret", flag
+/// The schema of every ostack item (docs/keyring.md, "Schema"): name "io.ostack.Secret", flag
 /// SECRET_SCHEMA_DONT_MATCH_NAME, string attributes app, namespace, account, kind, version.
 const SecretSchema *csecret_schema(void);
 

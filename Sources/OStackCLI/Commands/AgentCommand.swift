@@ -1,7 +1,7 @@
 import ArgumentParser
 import OStackCore
 
-/// `ostack agent [--foreground]`, `ostack agent status`, `ostack agent stop` (SPEC §5.4).
+/// `ostack agent [--foreground]`, `ostack agent status`, `ostack agent stop` (docs/storage.md, "The agent").
 struct AgentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "agent",

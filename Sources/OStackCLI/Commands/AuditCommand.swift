@@ -3,7 +3,7 @@ import FoundationEssentials
 import OStackCore
 
 /// `ostack audit [ACCOUNT|--all] [--since T] [--event E] [--limit N]` and
-/// `ostack audit verify [ACCOUNT|--all]` (SPEC §10).
+/// `ostack audit verify [ACCOUNT|--all]` (docs/audit.md).
 struct AuditCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "audit", abstract: "Show and verify the tamper-evident audit trail.",
@@ -22,7 +22,7 @@ struct AuditCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show", abstract: "List audit events (the default).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The account (default: the selected one).") var target: String?
+        @OptionGroup var selection: AccountArgument
         @Flag(name: .long, help: "Every account, and the global trail.") var all = false
         @Option(name: .long, help: "Only events at or after this UTC time, e.g. 2026-11-01 or 2026-11-01T12:00:00Z.")
         var since: String?
@@ -30,14 +30,14 @@ struct AuditCommand: AsyncParsableCommand {
         @Option(name: .long, help: "At most this many (the latest) per account.") var limit: Int?
 
         func validate() throws {
-            if all && target != nil { throw ValidationError("Pass an account or --all, not both.") }
+            if all && selection.target != nil { throw ValidationError("Pass an account or --all, not both.") }
         }
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 var events: [EventDocument] = []
-                for account in try context.accounts(target: target, all: all) {
-                    let service = try context.dataService(account)
+                for account in try context.accounts(target: selection.target, all: all) {
+                    let service = try context.session(account)
                     for entry in try service.audit.entries(since: since, event: event, limit: limit) {
                         events.append(
                             EventDocument(
@@ -83,7 +83,7 @@ struct AuditCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check the trail's chain and its keyring anchor (exit 1 with the first bad sequence).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The account (default: the selected one).") var target: String?
+        @OptionGroup var selection: AccountArgument
         @Flag(name: .long, help: "Every account, and the global trail.") var all = false
 
         struct Result: Encodable {
@@ -97,8 +97,8 @@ struct AuditCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 var results: [Result] = []
-                for account in try context.accounts(target: target, all: all) {
-                    let verification = try context.dataService(account).audit.verify()
+                for account in try context.accounts(target: selection.target, all: all) {
+                    let verification = try context.session(account).audit.verify()
                     if !verification.intact {
                         try context.authEnvironment().auditGlobal(
                             "audit.verify", outcome: "failed",

@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import OStackCore
 
-/// `ostack doctor [--json]` (SPEC §10): exit 0 when no check fails, 1 otherwise.
+/// `ostack doctor [--json]` (docs/audit.md, "Doctor"): exit 0 when no check fails, 1 otherwise.
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor", abstract: "Check the keyring, files, databases, sessions, sync and audit trails.")
@@ -15,24 +15,32 @@ struct DoctorCommand: AsyncParsableCommand {
             let environment = try context.makeAuthEnvironment(context)
             var doctor = Doctor(environment: environment)
             let transport = environment.transport
-            doctor.probeServerDate = { account in
-                let request = TransportRequest(method: "GET", url: account.server.url("/api/v1/discovery"))
-                guard let response = try? transport.send(request), let date = response.header("Date") else {
-                    return nil
-                }
-                return HTTPDate.parse(date)
-            }
+            doctor.probeServerDate = { account in AuthAPI(server: account.server, transport: transport).serverDate() }
             let accounts =
                 try target.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()
             let checks = doctor.run(accounts: accounts)
             let ok = !checks.contains { $0.status == .fail }
+            /// A check with its wording rendered; the same keys as ever under `--json`.
+            struct RenderedCheck: Encodable {
+                var name: String
+                var account: String?
+                var status: Doctor.Check.Status
+                var message: String
+                var fix: String?
+                var checked: Bool
+            }
             struct Document: Encodable {
                 var ok: Bool
-                var checks: [Doctor.Check]
+                var checks: [RenderedCheck]
             }
-            context.emit(json: Document(ok: ok, checks: checks)) {
-                checks.map { check in
+            let rendered = checks.map { check in
+                RenderedCheck(
+                    name: check.name, account: check.account, status: check.status, message: check.message.rendered,
+                    fix: check.fix?.rendered, checked: check.checked)
+            }
+            context.emit(json: Document(ok: ok, checks: rendered)) {
+                rendered.map { check in
                     let mark = ["ok": "ok  ", "warn": "warn", "fail": "FAIL"][check.status.rawValue] ?? "?"
                     var line = "\(mark)  \(check.account.map { "\($0): " } ?? "")\(check.name): \(check.message)"
                     if let fix = check.fix, check.status != .ok { line += "\n      fix: \(fix)" }
@@ -41,20 +49,5 @@ struct DoctorCommand: AsyncParsableCommand {
             }
             if !ok { throw ExitCode(1) }
         }
-    }
-}
-
-/// RFC 9110 IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT").
-enum HTTPDate {
-    static func parse(_ text: String) -> Date? {
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, let day = Int(parts[1]), let year = Int(parts[3]) else { return nil }
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard let month = months.firstIndex(of: String(parts[2])) else { return nil }
-        let time = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard time.count == 3 else { return nil }
-        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : String(value) }
-        let iso = "\(year)-\(two(month + 1))-\(two(day))T\(two(time[0])):\(two(time[1])):\(two(time[2]))Z"
-        return try? Date(iso, strategy: .iso8601)
     }
 }

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import OStackCore
 
-/// The account object of SPEC §9.1 (`accounts list`, `status`, `login`).
+/// The account object of docs/commands.md, "JSON output" (`accounts list`, `status`, `login`).
 struct AccountDocument: Encodable {
     var id: String
     var alias: String
@@ -26,7 +26,7 @@ struct AccountDocument: Encodable {
     }
 }
 
-/// `status` (SPEC §9.1). `lastSyncAt` is null until the account first synced.
+/// `status` (docs/commands.md, "JSON output"). `lastSyncAt` is null until the account first synced.
 struct StatusDocument: Encodable {
     struct Session: Encodable {
         var state: String

@@ -1,9 +1,9 @@
 import OStackCore
 
-/// The one place where errors become what the user sees (SPEC §9, SECURITY ERR-1 … ERR-5).
+/// The one place where errors become what the user sees (docs/errors.md; docs/security.md#err-1 … #err-5).
 ///
 /// It switches over every `OStackError.Code` and returns our own message, an optional hint and the
-/// exit code of the SPEC table. It never interpolates `String(describing:)` of an error, causes,
+/// exit code of the table in docs/errors.md. It never interpolates `String(describing:)` of an error, causes,
 /// SQL, HTTP bodies or server messages; the only values it shows come from `OStackError.Context`
 /// (an alias, a host, field names/labels), and those are stripped of control characters. Anything
 /// that is not an `OStackError` becomes "Something went wrong." with a reference id.
@@ -32,6 +32,7 @@ public struct ErrorPresenter: Sendable {
         let host = context.host.map { Self.sanitize($0) }
         let named = account.map { " \($0)" } ?? ""
         let fields = context.fields.map { Self.sanitize($0) }
+        let suggestion = context.suggestion.map { Self.sanitize($0.rendered) }
         func make(_ message: String, _ hint: String?, _ exit: Int32) -> Presentation {
             Presentation(code: error.code.rawValue, message: message, hint: hint, exitCode: exit)
         }
@@ -78,7 +79,7 @@ public struct ErrorPresenter: Sendable {
             return make("No account matches \(Self.quoted(account)).", "Run `ostack accounts list` to see accounts.", 7)
         case .ambiguousAccount:
             return make(
-                "\(Self.quoted(account)) matches more than one account\(context.suggestion.map { ": \(Self.sanitize($0))" } ?? "").",
+                "\(Self.quoted(account)) matches more than one account\(suggestion.map { ": \($0)" } ?? "").",
                 "Use more of the alias, or the account id.", 7)
         case .noAccount:
             return make(
@@ -93,11 +94,11 @@ public struct ErrorPresenter: Sendable {
             return make("Account\(named) is not allowed to do this.", nil, 8)
         case .validation:
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
-            return make("The data is not valid\(list).", context.suggestion.map { Self.sanitize($0) }, 9)
+            return make("The data is not valid\(list).", suggestion, 9)
         case .invalidFilter:
-            return make("The filter is not valid.", context.suggestion.map { Self.sanitize($0) }, 9)
+            return make("The filter is not valid.", suggestion, 9)
         case .invalidInput:
-            return make("The input is not valid.", context.suggestion.map { Self.sanitize($0) }, 9)
+            return make("The input is not valid.", suggestion, 9)
         case .invalidServerURL:
             return make(
                 "That is not a valid server URL.", "Use a host name such as crm.example.com or an https:// URL.", 9)
@@ -117,8 +118,7 @@ public struct ErrorPresenter: Sendable {
                 "Account\(named) has \(count).", "Run `ostack sync` first, or pass --force to discard them.", 9)
         case .inputRequired:
             return make(
-                "This needs input, but --no-input is set or stdin is not a terminal.",
-                context.suggestion.map { Self.sanitize($0) }, 9)
+                "This needs input, but --no-input is set or stdin is not a terminal.", suggestion, 9)
         case .keyringUnavailable:
             return make(
                 "No keyring (Secret Service) is available.",
@@ -157,7 +157,7 @@ public struct ErrorPresenter: Sendable {
             hint: "Run the command again with --verbose, or report the reference id.", exitCode: 1)
     }
 
-    /// Strips C0/C1 control characters and ANSI escape sequences (ERR-3) and bounds the length.
+    /// Strips C0/C1 control characters and ANSI escape sequences (docs/security.md#err-3) and bounds the length.
     public static func sanitize(_ text: String, maxLength: Int = 200) -> String {
         var result = String.UnicodeScalarView()
         var iterator = text.unicodeScalars.makeIterator()

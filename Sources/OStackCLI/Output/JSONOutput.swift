@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// Encodes the `--json` documents of SPEC §9.1: one document per command, sorted keys, ISO-8601
+/// Encodes the `--json` documents (docs/commands.md, "JSON output"): one document per command, sorted keys, ISO-8601
 /// UTC dates, no escaped slashes.
 public enum JSONOutput {
     public static func encode<T: Encodable>(_ value: T) -> String {

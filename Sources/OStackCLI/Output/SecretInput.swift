@@ -3,7 +3,7 @@ import OStackCore
 import SodiumKit
 
 /// Reads secrets (passwords, API keys, PINs) from a no-echo terminal prompt or from stdin — never
-/// from arguments (TOK-5, MAP-16). Bytes go straight into `SecretBytes`; the staging buffer is wiped.
+/// from arguments (docs/security.md#tok-5). Bytes go straight into `SecretBytes`; the staging buffer is wiped.
 enum SecretInput {
     /// Reads one line from stdin (for `--password-stdin` and friends); a trailing newline is dropped.
     static func fromStdin(maxBytes: Int = 4096) throws(OStackError) -> SecretBytes {

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// One registered account: non-secret metadata only (SPEC §3). Secrets live in the keyring; the
+/// One registered account: non-secret metadata only (docs/storage.md). Secrets live in the keyring; the
 /// account's data lives in its encrypted database under `accounts/<dataDirectory>/`.
 public struct Account: Sendable, Equatable, Codable {
     /// How the account authenticates.

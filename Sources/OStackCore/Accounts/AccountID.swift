@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// An account id: `<host>::<userId>` (SPEC §3), e.g. `crm.example.com::usr_9f2c`.
+/// An account id: `<host>::<userId>` (docs/storage.md), e.g. `crm.example.com::usr_9f2c`.
 ///
 /// The host part is the server's authority (lower-case, `:port` only when not the scheme's
 /// default). The user id is the server's opaque user id. Account ids appear in keyring attributes

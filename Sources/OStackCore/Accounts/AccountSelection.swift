@@ -1,4 +1,4 @@
-/// Which rule picked the account for a command (SPEC §3), reported by `status` as `selectedBy`.
+/// Which rule picked the account for a command (docs/commands.md), reported by `status` as `selectedBy`.
 public enum SelectionSource: String, Sendable, Codable {
     case flag
     case env
@@ -43,7 +43,7 @@ public struct AccountSelection: Sendable {
         if byPrefix.count > 1 || byEmail.count > 1 {
             throw OStackError(
                 .ambiguousAccount,
-                context: .init(account: shown, suggestion: byPrefix.map(\.alias).joined(separator: ", ")),
+                context: .init(account: shown, suggestion: .text(byPrefix.map(\.alias).joined(separator: ", "))),
                 detail: "ambiguous account reference")
         }
         throw OStackError(.unknownAccount, context: .init(account: shown), detail: "unknown account reference")

@@ -3,7 +3,7 @@ import PlatformKit
 
 /// The on-disk formats of the account registry and the versioned steps between them.
 ///
-/// Upgrades follow SPEC §6 "Format migrations": copy (the old file is kept as
+/// Upgrades (docs/storage.md, "Format upgrades"): copy (the old file is kept as
 /// `accounts.v<N>.json`), transform, verify (the new document decodes and holds the same
 /// accounts), then replace atomically. Every step is idempotent; anything unexpected stops the
 /// migration with `unsupported-format` and leaves the data as it was. A registry written by a newer

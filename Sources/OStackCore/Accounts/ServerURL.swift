@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// A normalised ObjectStack server URL (SPEC §3).
+/// A normalised ObjectStack server URL (docs/storage.md, "Accounts and the registry").
 ///
 /// - `crm.example.com` → `https://crm.example.com`
 /// - `localhost:8080`, `127.0.0.1`, `*.local`, `[::1]` and private LAN addresses without a scheme

@@ -14,23 +14,24 @@ public struct AgentClient: Sendable {
     /// Whether an agent socket exists (one `stat`; lets `status` skip the agent entirely).
     public var mightBeRunning: Bool { SecureFileSystem.exists(socketPath) }
 
-    func call(_ request: [UInt8]) -> (AgentMessage.Status, [UInt8])? {
+    /// One request, one response; both frames stay in secret memory (see `AgentMessage`).
+    func call(_ request: SecretBytes) -> (AgentMessage.Status, SecretBytes)? {
         guard mightBeRunning, let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
-        guard (try? socket.send(request)) != nil, let frame = try? socket.receive(timeout: 5) else { return nil }
+        guard (try? socket.send(secret: request)) != nil,
+            let frame = try? socket.receiveSecret(limit: 1 << 20, timeout: 5)
+        else { return nil }
         return AgentMessage.parseResponse(frame)
     }
 
     /// The unlocked key of `account` (counts as use: resets its idle timer), or nil when locked.
-    public func key(for account: AccountID) -> SecretBytes? { key(named: account.rawValue) }
+    public func key(for account: AccountID) -> AccountDataKey? { key(named: account.rawValue).map(AccountDataKey.init) }
 
     /// A key held under another name (e.g. `file-keyring`), or nil.
     public func key(named name: String) -> SecretBytes? {
         guard let (status, payload) = call(AgentMessage.request(.get, account: name)), status == .ok else {
             return nil
         }
-        var bytes = payload
-        defer { SecretBytes.wipe(&bytes) }
-        return SecretBytes(copying: bytes)
+        return payload
     }
 
     /// Whether `account` is unlocked, without counting as use.
@@ -38,22 +39,20 @@ public struct AgentClient: Sendable {
         call(AgentMessage.request(.has, account: account.rawValue))?.0 == .ok
     }
 
-    /// Hands a key to the agent, starting it first when needed.
+    /// Hands an account's key to the agent, starting it first when needed.
     public func store(
-        _ key: SecretBytes, for account: AccountID, idle: Double, lifetime: Double, environment: [String: String]
+        _ key: AccountDataKey, for account: AccountID, limits: AgentLimits, environment: [String: String]
     ) throws(OStackError) {
-        try store(key, named: account.rawValue, idle: idle, lifetime: lifetime, environment: environment)
+        try store(key.bytes, named: account.rawValue, limits: limits, environment: environment)
     }
 
     /// Hands a key to the agent under a name (an account id, or `file-keyring`).
     public func store(
-        _ key: SecretBytes, named name: String, idle: Double, lifetime: Double, environment: [String: String]
+        _ key: SecretBytes, named name: String, limits: AgentLimits, environment: [String: String]
     ) throws(OStackError) {
         try ensureRunning(environment: environment)
-        var bytes = key.withUnsafeBytes { Array($0) }
-        defer { SecretBytes.wipe(&bytes) }
         let request = AgentMessage.request(
-            .put, account: name, secret: bytes, idle: UInt32(idle), lifetime: UInt32(lifetime))
+            .put, account: name, secret: key, idle: UInt32(limits.idle), lifetime: UInt32(limits.lifetime))
         guard call(request)?.0 == .ok else {
             throw OStackError(.internal, detail: "the agent did not take the key")
         }
@@ -66,7 +65,7 @@ public struct AgentClient: Sendable {
     /// The agent's status JSON, or nil when no agent runs.
     public func status() -> String? {
         guard let (status, payload) = call(AgentMessage.request(.status)), status == .ok else { return nil }
-        return String(decoding: payload, as: UTF8.self)
+        return payload.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Starts `ostack agent` in the background unless one answers, without waiting for it (unlock

@@ -2,11 +2,12 @@ import Glibc
 import PlatformKit
 import SodiumKit
 
-/// `ostack agent` (SPEC §5.4): holds unlocked DEKs in `sodium_malloc` memory for the user's other
+/// `ostack agent` (docs/storage.md, "The agent"): holds unlocked DEKs in `sodium_malloc` memory for the user's other
 /// ostack processes. It answers only peers with its own uid (SO_PEERCRED) on a 0600 socket in a 0700
 /// directory, forgets an account after its idle timeout (reset only by real use, `get`) or its
 /// maximum lifetime, on `forget`, and exits when nothing is unlocked. The process is not dumpable
-/// and has no core limit (`ProcessHardening`, applied at start-up).
+/// and has no core limit (`ProcessHardening`, applied at start-up). Keys exist only in secret memory
+/// (frames included, see `AgentMessage`); a forgotten key is wiped at once.
 public final class AgentServer {
     struct Entry {
         var key: SecretBytes
@@ -62,34 +63,38 @@ public final class AgentServer {
             if !SecureFileSystem.exists(path) { return }
             guard let client = socket.accept(timeout: 0.25) else { continue }
             guard client.peerUID == getuid() else { continue }  // another user: drop the connection
-            guard let frame = try? client.receive(limit: 4096, timeout: 2),
+            guard let frame = try? client.receiveSecret(limit: 4096, timeout: 2),
                 let request = AgentMessage.parseRequest(frame)
             else { continue }
-            var secret = request.secret
-            defer { SecretBytes.wipe(&secret) }
-            let (response, stop) = handle(request, secret: secret)
-            var payload = response
-            try? client.send(payload)
-            SecretBytes.wipe(&payload)
+            let (response, stop) = handle(request)
+            try? client.send(secret: response)
             if stop { return }
         }
     }
 
     func expire() {
         let now = Self.now()
-        entries = entries.filter { _, entry in now - entry.lastUse < entry.idle && now - entry.created < entry.lifetime
+        forget { _, entry in now - entry.lastUse >= entry.idle || now - entry.created >= entry.lifetime }
+    }
+
+    /// Forgets the matching entries, wiping each key now (not only when its last reference goes).
+    func forget(where matches: (String, Entry) -> Bool = { _, _ in true }) {
+        for (name, entry) in entries where matches(name, entry) {
+            entry.key.wipe()
+            entries[name] = nil
         }
     }
 
-    func handle(_ request: AgentMessage.Request, secret: [UInt8]) -> ([UInt8], Bool) {
+    func handle(_ request: AgentMessage.Request) -> (SecretBytes, Bool) {
         let now = Self.now()
         switch request.op {
         case .put:
-            guard !secret.isEmpty, request.idle > 0, request.lifetime > 0 else {
+            guard request.secret.count > 0, request.idle > 0, request.lifetime > 0 else {
                 return (AgentMessage.response(.refused), false)
             }
+            entries[request.account]?.key.wipe()  // replaced
             entries[request.account] = Entry(
-                key: SecretBytes(copying: secret), created: now, lastUse: now, idle: Double(request.idle),
+                key: request.secret, created: now, lastUse: now, idle: Double(request.idle),
                 lifetime: Double(request.lifetime))
             hadEntries = true
             return (AgentMessage.response(.ok), false)
@@ -97,14 +102,14 @@ public final class AgentServer {
             guard var entry = entries[request.account] else { return (AgentMessage.response(.notFound), false) }
             entry.lastUse = now  // real use resets the idle timer
             entries[request.account] = entry
-            return (AgentMessage.response(.ok, entry.key.withUnsafeBytes { Array($0) }), false)
+            return (AgentMessage.response(.ok, entry.key), false)
         case .has:
             return (AgentMessage.response(entries[request.account] == nil ? .notFound : .ok), false)
         case .forget:
-            entries[request.account] = nil
+            forget { name, _ in name == request.account }
             return (AgentMessage.response(.ok), false)
         case .forgetAll:
-            entries.removeAll()
+            forget()
             return (AgentMessage.response(.ok), false)
         case .status:
             let accounts = entries.keys.sorted().map { account -> String in
@@ -117,9 +122,9 @@ public final class AgentServer {
             let dumpable = ProcessHardening.status().dumpable
             let text =
                 "{\"pid\":\(getpid()),\"dumpable\":\(dumpable),\"accounts\":[\(accounts.joined(separator: ","))]}"
-            return (AgentMessage.response(.ok, Array(text.utf8)), false)
+            return (AgentMessage.response(.ok, SecretBytes(copying: Array(text.utf8))), false)
         case .stop:
-            entries.removeAll()
+            forget()
             return (AgentMessage.response(.ok), true)
         }
     }

@@ -4,7 +4,7 @@ import PlatformKit
 import SQLCipherKit
 import SodiumKit
 
-/// One audit event, as recorded (SPEC §10; AUD-2). `details` holds only values ostack chose or
+/// One audit event, as recorded (docs/audit.md; docs/security.md#aud-2). `details` holds only values ostack chose or
 /// allowlisted (object names, counts, hosts, backend names) — never secrets, record content or
 /// server text.
 public struct AuditEntry: Sendable, Equatable, Codable {
@@ -64,7 +64,7 @@ public struct AuditBuffer: Sendable {
     func clear() { try? SecureFileSystem.removeFile(flushingPath) }
 }
 
-/// The per-account audit trail (SPEC §10; AUD-1…AUD-3): an append-only table in the account's
+/// The per-account audit trail (docs/audit.md; docs/security.md#aud-1 … #aud-3): an append-only table in the account's
 /// SQLCipher database, each entry MAC'd with keyed BLAKE2b under `K_audit` (derived from the DEK)
 /// over its fields and the previous MAC, the first over a random genesis value; the head
 /// `{seq, mac}` is anchored in the keyring (`audit-anchor`) so truncation and an older copy of the
@@ -81,12 +81,12 @@ public struct AuditTrail: Sendable {
             details TEXT NOT NULL, mac BLOB NOT NULL)
         """
 
-    public init(store: LocalStore, databaseKey: SecretBytes, anchorKey: SecretKey, secrets: any SecretStore)
+    public init(store: LocalStore, databaseKey: AccountDataKey, anchorKey: SecretKey, secrets: any SecretStore)
         throws(OStackError)
     {
         self.store = store
         do {
-            key = try SubkeyDerivation.derive(from: databaseKey, id: 1, context: "auditlog")
+            key = try SubkeyDerivation.derive(from: databaseKey.bytes, id: 1, context: "auditlog")
         } catch {
             throw OStackError(.internal, detail: "audit key derivation")
         }
@@ -94,19 +94,9 @@ public struct AuditTrail: Sendable {
         self.secrets = secrets
     }
 
-    /// UTC ISO 8601 with milliseconds ("2026-11-23T01:46:44.305Z"), formatted by hand: Foundation's
-    /// formatter loads calendar data on first use, which cost every audited command 10–30 ms.
+    /// UTC ISO 8601 with milliseconds ("2026-11-23T01:46:44.305Z").
     static func timestamp(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        var seconds = time_t(milliseconds / 1000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
-        }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(milliseconds % 1000), 3))Z"
+        Timestamp.iso8601(secondsSince1970: date.timeIntervalSince1970, milliseconds: true)
     }
 
     // MARK: Appending
@@ -178,7 +168,7 @@ public struct AuditTrail: Sendable {
         return (0, try genesis())
     }
 
-    /// The random per-account start of the chain (AUD-2 `mac_0`).
+    /// The random per-account start of the chain (`mac_0`, docs/audit.md).
     func genesis() throws(OStackError) -> [UInt8] {
         if let hex = try store.value("audit.genesis"), let bytes = Hex.decode(hex) { return bytes }
         let bytes = SecureRandom.bytes(32)
@@ -245,7 +235,7 @@ public struct AuditTrail: Sendable {
         public var problem: String?
     }
 
-    /// Recomputes the chain and compares the head with the keyring anchor (AUD-3). The database may
+    /// Recomputes the chain and compares the head with the keyring anchor (docs/security.md#aud-3). The database may
     /// be ahead of the anchor (a crash between commit and anchoring) only if it extends the anchored
     /// entry exactly.
     public func verify() throws(OStackError) -> Verification {

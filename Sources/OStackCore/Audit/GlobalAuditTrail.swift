@@ -2,7 +2,7 @@ import FoundationEssentials
 import PlatformKit
 import SodiumKit
 
-/// The global trail (SPEC §10): events that outlive or precede an account — account removal,
+/// The global trail (docs/audit.md, "Global trail"): events that outlive or precede an account — account removal,
 /// keyring backend changes, sign-in failures for unknown accounts. JSON lines in
 /// `audit-global.jsonl` (0600), chained with keyed BLAKE2b under a random key kept in the keyring,
 /// which also anchors the head (`<prefix>:global`, kind `audit-anchor`: "keyhex|seq:machex").

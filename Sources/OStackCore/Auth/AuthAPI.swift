@@ -1,7 +1,7 @@
 import FoundationEssentials
 import SodiumKit
 
-/// The user as the server reports it (PROTOCOL §2.2).
+/// The user as the server reports it (docs/protocol.md, "Authentication").
 public struct RemoteUser: Sendable, Equatable {
     public var id: String
     public var email: String
@@ -13,16 +13,16 @@ public struct RemoteSession: Sendable {
     public var user: RemoteUser
     public var expiresAt: Date?
     /// A new token when the server rotated it (`set-auth-token` header or `session.token`).
-    public var rotatedToken: SecretBytes?
+    public var rotatedToken: SessionCredential?
 }
 
 /// The result of `sign-in/email`.
 public struct SignInResult: Sendable {
-    public var token: SecretBytes
+    public var token: SessionCredential
     public var user: RemoteUser
 }
 
-/// Discovery, sign-in, session and sign-out calls of the ObjectStack protocol (PROTOCOL §1–§2).
+/// Discovery, sign-in, session and sign-out calls of the ObjectStack protocol (docs/protocol.md).
 /// Every failure is mapped to `OStackError`; server text never passes through.
 public struct AuthAPI: Sendable {
     public let server: ServerURL
@@ -35,20 +35,26 @@ public struct AuthAPI: Sendable {
 
     /// Checks that the URL serves ObjectStack: bare `/api/v1/discovery`, or the wrapped
     /// `/.well-known/objectstack` at the origin. Both need `routes.data` and `routes.metadata`.
-    public func discover() throws(OStackError) {
-        let first = try send(TransportRequest(method: "GET", url: server.url("/api/v1/discovery")))
-        if first.status == 200, Self.isDiscovery(first.body) { return }
+    @discardableResult
+    public func discover() throws(OStackError) -> (discovery: Discovery, document: JSONValue) {
+        let first = try send(TransportRequest(method: "GET", url: server.url(ServerRoutes().discovery)))
+        if first.status == 200, let json = JSONValue.parse(first.body), let discovery = Discovery(document: json) {
+            return (discovery, json)
+        }
         let origin = "\(server.scheme.rawValue)://\(server.authority)"
         let second = try send(TransportRequest(method: "GET", url: origin + "/.well-known/objectstack"))
-        if second.status == 200, Self.isDiscovery(second.body) { return }
+        if second.status == 200, let json = JSONValue.parse(second.body), let discovery = Discovery(document: json) {
+            return (discovery, json)
+        }
         throw OStackError(.notObjectStack, context: .init(host: server.authority), detail: "no discovery document")
     }
 
-    static func isDiscovery(_ body: [UInt8]) -> Bool {
-        guard let json = JSONValue.parse(body) else { return false }
-        let document = json["data"] ?? json
-        guard let routes = document["routes"] else { return false }
-        return routes["data"]?.stringValue != nil && routes["metadata"]?.stringValue != nil
+    /// The server's clock, from the `Date` header of its discovery route (nil: no answer or no date).
+    public func serverDate() -> Date? {
+        guard let response = try? send(TransportRequest(method: "GET", url: server.url(ServerRoutes().discovery))),
+            let date = response.header("Date")
+        else { return nil }
+        return HTTPDate.parse(date)
     }
 
     /// `POST /api/v1/auth/sign-in/email`. Wrong credentials → `wrong-credentials`.
@@ -73,12 +79,12 @@ public struct AuthAPI: Sendable {
         guard let tokenText, Self.isPlausibleToken(tokenText) else {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "no token")
         }
-        return SignInResult(token: SecretBytes(copying: Array(tokenText.utf8)), user: user)
+        return SignInResult(token: SessionCredential(SecretBytes(copying: Array(tokenText.utf8))), user: user)
     }
 
     /// `GET /api/v1/auth/get-session`. Returns nil when the server says the token is not signed in
     /// (JSON `null` or 401). Extends the session's sliding expiry on the server as a side effect.
-    public func getSession(token: SecretBytes) throws(OStackError) -> RemoteSession? {
+    public func getSession(token: SessionCredential) throws(OStackError) -> RemoteSession? {
         let response = try send(
             TransportRequest(
                 method: "GET", url: server.url("/api/v1/auth/get-session"),
@@ -95,17 +101,32 @@ public struct AuthAPI: Sendable {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "session user")
         }
         let expiresAt = json["session"]?["expiresAt"]?.stringValue.flatMap(Self.parseDate)
-        var rotated: SecretBytes?
+        var rotated: SessionCredential?
         let candidate = response.header("set-auth-token") ?? json["session"]?["token"]?.stringValue
         if let candidate, Self.isPlausibleToken(candidate) {
-            let bytes = SecretBytes(copying: Array(candidate.utf8))
+            let bytes = SessionCredential(SecretBytes(copying: Array(candidate.utf8)))
             if !(bytes == token) && !Self.isSameSessionInSignedForm(candidate, token: token) { rotated = bytes }
         }
         return RemoteSession(user: user, expiresAt: expiresAt, rotatedToken: rotated)
     }
 
+    /// Whether an API key is accepted. ObjectStack resolves keys on data and metadata routes only
+    /// (`get-session` answers `null` for them), so the key reads the metadata route given
+    /// (`{metadata}/object`): 2xx → valid; 401/403 → not a valid key; anything else is an error.
+    public func acceptsAPIKey(_ key: SessionCredential, metadataRoute: String) throws(OStackError) -> Bool {
+        let response = try send(
+            TransportRequest(
+                method: "GET", url: server.url(metadataRoute + "/object"),
+                headers: [Self.authorization(key), ("Accept", "application/json")]))
+        switch response.status {
+        case 200..<300: return true
+        case 401, 403: return false
+        default: throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
+        }
+    }
+
     /// `POST /api/v1/auth/sign-out`, best effort: errors are returned, never fatal to the caller.
-    public func signOut(token: SecretBytes) throws(OStackError) {
+    public func signOut(token: SessionCredential) throws(OStackError) {
         let response = try send(
             TransportRequest(
                 method: "POST", url: server.url("/api/v1/auth/sign-out"),
@@ -126,18 +147,17 @@ public struct AuthAPI: Sendable {
     }
 
     /// `Authorization: Bearer <token>`; the header value exists only for the duration of a request.
-    static func authorization(_ token: SecretBytes) -> (String, String) {
-        ("Authorization", "Bearer " + token.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
+    static func authorization(_ token: SessionCredential) -> (String, String) {
+        ("Authorization", "Bearer " + token.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
     }
 
     /// A signed `set-auth-token` value is `<token>.<signature>`: the same session, not a rotation.
-    static func isSameSessionInSignedForm(_ candidate: String, token: SecretBytes) -> Bool {
-        let current = token.withUnsafeBytes { Array($0) }
-        let candidateBytes = Array(candidate.utf8)
-        func base(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
+    static func isSameSessionInSignedForm(_ candidate: String, token: SessionCredential) -> Bool {
+        func base<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bytes.SubSequence {
             bytes.firstIndex(of: UInt8(ascii: ".")).map { bytes[..<$0] } ?? bytes[...]
         }
-        return base(current) == base(candidateBytes)
+        let candidateBase = base(Array(candidate.utf8))
+        return token.bytes.withUnsafeBytes { base($0).elementsEqual(candidateBase) }
     }
 
     static func isPlausibleToken(_ text: String) -> Bool {

@@ -1,7 +1,7 @@
 import PlatformKit
 import SodiumKit
 
-/// The side effects account and session use cases need, bundled (SPEC §2: protocols, so tests can
+/// The side effects account and session use cases need, bundled (docs/architecture.md: protocols, so tests can
 /// swap each one). Built by the CLI's live environment or by a test.
 public struct AuthEnvironment: Sendable {
     public var layout: FileLayout
@@ -12,7 +12,7 @@ public struct AuthEnvironment: Sendable {
     /// The keyring backend name recorded for new accounts ("secret-service" or "file").
     public var keyringBackend: String
     /// Creates (or opens and checks) an account database under `key`; called at first sign-in.
-    public var provisionDatabase: @Sendable (_ path: String, _ key: SecretBytes) throws(OStackError) -> Void
+    public var provisionDatabase: @Sendable (_ path: String, _ key: AccountDataKey) throws(OStackError) -> Void
     /// How long to wait for another process holding a per-account or login lock.
     public var lockTimeout: Double = 30
     /// Unlocked keys of PIN-protected accounts (nil: no agent; such accounts are then locked).
@@ -21,7 +21,7 @@ public struct AuthEnvironment: Sendable {
     public init(
         layout: FileLayout, secrets: any SecretStore, namespaces: KeyringNamespaces, transport: any HTTPTransport,
         clock: Clock = .system, keyringBackend: String,
-        provisionDatabase: @escaping @Sendable (_ path: String, _ key: SecretBytes) throws(OStackError) -> Void
+        provisionDatabase: @escaping @Sendable (_ path: String, _ key: AccountDataKey) throws(OStackError) -> Void
     ) {
         self.layout = layout
         self.secrets = secrets
@@ -68,7 +68,7 @@ public struct AuthEnvironment: Sendable {
 
     /// The account's DEK: the plain `db-key` item, or — with a PIN — the agent's unlocked copy.
     /// A PIN-protected account the agent does not hold is `locked` (exit 4).
-    public func databaseKey(_ account: Account) throws(OStackError) -> SecretBytes {
+    public func databaseKey(_ account: Account) throws(OStackError) -> AccountDataKey {
         if keyIsSealed(account) {
             guard let key = agent?.key(for: account.id) else {
                 throw OStackError(.locked, context: .init(account: account.alias))
@@ -78,6 +78,6 @@ public struct AuthEnvironment: Sendable {
         guard let key = try secrets.readUpgrading(namespaces.key(account.id, .dbKey)) else {
             throw OStackError(.storageUnreadable, context: .init(account: account.alias), detail: "no db-key")
         }
-        return key
+        return AccountDataKey(key)
     }
 }

@@ -4,7 +4,7 @@ import PlatformKit
 /// The guest → account migration journal (`state/login-journal.json`, 0600, non-secret).
 ///
 /// Login writes it before the first keyring write and clears it last, so a crash at any step
-/// leaves enough to finish (or cleanly undo) on the next command (SPEC §6, TOK-6):
+/// leaves enough to finish (or cleanly undo) on the next command (docs/storage.md, "Sign-in and the guest namespace"):
 /// - `signingIn`: a guest token may exist, the account is not known yet → the guest items are
 ///   deleted (the user signs in again).
 /// - `migrating`: the account is known → copy the guest token to the account namespace, verify,

@@ -3,7 +3,7 @@ import PlatformKit
 import SodiumKit
 
 /// `ostack login`: sign in under the guest namespace, learn who signed in, migrate the session to
-/// the account namespace, register the account and create its database (SPEC §6, TOK-6).
+/// the account namespace, register the account and create its database (docs/security.md#tok-6).
 ///
 /// Every step is journaled (`LoginJournal`) so that `kill -9` at any point ends, after the next
 /// command, in one consistent account — or none — and never leaves a guest item behind.
@@ -43,9 +43,9 @@ public struct LoginService: Sendable {
             }
         }
         let api = AuthAPI(server: request.server, transport: environment.transport)
-        try api.discover()
+        let discovery = try api.discover().discovery
         do {
-            return try signIn(request, api: api)
+            return try signIn(request, api: api, routes: discovery.routes)
         } catch {
             if error.code == .wrongCredentials {
                 // No account to file it under: the global trail (the server's host only).
@@ -55,7 +55,8 @@ public struct LoginService: Sendable {
         }
     }
 
-    func signIn(_ request: Request, api: AuthAPI) throws(OStackError) -> Account {
+    func signIn(_ request: Request, api: AuthAPI, routes: ServerRoutes = ServerRoutes()) throws(OStackError) -> Account
+    {
         return try withLoginLock { () throws(OStackError) -> Account in
             try recoverLocked()
             let kind: Account.CredentialKind
@@ -71,23 +72,23 @@ public struct LoginService: Sendable {
             FailPoint.hit("login.after-journal")
 
             // 1. Sign in under the guest namespace.
-            let token: SecretBytes
+            let token: SessionCredential
             switch request.credential {
             case .password(let password): token = try api.signIn(email: request.email, password: password).token
-            case .apiKey(let key): token = key
+            case .apiKey(let key): token = SessionCredential(key)
             }
             let guestKey = environment.namespaces.guestKey(Self.secretKind(kind))
-            try environment.secrets.write(token, for: guestKey)
+            try environment.secrets.write(token.bytes, for: guestKey)
             FailPoint.hit("login.after-guest-write")
 
-            // 2. Who signed in?
-            guard let session = try api.getSession(token: token) else {
+            // 2. Who signed in? A session names its user; an API key is checked on the metadata route.
+            guard let session = try identify(token, kind: kind, request: request, api: api, routes: routes) else {
                 try? environment.secrets.delete(guestKey)
                 try? LoginJournal.clear(environment.layout)
                 throw OStackError(.wrongCredentials, context: .init(host: request.server.authority))
             }
             if let rotated = session.rotatedToken {
-                try environment.secrets.write(rotated, for: guestKey)
+                try environment.secrets.write(rotated.bytes, for: guestKey)
             }
             journal.phase = .migrating
             journal.accountID = try AccountID(server: request.server, userID: session.user.id)
@@ -104,6 +105,27 @@ public struct LoginService: Sendable {
             environment.audit(account, "sign-in", details: ["credential": kind.rawValue])
             return account
         }
+    }
+
+    /// The signed-in identity: the session's user; for an API key the key's owner when `get-session`
+    /// names one (some servers do), else — the key accepted by a metadata call — an identity of its
+    /// own: the e-mail the user gave, and an id made from the key's visible prefix (never the secret).
+    func identify(
+        _ token: SessionCredential, kind: Account.CredentialKind, request: Request, api: AuthAPI, routes: ServerRoutes
+    ) throws(OStackError) -> RemoteSession? {
+        if let session = try api.getSession(token: token) { return session }
+        guard kind == .apiKey, try api.acceptsAPIKey(token, metadataRoute: routes.metadata) else { return nil }
+        let user = RemoteUser(id: Self.apiKeyIdentity(token), email: request.email, name: "")
+        return RemoteSession(user: user, expiresAt: nil, rotatedToken: nil)
+    }
+
+    /// `apikey-` and up to six characters of the key after its `osk_` prefix: the part a server shows
+    /// to identify a key, stable across logins, not enough to use it.
+    static func apiKeyIdentity(_ key: SessionCredential) -> String {
+        let text = key.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let body = text.hasPrefix("osk_") ? text.dropFirst(4) : Substring(text)
+        let visible = body.prefix(6).filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
+        return "apikey-" + (visible.isEmpty ? "key" : String(visible))
     }
 
     /// Finishes or cleans a login interrupted by a crash. Cheap when there is nothing to do (one
@@ -151,7 +173,8 @@ public struct LoginService: Sendable {
             if let existing = try environment.registry.accounts().first(where: { $0.id == accountID }),
                 environment.keyIsSealed(existing)
             {
-                item = try TokenSeal.seal(guestToken, dek: try environment.databaseKey(existing), account: accountID)
+                item = try TokenSeal.seal(
+                    SessionCredential(guestToken), dek: try environment.databaseKey(existing), account: accountID)
             }
             try secrets.write(item, for: accountKey)
             FailPoint.hit("login.after-copy")
@@ -247,7 +270,7 @@ public struct LoginService: Sendable {
         let keyKey = environment.namespaces.key(account.id, .dbKey)
         let databasePath = environment.databasePath(account)
         if let existing = try environment.secrets.readUpgrading(keyKey) {
-            try environment.provisionDatabase(databasePath, existing)
+            try environment.provisionDatabase(databasePath, AccountDataKey(existing))
             return
         }
         if SecureFileSystem.exists(directory + "/pin.env") || SecureFileSystem.exists(directory + "/recovery.env") {
@@ -258,9 +281,9 @@ public struct LoginService: Sendable {
             throw OStackError(
                 .storageUnreadable, context: .init(account: account.alias), detail: "database present, db-key missing")
         }
-        let key = SecretBytes(randomCount: 32)
-        try environment.secrets.write(key, for: keyKey)
-        guard let readBack = try environment.secrets.read(keyKey), readBack == key else {
+        let key = AccountDataKey.generate()
+        try environment.secrets.write(key.bytes, for: keyKey)
+        guard let readBack = try environment.secrets.read(keyKey), readBack == key.bytes else {
             throw OStackError(.keyringUnavailable, detail: "the database key did not read back")
         }
         try environment.provisionDatabase(databasePath, key)
@@ -283,9 +306,9 @@ public struct LoginService: Sendable {
         kind == .apiKey ? .apiKey : .sessionToken
     }
 
+    /// `acct-` and 16 random hex digits.
     static func newDirectoryName() -> String {
-        let hex = Array("0123456789abcdef")
-        return "acct-" + String((0..<16).map { _ in hex[Int(SecureRandomIndex.below(16))] })
+        RandomID.make(prefix: "acct-", count: 16, alphabet: RandomID.hexDigits)
     }
 
     /// The alias: the preferred one, else the e-mail's local part, made unique with the host or a number.
@@ -308,14 +331,5 @@ public struct LoginService: Sendable {
         var counter = 2
         while taken.contains("\(start)-\(counter)") { counter += 1 }
         return "\(start)-\(counter)"
-    }
-}
-
-/// Uniform random numbers from libsodium's CSPRNG for identifiers.
-enum SecureRandomIndex {
-    static func below(_ bound: UInt32) -> UInt32 {
-        let bytes = SecretBytes(randomCount: 4)
-        let value = bytes.withUnsafeBytes { $0.load(as: UInt32.self) }
-        return value % bound  // bound is a power of two here, so this is uniform
     }
 }

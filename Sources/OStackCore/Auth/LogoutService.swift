@@ -1,7 +1,7 @@
 import PlatformKit
 import SodiumKit
 
-/// `ostack logout` and `ostack accounts remove` (SPEC §6, TOK-8).
+/// `ostack logout` and `ostack accounts remove` (docs/security.md#tok-8).
 public struct LogoutService: Sendable {
     public let environment: AuthEnvironment
 

@@ -2,8 +2,7 @@ import FoundationEssentials
 import PlatformKit
 import SodiumKit
 
-/// Keeps one account's session alive (SPEC §6 "Refresh", "Single flight across processes"; TOK-1,
-/// TOK-2, TOK-4).
+/// Keeps one account's session alive (docs/security.md#tok-1, #tok-2, #tok-4).
 ///
 /// - A session inside the refresh window (less than `refreshWindow` left, or last confirmed longer
 ///   than `updateAge` ago) is refreshed through `GET /get-session` before use.
@@ -31,7 +30,7 @@ public struct SessionKeeper: Sendable {
     }
 
     /// The credential to use for `account`, refreshed first when it is inside the refresh window.
-    public func credential(for account: Account) throws(OStackError) -> SecretBytes {
+    public func credential(for account: Account) throws(OStackError) -> SessionCredential {
         let account = try current(account)
         try requireSignedIn(account)
         if account.credentialKind == .apiKey || !needsRefresh(account) {
@@ -92,9 +91,9 @@ public struct SessionKeeper: Sendable {
     /// - Parameter seenRefreshedAt: the refresh time this process saw before waiting for the lock; if
     ///   it changed meanwhile, another process refreshed while we waited, and its result is adopted.
     func refresh(
-        _ account: Account, force: Bool, replacing: SecretBytes?, freshness: TimeInterval,
+        _ account: Account, force: Bool, replacing: SessionCredential?, freshness: TimeInterval,
         seenRefreshedAt: Date?? = .none
-    ) throws(OStackError) -> SecretBytes {
+    ) throws(OStackError) -> SessionCredential {
         let lock: FileLock
         do {
             try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
@@ -102,7 +101,7 @@ public struct SessionKeeper: Sendable {
         } catch {
             throw OStackError(.storageFailure, detail: "taking the session lock: \(error)")
         }
-        return try withExtendedLifetime(lock) { () throws(OStackError) -> SecretBytes in
+        return try withExtendedLifetime(lock) { () throws(OStackError) -> SessionCredential in
             let latest = try current(account)
             try requireSignedIn(latest)
             let token = try storedToken(latest)
@@ -169,22 +168,22 @@ public struct SessionKeeper: Sendable {
         }
     }
 
-    func storedToken(_ account: Account) throws(OStackError) -> SecretBytes {
+    func storedToken(_ account: Account) throws(OStackError) -> SessionCredential {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
         guard let item = try environment.secrets.readUpgrading(environment.namespaces.key(account.id, kind)) else {
             throw OStackError(.notSignedIn, context: .init(account: account.alias), detail: "no token in the keyring")
         }
-        guard TokenSeal.isSealed(item) else { return item }
+        guard TokenSeal.isSealed(item) else { return SessionCredential(item) }
         // PIN-protected: the token opens only with the DEK the agent holds (locked → exit 4).
         return try TokenSeal.open(item, dek: try environment.databaseKey(account), account: account.id)
     }
 
     /// Writes a (rotated) token, sealed when the account has a PIN, and reads it back.
-    func storeToken(_ token: SecretBytes, for account: Account) throws(OStackError) {
+    func storeToken(_ token: SessionCredential, for account: Account) throws(OStackError) {
         let key = environment.namespaces.key(account.id, .sessionToken)
         let item =
             environment.keyIsSealed(account)
-            ? try TokenSeal.seal(token, dek: try environment.databaseKey(account), account: account.id) : token
+            ? try TokenSeal.seal(token, dek: try environment.databaseKey(account), account: account.id) : token.bytes
         try environment.secrets.write(item, for: key)
         guard let readBack = try environment.secrets.read(key), readBack == item else {
             throw OStackError(.keyringUnavailable, detail: "rotated token did not read back")

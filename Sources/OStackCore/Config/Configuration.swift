@@ -2,7 +2,7 @@ import FoundationEssentials
 import PlatformKit
 
 /// User configuration (`config.json`, 0600): the default account and settings. The default account
-/// is stored here, never in the keyring (SPEC §3). Writes are atomic, under `locks/config.lock`.
+/// is stored here, never in the keyring (docs/storage.md). Writes are atomic, under `locks/config.lock`.
 public struct Configuration: Sendable, Equatable, Codable {
     public static let currentVersion = 1
 

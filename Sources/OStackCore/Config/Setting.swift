@@ -1,7 +1,8 @@
 /// The settings `ostack config get|set|list` knows, each validated before it is stored.
 public struct Setting: Sendable, Equatable {
     public var key: String
-    public var summary: String
+    /// Shown in the hint when a value is refused.
+    public var summary: Wording
     public var defaultValue: String
     let isValid: @Sendable (String) -> Bool
 
@@ -12,13 +13,14 @@ public struct Setting: Sendable, Equatable {
             key: "keyring.backend", summary: "Keyring backend for new accounts (secret-service or file).",
             defaultValue: "secret-service", isValid: { ["secret-service", "file"].contains($0) }),
         Setting(
-            key: "agent.idle-timeout", summary: "Lock unlocked accounts after this much idle time (e.g. 15m, 1h).",
-            defaultValue: "15m", isValid: { Setting.duration($0) != nil }),
+            key: AgentLimits.idleSetting,
+            summary: "Lock unlocked accounts after this much idle time (e.g. 15m, 1h).",
+            defaultValue: AgentLimits.defaultIdleText, isValid: { Setting.duration($0) != nil }),
         Setting(
-            key: "agent.max-lifetime", summary: "Lock unlocked accounts after this long regardless of use.",
-            defaultValue: "12h", isValid: { Setting.duration($0) != nil }),
+            key: AgentLimits.lifetimeSetting, summary: "Lock unlocked accounts after this long regardless of use.",
+            defaultValue: AgentLimits.defaultLifetimeText, isValid: { Setting.duration($0) != nil }),
         Setting(
-            key: "sync.interval", summary: "Interval of `ostack sync --watch`.", defaultValue: "5m",
+            key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
             isValid: { Setting.duration($0) != nil }),
     ]
 

@@ -1,15 +1,19 @@
 import FoundationEssentials
+import Synchronization
 
-/// The data and metadata routes (PROTOCOL §3–§4) for one account, through its `SessionKeeper`
+/// The data and metadata routes (`Endpoint`) for one account, through its `SessionKeeper`
 /// (refresh before use, one refresh-and-retry on 401). Non-2xx answers become `ServerError`s that
-/// keep the status, code and field names only — never the server's text.
+/// keep the status, code and field names only — never the server's text. Paths come from the
+/// account's discovery document (`ServerDirectory`), loaded on first use.
 public struct DataAPI: Sendable {
     public let account: Account
     public let keeper: SessionKeeper
+    public let directory: ServerDirectory
 
-    public init(account: Account, keeper: SessionKeeper) {
+    public init(account: Account, keeper: SessionKeeper, directory: ServerDirectory = ServerDirectory()) {
         self.account = account
         self.keeper = keeper
+        self.directory = directory
     }
 
     /// A response the caller must classify (sync) rather than throw on.
@@ -21,8 +25,8 @@ public struct DataAPI: Sendable {
         public var error: ServerError { ServerError(response: response) }
     }
 
-    public func url(_ path: String, query: [(String, String)] = []) -> String {
-        var url = account.server.url("/api/v1" + path)
+    public func url(_ endpoint: Endpoint, query: [(String, String)] = []) -> String {
+        var url = account.server.url(endpoint.path(directory.discovery.routes))
         if !query.isEmpty {
             url += "?" + query.map { "\(Self.percentEncode($0.0))=\(Self.percentEncode($0.1))" }.joined(separator: "&")
         }
@@ -32,11 +36,11 @@ public struct DataAPI: Sendable {
     /// Sends and returns the outcome whatever the status; transport failures and an expired session
     /// throw (`offline`/`timeout`/`tls`, `session-expired`).
     public func exchange(
-        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
-        headers: [(String, String)] = []
+        _ endpoint: Endpoint, query: [(String, String)] = [], body: JSONValue? = nil, headers: [(String, String)] = []
     ) throws(OStackError) -> Outcome {
-        let target = url(path, query: query)
+        let target = url(endpoint, query: query)
         let bytes = body?.serialized()
+        let method = endpoint.method
         let response = try keeper.send(account) { authorization in
             var all = [authorization, ("Accept", "application/json")] + headers
             if bytes != nil { all.append(("Content-Type", "application/json")) }
@@ -47,24 +51,17 @@ public struct DataAPI: Sendable {
 
     /// Like `exchange`, but a non-2xx status throws the mapped user-safe error.
     public func call(
-        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
-        headers: [(String, String)] = []
+        _ endpoint: Endpoint, query: [(String, String)] = [], body: JSONValue? = nil, headers: [(String, String)] = []
     ) throws(OStackError) -> JSONValue {
-        let outcome = try exchange(method, path, query: query, body: body, headers: headers)
+        let outcome = try exchange(endpoint, query: query, body: body, headers: headers)
         guard outcome.ok else {
             throw outcome.error.asOStackError(account: account.alias, host: account.server.authority)
         }
         guard let json = JSONValue.parse(outcome.response.body) else {
             throw OStackError(
-                .unexpectedResponse, context: .init(host: account.server.authority), detail: "\(path): not JSON")
+                .unexpectedResponse, context: .init(host: account.server.authority), detail: "\(endpoint): not JSON")
         }
         return json
-    }
-
-    public static func objectPath(_ object: String) -> String { "/data/" + percentEncode(object) }
-
-    public static func recordPath(_ object: String, _ id: String) -> String {
-        "/data/" + percentEncode(object) + "/" + percentEncode(id)
     }
 
     /// RFC 3986 unreserved characters stay; everything else is %-encoded (also in query values).
@@ -84,5 +81,25 @@ public struct DataAPI: Sendable {
             }
         }
         return result
+    }
+}
+
+/// An account's discovery document, loaded once per process on first use (`load` reads the
+/// account's cache or asks the server, and falls back to ObjectStack's default routes).
+public final class ServerDirectory: Sendable {
+    let load: @Sendable () -> Discovery
+    let loaded = Mutex<Discovery?>(nil)
+
+    public init(_ load: @escaping @Sendable () -> Discovery = { Discovery() }) {
+        self.load = load
+    }
+
+    public var discovery: Discovery {
+        loaded.withLock { loaded in
+            if let loaded { return loaded }
+            let value = load()
+            loaded = value
+            return value
+        }
     }
 }

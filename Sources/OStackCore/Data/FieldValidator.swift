@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// Validates a record against cached metadata before it is written (SPEC §7 "Field validation"):
+/// Validates a record against cached metadata before it is written (docs/sync.md, "Writes and validation"):
 /// required, type, select options, min/max, minLength/maxLength, scale. Messages are ostack's own
 /// and name fields by their label. Failures are `validation` (exit 9).
 public struct FieldValidator: Sendable {
@@ -53,7 +53,7 @@ public struct FieldValidator: Sendable {
             .validation,
             context: .init(
                 object: schema.name, fields: found.map(\.label),
-                suggestion: found.map(\.message).joined(separator: "; ") + "."),
+                suggestion: .text(found.map(\.message).joined(separator: "; ") + ".")),
             detail: "local validation: \(found.map(\.field))")
     }
 
@@ -173,7 +173,7 @@ public struct FieldValidator: Sendable {
                 context: .init(
                     object: schema.name, fields: [name],
                     suggestion: schema.suggestion(for: name).map { "Did you mean '\($0)'?" }
-                        ?? "See `ostack objects show \(schema.name)` for its fields."),
+                        ?? "See \(command: .objectsShow(object: schema.name)) for its fields."),
                 detail: "unknown field in --set")
         }
         if text.isEmpty || text == "null" { return .null }

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// Per-account metadata cache (SPEC §7): `GET /meta/object/<name>` with `If-None-Match` (304
+/// Per-account metadata cache (docs/sync.md, "Metadata"): `GET {metadata}/object/<name>` with `If-None-Match` (304
 /// refreshes the TTL), a 5-minute TTL, stale entries used when the server cannot be reached. Each
 /// object's field set has a schema version; when it changes, the change is recorded and local
 /// records are re-validated against the new schema.
@@ -44,8 +44,7 @@ public struct MetadataCache: Sendable {
         let outcome: DataAPI.Outcome
         do {
             outcome = try api.exchange(
-                "GET", "/meta/object/" + DataAPI.percentEncode(name),
-                headers: cached?.etag.map { [("If-None-Match", $0)] } ?? [])
+                .objectMetadata(name: name), headers: cached?.etag.map { [("If-None-Match", $0)] } ?? [])
         } catch let error where [.offline, .timeout, .tls].contains(error.code) {
             if let cached { return Cached(schema: cached.schema, schemaVersion: cached.version, stale: true) }
             throw error
@@ -103,29 +102,48 @@ public struct MetadataCache: Sendable {
         return invalid
     }
 
-    /// A cached document (object list, apps): fresh within the TTL, else fetched, stale offline.
-    public func document(_ kind: String, path: String) throws(OStackError) -> (json: JSONValue, stale: Bool) {
-        let row = try store.rows("SELECT body, fetched_at FROM meta_documents WHERE kind = ?", [.text(kind)]).first
-        let cached = row.flatMap { row -> (JSONValue, Double)? in
-            guard let text = row.text("body"), let json = JSONValue.parse(Array(text.utf8)) else { return nil }
-            let fetched: Double = if case .real(let value) = row["fetched_at"] { value } else { 0 }
-            return (json, fetched)
-        }
-        if let cached, store.now - cached.1 < ttl { return (cached.0, false) }
+    /// Every object's metadata (`objects list`).
+    public func objectList() throws(OStackError) -> (json: JSONValue, stale: Bool) {
+        try document(.objects, kind: "objects")
+    }
+
+    /// The apps the user may enter (`apps list`).
+    public func apps() throws(OStackError) -> (json: JSONValue, stale: Bool) {
+        try document(.apps, kind: "apps")
+    }
+
+    /// A cached document: fresh within the TTL, else fetched, stale offline.
+    func document(_ endpoint: Endpoint, kind: String) throws(OStackError) -> (json: JSONValue, stale: Bool) {
+        let cached = try store.cachedDocument(kind)
+        if let cached, store.now - cached.fetchedAt < ttl { return (cached.json, false) }
         guard let api else {
-            if let cached { return (cached.0, true) }
+            if let cached { return (cached.json, true) }
             throw OStackError(.offline, detail: "no cached \(kind)")
         }
         let json: JSONValue
         do {
-            json = try api.call("GET", path)
+            json = try api.call(endpoint)
         } catch let error where [.offline, .timeout, .tls].contains(error.code) {
-            if let cached { return (cached.0, true) }
+            if let cached { return (cached.json, true) }
             throw error
         }
-        try store.run(
-            "INSERT OR REPLACE INTO meta_documents (kind, body, fetched_at) VALUES (?, ?, ?)",
-            [.text(kind), .text(String(decoding: json.serialized(), as: UTF8.self)), .real(store.now)])
+        try store.cacheDocument(kind, json)
         return (json, false)
+    }
+}
+
+extension LocalStore {
+    /// A document kept in `meta_documents` (object list, apps, discovery) and when it was fetched.
+    public func cachedDocument(_ kind: String) throws(OStackError) -> (json: JSONValue, fetchedAt: Double)? {
+        let row = try rows("SELECT body, fetched_at FROM meta_documents WHERE kind = ?", [.text(kind)]).first
+        guard let row, let text = row.text("body"), let json = JSONValue.parse(Array(text.utf8)) else { return nil }
+        let fetched: Double = if case .real(let value) = row["fetched_at"] { value } else { 0 }
+        return (json, fetched)
+    }
+
+    public func cacheDocument(_ kind: String, _ json: JSONValue) throws(OStackError) {
+        try run(
+            "INSERT OR REPLACE INTO meta_documents (kind, body, fetched_at) VALUES (?, ?, ?)",
+            [.text(kind), .text(String(decoding: json.serialized(), as: UTF8.self)), .real(now)])
     }
 }

@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// An object's definition as ostack uses it (PROTOCOL §4.2), parsed from `GET /meta/object/<name>`.
+/// An object's definition as ostack uses it (docs/protocol.md#metadata), parsed from `GET /meta/object/<name>`.
 /// Only names, labels and constraints are kept; descriptions and other free text are not.
 public struct ObjectSchema: Sendable, Equatable {
     public var name: String
@@ -29,7 +29,7 @@ public struct ObjectSchema: Sendable, Equatable {
         }
     }
 
-    /// Columns the server injects into records (PROTOCOL §3.6): always readable, never written.
+    /// Columns the server injects into records (docs/protocol.md#records): always readable, never written.
     public static let systemFields: [String] = [
         "id", "created_at", "updated_at", "created_by", "updated_by", "owner_id", "owning_business_unit_id",
         "organization_id",

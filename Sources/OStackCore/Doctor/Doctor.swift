@@ -1,17 +1,18 @@
 import FoundationEssentials
 import PlatformKit
 
-/// `ostack doctor` (SPEC §10): health checks, globally and per account, each `ok`, `warn` or `fail`
+/// `ostack doctor` (docs/audit.md, "Doctor"): health checks, globally and per account, each `ok`, `warn` or `fail`
 /// with a one-line fix. A check that could not be carried out says so (`checked: false`, status
 /// `warn`) — "invalid" and "could not check" are never confused.
 public struct Doctor: Sendable {
-    public struct Check: Sendable, Equatable, Codable {
+    /// Its message and fix are our wording; the CLI renders them (text and `--json`).
+    public struct Check: Sendable, Equatable {
         public enum Status: String, Sendable, Codable { case ok, warn, fail }
         public var name: String
         public var account: String?
         public var status: Status
-        public var message: String
-        public var fix: String?
+        public var message: Wording
+        public var fix: Wording?
         /// False when the check could not be carried out (the message says why).
         public var checked: Bool
     }
@@ -33,7 +34,7 @@ public struct Doctor: Sendable {
     }
 
     func check(
-        _ name: String, _ account: Account?, _ status: Check.Status, _ message: String, fix: String? = nil,
+        _ name: String, _ account: Account?, _ status: Check.Status, _ message: Wording, fix: Wording? = nil,
         checked: Bool = true
     ) -> Check {
         Check(name: name, account: account?.alias, status: status, message: message, fix: fix, checked: checked)
@@ -53,7 +54,9 @@ public struct Doctor: Sendable {
                 checks.append(
                     check(
                         "keyring", nil, .fail, "The keyring is locked.",
-                        fix: "Unlock your login keyring (log in to the desktop session, or run `ostack unlock`)."))
+                        fix:
+                            "Unlock your login keyring (log in to the desktop session, or run \(command: .unlock(account: nil)))."
+                    ))
             case .keyringTimeout:
                 checks.append(
                     check(
@@ -85,7 +88,8 @@ public struct Doctor: Sendable {
         if let agent = environment.agent, agent.mightBeRunning {
             checks.append(check("agent", nil, .ok, "The agent is running."))
         } else {
-            checks.append(check("agent", nil, .ok, "The agent is not running (it starts on `ostack unlock`)."))
+            checks.append(
+                check("agent", nil, .ok, "The agent is not running (it starts on \(command: .unlock(account: nil)))."))
         }
         // The global trail.
         do {
@@ -99,7 +103,7 @@ public struct Doctor: Sendable {
                     : check(
                         "audit-global", nil, .fail,
                         "The global audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).",
-                        fix: "Someone changed ostack's files; review `ostack audit --all` and the account's keyring."))
+                        fix: "Someone changed ostack's files; review \(command: .auditAll) and the account's keyring."))
         } catch {
             checks.append(
                 check(
@@ -121,7 +125,7 @@ public struct Doctor: Sendable {
                 checks.append(
                     check(
                         "session", account, .warn, "The session expires within a day.",
-                        fix: "Run `ostack auth refresh`."))
+                        fix: .run(.authRefresh)))
             } else {
                 checks.append(check("session", account, .ok, "Signed in; the session is valid."))
             }
@@ -129,12 +133,12 @@ public struct Doctor: Sendable {
             checks.append(
                 check(
                     "session", account, .fail, "The session has expired.",
-                    fix: "Run `ostack login --account \(account.alias)`."))
+                    fix: .run(.login(account: account.alias))))
         case .signedOut:
             checks.append(
                 check(
                     "session", account, .warn, "Signed out (local data is kept).",
-                    fix: "Run `ostack login` to sign in again."))
+                    fix: "Run \(command: .login(account: nil)) to sign in again."))
         }
         // Files.
         let directory = environment.layout.accountDirectory(account.dataDirectory)
@@ -156,22 +160,23 @@ public struct Doctor: Sendable {
         // Keyring items: expected present, nothing stray.
         checks.append(keyringItems(account))
         // Database, queue, sync and audit need the key.
-        let service: DataService
+        let service: AccountSession
         do {
-            service = try DataService(account: account, environment: environment)
+            service = try AccountSession(account: account, environment: environment)
         } catch {
             switch error.code {
             case .locked, .pinLockedOut:
                 checks.append(
                     check(
                         "database", account, .warn, "Could not check the database: the account is locked.",
-                        fix: "Run `ostack unlock \(account.alias)` and then `ostack doctor`.", checked: false))
+                        fix: "Run \(command: .unlock(account: account.alias)) and then \(command: .doctor).",
+                        checked: false))
             case .storageUnreadable, .storageFailure, .unsupportedFormat:
                 checks.append(
                     check(
                         "database", account, .fail, "The database does not open with its key (damaged or replaced).",
                         fix:
-                            "Restore the account's files from a backup, or `ostack accounts remove \(account.alias)` and sign in again."
+                            "Restore the account's files from a backup, or \(command: .accountsRemove(account: account.alias)) and sign in again."
                     ))
             default:
                 checks.append(
@@ -203,19 +208,19 @@ public struct Doctor: Sendable {
                 counts.pending > 1000
                     ? check(
                         "queue", account, .warn, "\(counts.pending) changes are waiting to be pushed.",
-                        fix: "Run `ostack sync`.")
+                        fix: .run(.sync))
                     : check("queue", account, .ok, "\(counts.pending) change(s) waiting to be pushed."))
             checks.append(
                 counts.failed > 0
                     ? check(
                         "queue-failed", account, .warn, "\(counts.failed) change(s) failed to push.",
-                        fix: "See `ostack queue list`; then `ostack queue retry` or `ostack queue discard ID`.")
+                        fix: "See \(command: .queueList); then \(command: .queueRetry) or \(command: .queueDiscard).")
                     : check("queue-failed", account, .ok, "No failed changes."))
             checks.append(
                 counts.conflict > 0
                     ? check(
                         "conflicts", account, .warn, "\(counts.conflict) conflict(s) need a decision.",
-                        fix: "Run `ostack conflicts list` and `ostack conflicts resolve`.")
+                        fix: "Run \(command: .conflictsList) and \(command: .conflictsResolve).")
                     : check("conflicts", account, .ok, "No conflicts."))
         }
         let tracked = (try? service.store.trackedObjects()) ?? []
@@ -225,11 +230,11 @@ public struct Doctor: Sendable {
                 age > 7 * 86_400
                     ? check(
                         "last-sync", account, .warn, "The last successful sync was \(Int(age / 86_400)) days ago.",
-                        fix: "Run `ostack sync`.")
+                        fix: .run(.sync))
                     : check("last-sync", account, .ok, "Last successful sync: \(last.formatted(.iso8601))."))
         } else if !tracked.isEmpty {
             checks.append(
-                check("last-sync", account, .warn, "Tracked objects were never synced.", fix: "Run `ostack sync`."))
+                check("last-sync", account, .warn, "Tracked objects were never synced.", fix: .run(.sync)))
         }
         do {
             let verification = try service.audit.verify()
@@ -240,7 +245,7 @@ public struct Doctor: Sendable {
                         "audit", account, .fail,
                         "The audit trail is not intact at sequence \(verification.firstBadSeq ?? 0).",
                         fix:
-                            "The account's files were changed or restored from an older copy: review `ostack audit verify`."
+                            "The account's files were changed or restored from an older copy: review \(command: .auditVerify)."
                     ))
         } catch {
             checks.append(
@@ -291,13 +296,13 @@ public struct Doctor: Sendable {
                     "Missing keyring item(s): \(missing.map(\.rawValue).sorted().joined(separator: ", ")).",
                     fix: missing.contains(.dbKey)
                         ? "The database key is gone: restore the keyring, or remove the account and sign in again."
-                        : "Run `ostack login --account \(account.alias)`.")
+                        : .run(.login(account: account.alias)))
             }
             if !stray.isEmpty {
                 return check(
                     "keyring-items", account, .warn,
                     "Unexpected keyring item(s): \(stray.map(\.rawValue).sorted().joined(separator: ", ")).",
-                    fix: "Run `ostack logout \(account.alias)` and sign in again to tidy them.")
+                    fix: "Run \(command: .logout(account: account.alias)) and sign in again to tidy them.")
             }
             return check("keyring-items", account, .ok, "Every expected keyring item is present, nothing stray.")
         } catch {

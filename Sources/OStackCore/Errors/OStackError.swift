@@ -1,11 +1,11 @@
-/// The core's one error type (HOUSE-STYLE "Errors", layer 2).
+/// The core's one error type (docs/errors.md).
 ///
 /// Lower-layer errors (`SQLiteError`, `KeyringError`, `HTTPError`, …) are wrapped once, where their
 /// meaning is known, into a stable `Code`. The CLI's error presenter switches over `code` and prints
 /// only its own wording plus the `context` values that are explicitly safe to show (an account
 /// alias, a host, field labels from metadata). `detail` is for the redacted debug log only.
 public struct OStackError: Error, Sendable {
-    /// Stable, lower-case codes (SPEC §9). Adding a case means adding a message, a hint, an exit
+    /// Stable, lower-case codes (docs/errors.md). Adding a case means adding a message, a hint, an exit
     /// code, a row in docs/errors.md and a test.
     public enum Code: String, Sendable, CaseIterable {
         case `internal` = "internal"
@@ -54,14 +54,15 @@ public struct OStackError: Error, Sendable {
         public var object: String?
         public var fields: [String]
         public var count: Int?
-        public var suggestion: String?
+        /// The hint: our own wording, naming commands by value (the CLI spells them).
+        public var suggestion: Wording?
         public var retryAfterSeconds: Int?
         public var httpStatus: Int?
         public var requestID: String?
 
         public init(
             account: String? = nil, host: String? = nil, object: String? = nil, fields: [String] = [],
-            count: Int? = nil, suggestion: String? = nil, retryAfterSeconds: Int? = nil,
+            count: Int? = nil, suggestion: Wording? = nil, retryAfterSeconds: Int? = nil,
             httpStatus: Int? = nil, requestID: String? = nil
         ) {
             self.account = account

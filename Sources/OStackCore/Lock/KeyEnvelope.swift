@@ -2,7 +2,7 @@ import FoundationEssentials
 import PlatformKit
 import SodiumKit
 
-/// A wrapped DEK on disk (`pin.env`, `recovery.env`; SPEC §5.2): version, KDF parameters and salt,
+/// A wrapped DEK on disk (`pin.env`, `recovery.env`; docs/storage.md, "PIN lock"): version, KDF parameters and salt,
 /// nonce, and XChaCha20-Poly1305(DEK) with the account id and parameters as associated data.
 ///
 /// `KEK = BLAKE2b-256(key = ringKey, label ‖ accountId ‖ Argon2id(secret, salt, ops, mem))`: the
@@ -28,27 +28,30 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
     }
 
     static func kek(
-        purpose: Purpose, secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID, kdf: Argon2id.Parameters
-    ) throws(OStackError) -> SecretBytes {
+        purpose: Purpose, secret: SecretBytes, ringKey: RingKey, accountID: AccountID, kdf: Argon2id.Parameters
+    ) throws(OStackError) -> KeyEncryptionKey {
         do {
             let derived = try Argon2id.deriveKey(password: secret, parameters: kdf)
-            return try BLAKE2b.keyedHash(
-                key: ringKey, parts: [Array(purpose.rawValue.utf8), Array(accountID.rawValue.utf8)],
-                secretParts: [derived])
+            return KeyEncryptionKey(
+                try BLAKE2b.keyedHash(
+                    key: ringKey.bytes, parts: [Array(purpose.rawValue.utf8), Array(accountID.rawValue.utf8)],
+                    secretParts: [derived]))
         } catch {
             throw OStackError(.internal, detail: "key derivation failed: \(error)")
         }
     }
 
-    /// Seals `dek` under `secret` (PIN or recovery key) and `ringKey`, with a fresh salt and nonce.
-    public static func seal(
-        _ dek: SecretBytes, purpose: Purpose, secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID,
-        kdf: Argon2id.Parameters
+    /// Seals `dek` under `secret` (PIN or recovery key: its type is the envelope's purpose) and
+    /// `ringKey`, with a fresh salt and nonce.
+    public static func seal<Secret: EnvelopeSecret>(
+        _ dek: AccountDataKey, secret: Secret, ringKey: RingKey, accountID: AccountID, kdf: Argon2id.Parameters
     ) throws(OStackError) -> KeyEnvelope {
-        let key = try kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+        let purpose = Secret.envelopePurpose
+        let key = try kek(purpose: purpose, secret: secret.bytes, ringKey: ringKey, accountID: accountID, kdf: kdf)
         do {
             let box = try AEAD.seal(
-                dek, key: key, associatedData: associatedData(purpose: purpose, accountID: accountID, kdf: kdf))
+                dek.bytes, key: key.bytes,
+                associatedData: associatedData(purpose: purpose, accountID: accountID, kdf: kdf))
             return KeyEnvelope(
                 version: currentVersion, purpose: purpose, kdf: kdf, nonce: box.nonce, ciphertext: box.ciphertext)
         } catch {
@@ -57,27 +60,29 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
     }
 
     /// Opens the envelope; a wrong secret (or ring, or account) is `wrong-pin`.
-    public func open(secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID) throws(OStackError) -> SecretBytes
+    public func open(secret: some EnvelopeSecret, ringKey: RingKey, accountID: AccountID) throws(OStackError)
+        -> AccountDataKey
     {
         try open(kek: try deriveKEK(secret: secret, ringKey: ringKey, accountID: accountID), accountID: accountID)
     }
 
     /// The key-encryption key for `secret` (the expensive Argon2id step), without opening anything.
-    public func deriveKEK(secret: SecretBytes, ringKey: SecretBytes, accountID: AccountID) throws(OStackError)
-        -> SecretBytes
+    public func deriveKEK(secret: some EnvelopeSecret, ringKey: RingKey, accountID: AccountID) throws(OStackError)
+        -> KeyEncryptionKey
     {
         guard version == Self.currentVersion else {
             throw OStackError(.unsupportedFormat, detail: "envelope version \(version)")
         }
-        return try Self.kek(purpose: purpose, secret: secret, ringKey: ringKey, accountID: accountID, kdf: kdf)
+        return try Self.kek(purpose: purpose, secret: secret.bytes, ringKey: ringKey, accountID: accountID, kdf: kdf)
     }
 
     /// Opens the envelope with a derived KEK; a wrong one is `wrong-pin`.
-    public func open(kek key: SecretBytes, accountID: AccountID) throws(OStackError) -> SecretBytes {
+    public func open(kek key: KeyEncryptionKey, accountID: AccountID) throws(OStackError) -> AccountDataKey {
         do {
-            return try AEAD.open(
-                AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key,
-                associatedData: Self.associatedData(purpose: purpose, accountID: accountID, kdf: kdf))
+            return AccountDataKey(
+                try AEAD.open(
+                    AEAD.SealedBox(nonce: nonce, ciphertext: ciphertext), key: key.bytes,
+                    associatedData: Self.associatedData(purpose: purpose, accountID: accountID, kdf: kdf)))
         } catch {
             throw OStackError(.wrongPIN, detail: "envelope did not open")
         }

@@ -3,16 +3,15 @@ import Synchronization
 import PlatformKit
 import SodiumKit
 
-/// PIN lock (SPEC §5.2–§5.3, PIN-3/PIN-4): `pin set|change|remove`, `lock`, `unlock`.
+/// PIN lock (docs/storage.md, "PIN lock"; docs/security.md#pin-3, #pin-4): `pin set|change|remove`, `lock`, `unlock`.
 public struct LockService: Sendable {
     public let environment: AuthEnvironment
     public let agent: AgentClient
     /// The environment a started agent inherits.
     public let processEnvironment: [String: String]
-    /// Agent timeouts (config `agent.idle-timeout`, `agent.max-lifetime`).
-    public var idleTimeout: Double = 900
-    public var maximumLifetime: Double = 43_200
-    /// Argon2id for new PIN envelopes: MODERATE (SOD-3); the floor INTERACTIVE is allowed for tests.
+    /// How long the agent keeps an unlocked key (config `agent.idle-timeout`, `agent.max-lifetime`).
+    public var agentLimits = AgentLimits.defaults
+    /// Argon2id for new PIN envelopes: MODERATE (docs/security.md#sod-3); the floor INTERACTIVE is allowed for tests.
     public var pinParameters: @Sendable () -> Argon2id.Parameters = { .moderate() }
 
     /// A counter reset still being written after a successful PIN (see `finishReset`).
@@ -31,16 +30,16 @@ public struct LockService: Sendable {
 
     /// Sets a PIN: ring item, PIN envelope, recovery envelope, the session token sealed under the DEK,
     /// the DEK handed to the agent, and finally the plain `db-key` deleted (absence verified).
-    /// Returns the recovery key (grouped base32, shown once).
-    public func setPIN(_ account: Account, pin: SecretBytes) throws(OStackError) -> SecretBytes {
+    /// Returns the recovery key (shown once, as `RecoveryKey.format`).
+    public func setPIN(_ account: Account, pin: PIN) throws(OStackError) -> RecoveryKey {
         guard !environment.hasPIN(account) else {
             throw OStackError(
-                .invalidInput, context: .init(suggestion: "This account has a PIN: use `ostack pin change`."))
+                .invalidInput, context: .init(suggestion: "This account has a PIN: use \(command: .pinChange)."))
         }
         try PINPolicy.validate(pin)
-        let dek: SecretBytes
+        let dek: AccountDataKey
         if let plain = try secrets.readUpgrading(key(account, .dbKey)) {
-            dek = plain
+            dek = AccountDataKey(plain)
         } else if let unlocked = agent.key(for: account.id) {
             dek = unlocked  // after a lockout, unlocked with the recovery key
         } else {
@@ -49,43 +48,40 @@ public struct LockService: Sendable {
         let ring = PINRing.generate()
         try secrets.write(ring.encoded(), for: key(account, .pinRing))
         let envelope = try KeyEnvelope.seal(
-            dek, purpose: .pin, secret: pin, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
+            dek, secret: pin, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         let recoveryKey = RecoveryKey.generate()
-        let recoveryRing = SecretBytes(randomCount: 32)
-        try secrets.write(recoveryRing, for: key(account, .recoveryRing))
+        let recoveryRing = RingKey.generate()
+        try secrets.write(recoveryRing.bytes, for: key(account, .recoveryRing))
         let recovery = try KeyEnvelope.seal(
-            dek, purpose: .recovery, secret: recoveryKey, ringKey: recoveryRing, accountID: account.id,
-            kdf: .interactive())
+            dek, secret: recoveryKey, ringKey: recoveryRing, accountID: account.id, kdf: .interactive())
         try recovery.write(to: environment.recoveryEnvelopePath(account))
         try sealCredential(account, dek: dek)
         FailPoint.hit("pin-set.before-envelope")
         try envelope.write(to: environment.pinEnvelopePath(account))
-        try agent.store(
-            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         try deletePlainKey(account)
         environment.audit(account, "pin.set")
-        return RecoveryKey.format(recoveryKey)
+        return recoveryKey
     }
 
     /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change).
-    public func changePIN(_ account: Account, old: SecretBytes, new: SecretBytes) throws(OStackError) {
+    public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
         try PINPolicy.validate(new)
         let (dek, ring) = try openWithPIN(account, pin: old)
         try finishReset()
         let envelope = try KeyEnvelope.seal(
-            dek, purpose: .pin, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
+            dek, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         try envelope.write(to: environment.pinEnvelopePath(account))
-        try agent.store(
-            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         environment.audit(account, "pin.change")
     }
 
     /// Removes the PIN: the plain `db-key` and the unsealed token come back first, then the PIN items go.
-    public func removePIN(_ account: Account, pin: SecretBytes) throws(OStackError) {
+    public func removePIN(_ account: Account, pin: PIN) throws(OStackError) {
         let (dek, _) = try openWithPIN(account, pin: pin)
         try finishReset()
-        try secrets.write(dek, for: key(account, .dbKey))
-        guard let back = try secrets.read(key(account, .dbKey)), back == dek else {
+        try secrets.write(dek.bytes, for: key(account, .dbKey))
+        guard let back = try secrets.read(key(account, .dbKey)), back == dek.bytes else {
             throw OStackError(.keyringUnavailable, detail: "db-key did not read back")
         }
         try unsealCredential(account, dek: dek)
@@ -103,9 +99,9 @@ public struct LockService: Sendable {
 
     // MARK: lock / unlock
 
-    public func unlock(_ account: Account, pin: SecretBytes) throws(OStackError) {
+    public func unlock(_ account: Account, pin: PIN) throws(OStackError) {
         agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
-        let dek: SecretBytes
+        let dek: AccountDataKey
         do {
             (dek, _) = try openWithPIN(account, pin: pin)
         } catch {
@@ -116,35 +112,32 @@ public struct LockService: Sendable {
             throw error
         }
         environment.audit(account, "unlock", details: ["with": "pin"])
-        try agent.store(
-            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         try deletePlainKey(account)  // finishes an interrupted `pin set`
     }
 
-    public func unlock(_ account: Account, recoveryKey text: SecretBytes) throws(OStackError) {
-        let recoveryKey = try RecoveryKey.parse(text)
+    public func unlock(_ account: Account, recoveryKey: RecoveryKey) throws(OStackError) {
         guard let envelope = try KeyEnvelope.read(from: environment.recoveryEnvelopePath(account)),
             let ring = try secrets.read(key(account, .recoveryRing))
         else {
             throw OStackError(.invalidInput, context: .init(suggestion: "This account has no recovery key."))
         }
-        let dek: SecretBytes
+        let dek: AccountDataKey
         do {
-            dek = try envelope.open(secret: recoveryKey, ringKey: ring, accountID: account.id)
+            dek = try envelope.open(secret: recoveryKey, ringKey: RingKey(ring), accountID: account.id)
         } catch {
             environment.audit(account, "unlock", outcome: "failed", details: ["with": "recovery-key"])
             throw error
         }
         environment.audit(account, "recovery-key.used")
-        try agent.store(
-            dek, for: account.id, idle: idleTimeout, lifetime: maximumLifetime, environment: processEnvironment)
+        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
     }
 
     public func lock(_ account: Account) throws(OStackError) {
         guard environment.hasPIN(account) || agent.isUnlocked(account.id) else {
             throw OStackError(
                 .invalidInput,
-                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with `ostack pin set`."))
+                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
         agent.forget(account.id)
         environment.audit(account, "lock")
@@ -152,16 +145,16 @@ public struct LockService: Sendable {
 
     public func lockAll() { agent.forgetAll() }
 
-    /// One PIN attempt (PIN-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
-    /// reset on success; the fifth consecutive failure crypto-erases the PIN path (PIN-4).
-    func openWithPIN(_ account: Account, pin: SecretBytes) throws(OStackError) -> (SecretBytes, PINRing) {
+    /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
+    /// reset on success; the fifth consecutive failure crypto-erases the PIN path (#pin-4).
+    func openWithPIN(_ account: Account, pin: PIN) throws(OStackError) -> (AccountDataKey, PINRing) {
         guard let envelope = try KeyEnvelope.read(from: environment.pinEnvelopePath(account)) else {
             if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) {
                 throw OStackError(.pinLockedOut, context: .init(account: account.alias))
             }
             throw OStackError(
                 .invalidInput,
-                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with `ostack pin set`."))
+                context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
         guard let item = try secrets.read(key(account, .pinRing)) else {
             throw OStackError(.pinLockedOut, context: .init(account: account.alias))
@@ -172,7 +165,7 @@ public struct LockService: Sendable {
             throw OStackError(.pinLockedOut, context: .init(account: account.alias))
         }
         ring.failures += 1
-        // PIN-3: the incremented counter is persisted BEFORE Argon2 runs, so killing the process at any
+        // The incremented counter is persisted BEFORE Argon2 runs, so killing the process at any
         // point of the derivation still costs the attempt. (The store call returns once the keyring
         // daemon holds the item; a read-back would add nothing against a killed client.)
         try secrets.write(ring.encoded(), for: key(account, .pinRing))
@@ -239,14 +232,16 @@ public struct LockService: Sendable {
         key(account, account.credentialKind == .apiKey ? .apiKey : .sessionToken)
     }
 
-    func sealCredential(_ account: Account, dek: SecretBytes) throws(OStackError) {
+    func sealCredential(_ account: Account, dek: AccountDataKey) throws(OStackError) {
         guard let item = try secrets.read(credentialKey(account)), !TokenSeal.isSealed(item) else { return }
-        try secrets.write(try TokenSeal.seal(item, dek: dek, account: account.id), for: credentialKey(account))
+        let sealed = try TokenSeal.seal(SessionCredential(item), dek: dek, account: account.id)
+        try secrets.write(sealed, for: credentialKey(account))
     }
 
-    func unsealCredential(_ account: Account, dek: SecretBytes) throws(OStackError) {
+    func unsealCredential(_ account: Account, dek: AccountDataKey) throws(OStackError) {
         guard let item = try secrets.read(credentialKey(account)), TokenSeal.isSealed(item) else { return }
-        try secrets.write(try TokenSeal.open(item, dek: dek, account: account.id), for: credentialKey(account))
+        let token = try TokenSeal.open(item, dek: dek, account: account.id)
+        try secrets.write(token.bytes, for: credentialKey(account))
     }
 }
 

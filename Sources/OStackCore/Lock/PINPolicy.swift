@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// What a PIN may be (SPEC §5.2, PIN-2): 4–64 characters; trivial digit PINs (repeated digits,
+/// What a PIN may be (docs/security.md#pin-2): 4–64 characters; trivial digit PINs (repeated digits,
 /// straight sequences, the most common PINs) are refused. Longer passphrases are encouraged.
 public enum PINPolicy {
     static let common: Set<String> = [
@@ -8,12 +8,12 @@ public enum PINPolicy {
         "121212", "123123", "159753", "696969", "654321", "147258", "789456", "520520",
     ]
 
-    public static func validate(_ pin: SecretBytes) throws(OStackError) {
-        let length = pin.withUnsafeBytes { String(decoding: $0, as: UTF8.self).count }
+    public static func validate(_ pin: PIN) throws(OStackError) {
+        let length = pin.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self).count }
         guard (4...64).contains(length) else {
             throw OStackError(.invalidInput, context: .init(suggestion: "A PIN has 4 to 64 characters."))
         }
-        let digits: [UInt8]? = pin.withUnsafeBytes { bytes in
+        let digits: [UInt8]? = pin.bytes.withUnsafeBytes { bytes in
             bytes.allSatisfy { (48...57).contains($0) } ? bytes.map { $0 - 48 } : nil
         }
         guard let digits else { return }

@@ -1,18 +1,34 @@
 import SodiumKit
 
-/// The recovery key shown once at `pin set` (SPEC §5.2): 160 random bits as 32 base32 characters in
+/// The recovery key shown once at `pin set` (docs/storage.md, "PIN lock"): 160 random bits as 32 base32 characters in
 /// groups of four (`ABCD-EFGH-…`). Parsing ignores case, spaces and dashes.
-public enum RecoveryKey {
+public struct RecoveryKey: EnvelopeSecret {
     static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
     public static let byteCount = 20
+    public static let envelopePurpose = KeyEnvelope.Purpose.recovery
 
-    public static func generate() -> SecretBytes { SecretBytes(randomCount: byteCount) }
+    /// The 20 key bytes.
+    public let bytes: SecretBytes
+
+    public init(_ bytes: SecretBytes) {
+        self.bytes = bytes
+    }
+
+    /// Parses user input (see `parse(_:)`).
+    public init(parsing text: SecretBytes) throws(OStackError) {
+        self = try Self.parse(text)
+    }
+
+    public static func generate() -> RecoveryKey { RecoveryKey(SecretBytes(randomCount: byteCount)) }
+
+    /// `format(self)`.
+    public func formatted() -> SecretBytes { Self.format(self) }
 
     /// The grouped base32 text (secret memory; the caller prints it once).
-    public static func format(_ key: SecretBytes) -> SecretBytes {
-        precondition(key.count == byteCount)
+    public static func format(_ key: RecoveryKey) -> SecretBytes {
+        precondition(key.bytes.count == byteCount)
         return SecretBytes(count: 32 + 7) { out in
-            key.withUnsafeBytes { bytes in
+            key.bytes.withUnsafeBytes { bytes in
                 var buffer: UInt64 = 0
                 var bits = 0
                 var written = 0
@@ -36,7 +52,7 @@ public enum RecoveryKey {
     }
 
     /// Parses user input back into the 20 key bytes.
-    public static func parse(_ text: SecretBytes) throws(OStackError) -> SecretBytes {
+    public static func parse(_ text: SecretBytes) throws(OStackError) -> RecoveryKey {
         var symbols: [UInt8] = []
         defer { SecretBytes.wipe(&symbols) }
         var valid = true
@@ -54,7 +70,7 @@ public enum RecoveryKey {
         guard valid, symbols.count == 32 else {
             throw OStackError(.invalidInput, context: .init(suggestion: "A recovery key has 32 letters and digits."))
         }
-        return SecretBytes(count: byteCount) { out in
+        let key = SecretBytes(count: byteCount) { out in
             var buffer: UInt64 = 0
             var bits = 0
             var position = 0
@@ -68,5 +84,6 @@ public enum RecoveryKey {
                 }
             }
         }
+        return RecoveryKey(key)
     }
 }

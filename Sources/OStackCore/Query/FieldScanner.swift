@@ -1,4 +1,4 @@
-/// A scalar as the filter evaluator sees a record's field (PROTOCOL §8 comparands).
+/// A scalar as the filter evaluator sees a record's field (docs/filters.md, "Semantics").
 public enum ScalarValue: Sendable, Equatable {
     case missing
     case null
@@ -23,7 +23,7 @@ public enum ScalarValue: Sendable, Equatable {
 }
 
 /// Reads chosen top-level members of a JSON object straight from its UTF-8 bytes, without building
-/// a document: the local query path calls it for every row of a scan (SPEC §12 "query").
+/// a document: the local query path calls it for every row of a scan (docs/sync.md, "Performance").
 ///
 /// The input is JSON ostack wrote itself (a record's canonical serialisation), but the scanner is
 /// defensive: malformed input yields `.missing` for what it could not read, never a trap.
@@ -272,7 +272,7 @@ public struct FieldScanner: Sendable {
 }
 
 extension FieldScanner {
-    /// The byte ranges of the objects in a list response's `records` array (PROTOCOL §3.2), found
+    /// The byte ranges of the objects in a list response's `records` array (docs/protocol.md, "Records"), found
     /// without decoding them, and `hasMore`. Nil when the body is not such a response.
     public static func recordRanges(in body: UnsafeRawBufferPointer) -> (ranges: [Range<Int>], hasMore: Bool?)? {
         var reader = Reader(bytes: body)

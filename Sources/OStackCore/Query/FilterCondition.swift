@@ -1,4 +1,4 @@
-/// A filter in the protocol's terms (PROTOCOL §8): both wire forms — the array AST that `--filter`
+/// A filter in the protocol's terms (docs/filters.md): both wire forms — the array AST that `--filter`
 /// compiles to and the object FilterCondition `--filter-json` may also take — lower to this one tree,
 /// which is checked against metadata and evaluated on the local mirror with the server's semantics.
 public indirect enum FilterCondition: Sendable, Equatable {
@@ -58,7 +58,7 @@ public indirect enum FilterCondition: Sendable, Equatable {
         do {
             return try parse(json, depth: 0)
         } catch {
-            throw OStackError(.invalidFilter, context: .init(suggestion: error.message), detail: "filter json")
+            throw OStackError(.invalidFilter, context: .init(suggestion: .text(error.message)), detail: "filter json")
         }
     }
 

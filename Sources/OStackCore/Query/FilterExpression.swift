@@ -1,4 +1,4 @@
-/// A parsed `--filter` expression (SPEC §7), before it is compiled to the protocol's filter AST.
+/// A parsed `--filter` expression (docs/filters.md), before it is compiled to the protocol's filter AST.
 public indirect enum FilterExpression: Sendable, Equatable {
     case all([FilterExpression])
     case any([FilterExpression])
@@ -20,7 +20,7 @@ public indirect enum FilterExpression: Sendable, Equatable {
         case startsWith = "starts with"
         case endsWith = "ends with"
 
-        /// The operator spelling of the protocol's array AST (PROTOCOL §8).
+        /// The operator spelling of the protocol's array AST (docs/filters.md).
         var wire: String {
             switch self {
             case .eq: "="
@@ -47,7 +47,7 @@ public indirect enum FilterExpression: Sendable, Equatable {
         }
     }
 
-    /// The protocol's array AST (PROTOCOL §8 form A).
+    /// The protocol's array AST (docs/filters.md, the array form).
     public var wireAST: JSONValue {
         switch self {
         case .all(let children): .array([.string("and")] + children.map(\.wireAST))

@@ -1,4 +1,4 @@
-/// Parses the `--filter` language (SPEC §7):
+/// Parses the `--filter` language (docs/filters.md):
 ///
 ///     status = 'open' and (amount >= 1000 or owner in ('u1', 'u2'))
 ///
@@ -199,7 +199,8 @@ public struct FilterParser {
     }
 
     static let reserved: Set<String> = [
-        "and", "or", "not", "in", "is", "null", "between", "contains", "icontains", "starts", "ends", "with", "true", "false",
+        "and", "or", "not", "in", "is", "null", "between", "contains", "icontains", "starts", "ends", "with", "true",
+        "false",
     ]
 
     mutating func parseComparison() throws(SyntaxError) -> FilterExpression {

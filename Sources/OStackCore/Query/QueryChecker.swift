@@ -1,4 +1,4 @@
-/// Checks a filter, a sort and a field list against cached metadata (SPEC §7): unknown fields are
+/// Checks a filter, a sort and a field list against cached metadata (docs/filters.md): unknown fields are
 /// refused with a suggestion, and operators must suit the field's type (`operatorsForFieldType`).
 public struct QueryChecker: Sendable {
     public let schema: ObjectSchema
@@ -68,9 +68,9 @@ public struct QueryChecker: Sendable {
 
     public func requireKnown(_ field: String) throws(OStackError) {
         guard !schema.isKnown(field) else { return }
-        let hint =
+        let hint: Wording =
             schema.suggestion(for: field).map { "Unknown field '\(field)'. Did you mean '\($0)'?" }
-            ?? "Unknown field '\(field)'. See `ostack objects show \(schema.name)`."
+            ?? "Unknown field '\(field)'. See \(command: .objectsShow(object: schema.name))."
         throw OStackError(
             .invalidFilter, context: .init(object: schema.name, fields: [field], suggestion: hint),
             detail: "unknown field")
@@ -100,7 +100,7 @@ public struct QueryChecker: Sendable {
     }
 }
 
-/// `--sort a,-b` (PROTOCOL §3.1: comma list of `field` / `-field`).
+/// `--sort a,-b` (docs/protocol.md, "Records": comma list of `field` / `-field`).
 public struct SortKey: Sendable, Equatable {
     public var field: String
     public var descending: Bool

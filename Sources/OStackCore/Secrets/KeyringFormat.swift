@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// Versioned formats of keyring items (SPEC §6 "Format migrations").
+/// Versioned formats of keyring items (docs/storage.md, "Format upgrades").
 ///
 /// Each item carries its format in the `version` attribute. Upgrading one item is: read the old
 /// item, transform the secret, write it under the current version, read it back and compare, then
@@ -9,7 +9,7 @@ import SodiumKit
 ///
 /// Format history:
 /// - v0 (ostack 0.0.x): secrets stored as lower-case hex text.
-/// - v1 (current): raw bytes (KR-6).
+/// - v1 (current): raw bytes (docs/security.md#kr-6).
 public struct KeyringFormat: Sendable {
     public static let currentVersion = SecretKey.currentVersion
 

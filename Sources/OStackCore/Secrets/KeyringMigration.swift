@@ -1,4 +1,4 @@
-/// `ostack keyring migrate --to BACKEND`: moves every item of an account between backends (SPEC §4):
+/// `ostack keyring migrate --to BACKEND`: moves every item of an account between backends (docs/keyring.md):
 /// copy, verify by reading back, switch the account's backend in the registry, then delete from the
 /// old backend (verified). Re-running finishes an interrupted migration: an account already on the
 /// target has its leftovers removed from the other backend, but only where the target holds the

@@ -1,6 +1,6 @@
 import SodiumKit
 
-/// Sends each keyring call to the backend of the account that owns the namespace (SPEC §4: an
+/// Sends each keyring call to the backend of the account that owns the namespace (docs/keyring.md, "Backends": an
 /// account that uses `secret-service` is never silently moved to `file`). The guest namespace and
 /// accounts not yet registered use the default backend.
 public struct RoutingSecretStore: SecretStore {

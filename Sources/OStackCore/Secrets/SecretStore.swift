@@ -1,20 +1,20 @@
 import SodiumKit
 
-/// What the core needs from a keyring (SPEC §4), in core terms. The live implementations adapt
+/// What the core needs from a keyring (docs/keyring.md), in core terms. The live implementations adapt
 /// KeyringKit's Secret Service and file backends and map their failures to `OStackError`
 /// (`keyring-locked`, `keyring-unavailable`, `keyring-timeout`) in one place.
 ///
-/// "Not found" is `nil`, never an error, and never a reason to delete anything (KR-3).
+/// "Not found" is `nil`, never an error, and never a reason to delete anything (docs/security.md#kr-3).
 public protocol SecretStore: Sendable {
     func read(_ key: SecretKey) throws(OStackError) -> SecretBytes?
     func write(_ secret: SecretBytes, for key: SecretKey) throws(OStackError)
-    /// Deletes the item and verifies it is gone (KR-7).
+    /// Deletes the item and verifies it is gone (docs/security.md#kr-7).
     func delete(_ key: SecretKey) throws(OStackError)
     /// Every item of one namespace (exact match on app + namespace).
     func list(namespace: String) throws(OStackError) -> [SecretKey]
 }
 
-/// The kinds of keyring items (SPEC §4; each is documented in docs/keyring.md).
+/// The kinds of keyring items (docs/storage.md, "Keyring items").
 public enum SecretKind: String, Sendable, Hashable, CaseIterable {
     case sessionToken = "session-token"
     case apiKey = "api-key"
@@ -43,7 +43,7 @@ public struct SecretKey: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(namespace)/\(kind.rawValue)/v\(version)" }
 }
 
-/// Keyring namespaces (SPEC §4): `<prefix>:auth:<accountId>` and `<prefix>:guest`.
+/// Keyring namespaces (docs/storage.md, "Keyring items"): `<prefix>:auth:<accountId>` and `<prefix>:guest`.
 public struct KeyringNamespaces: Sendable, Equatable {
     public static let guestAccount = "guest"
 

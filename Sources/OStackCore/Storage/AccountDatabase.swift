@@ -11,12 +11,13 @@ public enum AccountDatabase {
             sql: "CREATE TABLE account_info (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)"),
         .init("0002-data", sql: LocalStore.schema),
         .init("0003-audit", sql: AuditTrail.schema),
+        .init("0004-queue-failures", sql: LocalStore.queueFailureMigration),
     ])
 
     /// Opens (creating if needed) and migrates. Wrong key or a damaged file → `storage-unreadable`.
-    public static func open(path: String, key: SecretBytes) throws(OStackError) -> Database {
+    public static func open(path: String, key: AccountDataKey) throws(OStackError) -> Database {
         do {
-            let database = try openTryingPageSizes(path: path, key: DatabaseKey(key))
+            let database = try openTryingPageSizes(path: path, key: key.databaseKey())
             try LocalStore.registerFunctions(database)  // before anything touches the records' indexes
             try migrator.migrate(database)
             return database
@@ -56,7 +57,7 @@ public enum AccountDatabase {
     }
 
     /// The provisioning hook used at first sign-in and re-login.
-    public static let provision: @Sendable (_ path: String, _ key: SecretBytes) throws(OStackError) -> Void = {
+    public static let provision: @Sendable (_ path: String, _ key: AccountDataKey) throws(OStackError) -> Void = {
         path, key throws(OStackError) in
         _ = try open(path: path, key: key)
     }

@@ -2,9 +2,9 @@ import Glibc
 import PlatformKit
 
 /// The local debug log (`$XDG_STATE_HOME/ostack/debug.log`, 0600). Unknown errors are written here
-/// under a reference id that the user sees (ERR-1). Entries are single lines; every value passes
+/// under a reference id that the user sees (docs/security.md#err-1). Entries are single lines; every value passes
 /// through `redact` so a token-like value, an `Authorization` header or a control character never
-/// lands in the file (ERR-4, TOK-5).
+/// lands in the file (docs/security.md#err-4, #tok-5).
 public struct DebugLog: Sendable {
     public let path: String
     /// The log is truncated when it grows beyond this many bytes.
@@ -69,15 +69,8 @@ public struct DebugLog: Sendable {
         return String(result)
     }
 
+    /// UTC ISO 8601 to the second ("2026-11-23T01:46:44Z").
     static func timestamp() -> String {
-        var now = time(nil)
-        var parts = tm()
-        gmtime_r(&now, &parts)
-        func pad(_ value: Int32, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        let date = "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-        return "\(date)T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))Z"
+        Timestamp.iso8601(secondsSince1970: Double(time(nil)), milliseconds: false)
     }
 }

@@ -1,6 +1,6 @@
 import PlatformKit
 
-/// Where ostack keeps its files (SPEC §3).
+/// Where ostack keeps its files (docs/storage.md, "File layout").
 ///
 /// | role    | default                                   | with `OSTACK_HOME=<dir>` |
 /// |---------|-------------------------------------------|--------------------------|

@@ -1,6 +1,6 @@
 import Glibc
 
-/// Crash injection for the kill-at-every-step tests (SPEC §12 reliability targets).
+/// Crash injection for the kill-at-every-step tests (docs/testing.md).
 ///
 /// In debug builds, `FailPoint.hit("login.after-copy")` kills the process with SIGKILL when the
 /// environment variable `OSTACK_FAILPOINT` names that point — exactly what `kill -9` at that moment

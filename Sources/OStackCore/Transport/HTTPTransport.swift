@@ -1,4 +1,4 @@
-/// The core's view of HTTP (SPEC §2: side effects through protocols). The live implementation
+/// The core's view of HTTP (docs/architecture.md: side effects through protocols). The live implementation
 /// adapts CurlKit's `HTTPClient`; tests use the real dev server or a scripted transport.
 public protocol HTTPTransport: Sendable {
     func send(_ request: TransportRequest) throws(TransportFailure) -> TransportResponse

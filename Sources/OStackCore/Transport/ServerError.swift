@@ -1,8 +1,8 @@
 import FoundationEssentials
 
-/// What ostack keeps of a non-2xx response (PROTOCOL §6 "client parsing recipe"): the status, the
+/// What ostack keeps of a non-2xx response (docs/protocol.md, "Errors"): the status, the
 /// machine code and the names of invalid fields. The server's human text is deliberately NOT kept,
-/// so it can never reach the user or a log (ERR-2).
+/// so it can never reach the user or a log (docs/security.md#err-2).
 public struct ServerError: Sendable, Equatable {
     public var status: Int
     /// `body.code` or `body.error.code`, upper-cased server vocabulary (e.g. `CONCURRENT_UPDATE`).
@@ -23,14 +23,19 @@ public struct ServerError: Sendable, Equatable {
         code = body?["code"]?.stringValue ?? body?["error"]?["code"]?.stringValue
         let fieldList = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
         fields = fieldList.compactMap { $0["field"]?.stringValue }.map { String($0.prefix(100)) }
-        let retry = response.header("Retry-After") ?? response.header("X-Retry-After")
-        retryAfterSeconds = retry.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, min($0, 86_400)) }
+        retryAfterSeconds = Self.retryAfterSeconds(response)
         requestID = response.header("X-Request-Id").map { String($0.prefix(64)) }
         currentVersion = body?["currentVersion"]?.stringValue
         currentRecord = body?["currentRecord"]
         if let code, !code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) {
             self.code = nil
         }
+    }
+
+    /// Seconds from `Retry-After` / `X-Retry-After` (delta-seconds form only), at most a day.
+    public static func retryAfterSeconds(_ response: TransportResponse) -> Int? {
+        let retry = response.header("Retry-After") ?? response.header("X-Retry-After")
+        return retry.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, min($0, 86_400)) }
     }
 
     /// Maps to the core error for a call on behalf of `account` (an alias) at `host`.
@@ -61,7 +66,7 @@ public struct ServerError: Sendable, Equatable {
 }
 
 extension TransportFailure {
-    /// Maps a transport failure to the core error (SPEC §9 exit 5 family).
+    /// Maps a transport failure to the core error (exit 5 in docs/errors.md).
     public func asOStackError(account: String?, host: String?) -> OStackError {
         var error = mapped(account: account, host: host)
         switch self {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import OStackCore
 
-/// `ostack objects list|show NAME` — object metadata, cached per account (SPEC §7).
+/// `ostack objects list|show NAME` — object metadata, cached per account (docs/sync.md, "Metadata").
 struct ObjectsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "objects", abstract: "List objects and show their fields.", subcommands: [List.self, Show.self])
@@ -12,8 +12,7 @@ struct ObjectsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                let (json, stale) = try service.metadata.document("objects", path: "/meta/object")
+                let (json, stale) = try context.selectedSession().metadata.objectList()
                 let items = json["items"]?.arrayValue ?? []
                 let objects = items.compactMap { item -> ObjectDocument? in
                     guard let name = item["name"]?.stringValue, ObjectSchema.isIdentifier(name) else { return nil }
@@ -36,8 +35,7 @@ struct ObjectsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                let cached = try service.metadata.object(name)
+                let cached = try context.selectedSession().metadata.object(name)
                 if cached.stale { context.note("Offline: showing cached metadata.") }
                 let schema = cached.schema
                 struct Field: Encodable {
@@ -100,8 +98,7 @@ struct AppsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                let (json, stale) = try service.metadata.document("apps", path: "/me/apps")
+                let (json, stale) = try context.selectedSession().metadata.apps()
                 if stale { context.note("Offline: showing the cached list.") }
                 struct App: Encodable {
                     var name, label: String

@@ -3,7 +3,7 @@ import FoundationEssentials
 import OStackCore
 import PlatformKit
 
-/// `ostack records list|get|create|update|delete` (SPEC §7). Writes are local-first: one local
+/// `ostack records list|get|create|update|delete` (docs/sync.md, "Records"; docs/filters.md). Writes are local-first: one local
 /// transaction (record + queue entry), then pushed at once unless `--offline`.
 struct RecordsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,7 +18,7 @@ struct RecordsCommand: AsyncParsableCommand {
             if local && remote { throw ValidationError("Pass --local or --remote, not both.") }
         }
 
-        var source: DataService.Source? { local ? .local : (remote ? .remote : nil) }
+        var source: RecordSource? { local ? .local : (remote ? .remote : nil) }
     }
 
     struct WriteOptions: ParsableArguments {
@@ -51,7 +51,7 @@ struct RecordsCommand: AsyncParsableCommand {
             return read
         }
 
-        func fields(_ service: DataService, object: String) throws(OStackError) -> [String: JSONValue] {
+        func fields(_ session: AccountSession, object: String) throws(OStackError) -> [String: JSONValue] {
             var fields: [String: JSONValue] = [:]
             if let data {
                 guard let object = JSONValue.parse(try bytes(data))?.objectValue else {
@@ -60,7 +60,7 @@ struct RecordsCommand: AsyncParsableCommand {
                 }
                 fields = object
             }
-            let schema = try service.schemaIfAvailable(object)
+            let schema = try session.schemaIfAvailable(object)
             for assignment in set {
                 guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
                     throw OStackError(
@@ -86,7 +86,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     /// Prints the result; a change still queued for a reason ends with that reason's exit code
     /// (5 when the server could not be reached).
-    static func finish(_ result: DataService.WriteResult, verb: String, context: CommandContext) throws {
+    static func finish(_ result: RecordWrites.WriteResult, verb: String, context: CommandContext) throws {
         let document = WriteDocument(object: result.object, id: result.id, record: result.record, queued: result.queued)
         context.emit(json: document) {
             var text = result.record.map { RecordText.detail($0) } ?? ""
@@ -123,8 +123,8 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                var request = DataService.ListRequest(object: object)
+                let session = try context.selectedSession()
+                var request = RecordReads.ListRequest(object: object)
                 if let filter {
                     let expression = try FilterParser.parse(filter)
                     request.wireFilter = expression.wireAST
@@ -143,7 +143,7 @@ struct RecordsCommand: AsyncParsableCommand {
                 request.offset = offset
                 request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
                 request.source = source.source
-                let result = try service.list(request)
+                let result = try session.reads.list(request)
                 if result.source == .local {
                     if !result.tracked {
                         context.note("\(object) is not tracked: the local mirror holds only records changed here.")
@@ -179,9 +179,8 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                let (record, _) = try service.get(object, id: id, source: source.source)
-                let pending = try service.hasQueuedChange(object, id: id)
+                let (record, _, pending) = try context.selectedSession().reads.get(
+                    object, id: id, source: source.source)
                 context.emit(json: WriteDocument(object: object, id: id, record: record, queued: pending)) {
                     RecordText.detail(record) + (pending ? "\n(has local changes not yet on the server)" : "")
                 }
@@ -197,9 +196,9 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
+                let session = try context.selectedSession()
                 if let batch = try write.batch() {
-                    let results = try service.createMany(object, data: batch, offline: write.offline)
+                    let (results, reason) = try session.writes.createMany(object, data: batch, offline: write.offline)
                     let queued = results.filter(\.queued).count
                     struct Document: Encodable { var records: [WriteDocument] }
                     context.emit(
@@ -210,16 +209,13 @@ struct RecordsCommand: AsyncParsableCommand {
                         human:
                             "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
-                    if queued > 0 && !write.offline,
-                        let reason = try service.queuedReason(object, ids: results.map(\.id))
-                    {
-                        throw reason
-                    }
+                    if let reason { throw reason }
                     return
                 }
-                let fields = try write.fields(service, object: object)
+                let fields = try write.fields(session, object: object)
                 try RecordsCommand.finish(
-                    try service.create(object, data: fields, offline: write.offline), verb: "Created", context: context)
+                    try session.writes.create(object, data: fields, offline: write.offline), verb: "Created",
+                    context: context)
             }
         }
     }
@@ -233,15 +229,15 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
-                let fields = try write.fields(service, object: object)
+                let session = try context.selectedSession()
+                let fields = try write.fields(session, object: object)
                 guard !fields.isEmpty else {
                     throw OStackError(
                         .invalidInput, context: .init(suggestion: "Give fields with --set or --data."),
                         detail: "no fields")
                 }
                 try RecordsCommand.finish(
-                    try service.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated",
+                    try session.writes.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated",
                     context: context)
             }
         }
@@ -256,9 +252,9 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let service = try context.dataService(context.selectedAccount().account)
                 try RecordsCommand.finish(
-                    try service.delete(object, id: id, offline: offline), verb: "Deleted", context: context)
+                    try context.selectedSession().writes.delete(object, id: id, offline: offline), verb: "Deleted",
+                    context: context)
             }
         }
     }

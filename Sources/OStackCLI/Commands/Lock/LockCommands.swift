@@ -5,7 +5,7 @@ import OStackCore
 struct Lock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Lock an account's local data now.")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .long, help: "Lock every account.") var all = false
 
     func run() async throws {
@@ -16,7 +16,7 @@ struct Lock: AsyncParsableCommand {
                 context.emit(json: ["locked": "all"], human: "Locked every account.")
                 return
             }
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             try service.lock(account)
             context.emit(json: ["locked": account.id.rawValue], human: "Locked \(account.alias).")
         }
@@ -28,7 +28,7 @@ struct Unlock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock an account's local data with its PIN or recovery key.")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .customLong("pin-stdin"), help: "Read the PIN from stdin.") var pinStdin = false
     @Flag(name: .customLong("recovery-key-stdin"), help: "Read the recovery key from stdin.") var recoveryKeyStdin =
         false
@@ -40,9 +40,9 @@ struct Unlock: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             if recoveryKeyStdin {
-                try service.unlock(account, recoveryKey: try SecretInput.fromStdin())
+                try service.unlock(account, recoveryKey: try RecoveryKey(parsing: SecretInput.fromStdin()))
                 context.emit(
                     json: ["unlocked": account.id.rawValue],
                     human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")

@@ -1,6 +1,5 @@
 import ArgumentParser
 import OStackCore
-import SodiumKit
 
 /// `ostack pin set|change|remove [ACCOUNT] [--pin-stdin]`
 struct PINCommand: AsyncParsableCommand {
@@ -18,11 +17,11 @@ struct PINInput {
     var fromStdin: Bool
     var noInput: Bool
 
-    func read(_ prompt: String, confirm: Bool = false) throws(OStackError) -> SecretBytes {
-        if fromStdin { return try SecretInput.fromStdin() }
-        let pin = try SecretInput.prompt(prompt, noInput: noInput)
+    func read(_ prompt: String, confirm: Bool = false) throws(OStackError) -> PIN {
+        if fromStdin { return PIN(try SecretInput.fromStdin()) }
+        let pin = PIN(try SecretInput.prompt(prompt, noInput: noInput))
         if confirm {
-            let again = try SecretInput.prompt("Repeat the PIN: ", noInput: noInput)
+            let again = PIN(try SecretInput.prompt("Repeat the PIN: ", noInput: noInput))
             guard again == pin else {
                 throw OStackError(.invalidInput, context: .init(suggestion: "The two PINs differ."))
             }
@@ -35,16 +34,16 @@ struct PINSet: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "set", abstract: "Set a PIN; prints a recovery key once.")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .customLong("pin-stdin"), help: "Read the PIN from stdin.") var pinStdin = false
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             let pin = try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("New PIN: ", confirm: true)
             let recovery = try service.setPIN(account, pin: pin)
-            let text = recovery.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            let text = recovery.formatted().withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             struct Document: Encodable { var recoveryKey: String }
             context.emit(
                 json: Document(recoveryKey: text),
@@ -63,14 +62,14 @@ struct PINChange: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "change", abstract: "Change the PIN (needs the old one).")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .customLong("pin-stdin"), help: "Read the old and then the new PIN from stdin, one per line.")
     var pinStdin = false
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             let input = PINInput(fromStdin: pinStdin, noInput: global.noInput)
             let old = try input.read("Current PIN: ")
             let new = try input.read("New PIN: ", confirm: true)
@@ -83,13 +82,13 @@ struct PINChange: AsyncParsableCommand {
 struct PINRemove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the PIN (needs it).")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .customLong("pin-stdin"), help: "Read the PIN from stdin.") var pinStdin = false
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             try service.removePIN(
                 account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("PIN: "))
             context.emit(json: ["removed": true], human: "PIN removed for \(account.alias).")

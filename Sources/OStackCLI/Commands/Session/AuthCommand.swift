@@ -14,12 +14,12 @@ struct AuthRefresh: AsyncParsableCommand {
         discussion: "Concurrent refreshes of one account are single-flight across processes.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             let refreshed = try SessionKeeper(environment: environment).refreshNow(account)
             let session = AccountsService.sessionStatus(of: refreshed, now: environment.clock.now())
             let service = context.accountsService()

@@ -64,7 +64,7 @@ struct Login: AsyncParsableCommand {
             do {
                 account = try LoginService(environment: environment).login(request)
             } catch let error as OStackError where error.code == .pinLockedOut && !rebuildLocalData {
-                // Ask before dropping local data (SPEC §5.2): say what would be lost.
+                // Ask before dropping local data (docs/security.md#pin-4): say what would be lost.
                 let counted =
                     try context.accounts(target: error.context.account, all: false).first.flatMap {
                         try context.unsyncedChanges($0)

@@ -6,17 +6,17 @@ struct Logout: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Sign out: delete the session token, keep the data.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (default: the selected one).") var target: String?
+    @OptionGroup var selection: AccountArgument
     @Flag(name: .long, help: "Sign out of every account.") var all = false
 
     func validate() throws {
-        if all && target != nil { throw ValidationError("Pass an account or --all, not both.") }
+        if all && selection.target != nil { throw ValidationError("Pass an account or --all, not both.") }
     }
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            let accounts = try context.accounts(target: target, all: all)
+            let accounts = try context.accounts(target: selection.target, all: all)
             var documents: [AccountDocument] = []
             for account in accounts where account.sessionState != .signedOut || all == false {
                 let outcome = try LogoutService(environment: environment).logout(account)

@@ -1,0 +1,124 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack conflicts list|show|resolve ID --keep mine|theirs` (docs/sync.md, "Conflicts").
+struct ConflictsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conflicts", abstract: "Review and resolve sync conflicts.",
+        subcommands: [List.self, Show.self, Resolve.self])
+
+    struct FieldDocument: Encodable {
+        var name: String
+        var base: JSONValue?
+        var mine: JSONValue?
+        var theirs: JSONValue?
+
+        /// Every key present (docs/commands.md#json-output): an absent value is an explicit null.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(base ?? .null, forKey: .base)
+            try container.encode(mine ?? .null, forKey: .mine)
+            try container.encode(theirs ?? .null, forKey: .theirs)
+        }
+
+        enum CodingKeys: String, CodingKey { case name, base, mine, theirs }
+    }
+
+    struct ConflictDocument: Encodable {
+        var id, object, recordId, operation: String
+        var fields: [FieldDocument]
+    }
+
+    static func document(_ conflict: Conflict) -> ConflictDocument {
+        ConflictDocument(
+            id: conflict.id, object: conflict.object, recordId: conflict.recordID,
+            operation: conflict.operation.rawValue,
+            fields: conflict.fields.map {
+                FieldDocument(name: $0.name, base: $0.base, mine: $0.mine, theirs: $0.theirs)
+            })
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List conflicts.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let conflicts = try context.selectedSession().sync.conflicts().map(ConflictsCommand.document)
+                struct Document: Encodable { var conflicts: [ConflictDocument] }
+                context.emit(json: Document(conflicts: conflicts)) {
+                    conflicts.isEmpty
+                        ? "No conflicts."
+                        : Table(
+                            headers: ["id", "object", "record", "change", "fields"],
+                            rows: conflicts.map {
+                                [
+                                    $0.id, $0.object, $0.recordId, $0.operation,
+                                    $0.fields.map(\.name).joined(separator: ","),
+                                ]
+                            }
+                        ).render(terminal: context.terminal)
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show base, mine and theirs per field.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The conflict id.") var id: String
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let conflict = ConflictsCommand.document(try context.selectedSession().sync.conflict(id))
+                struct Document: Encodable { var conflicts: [ConflictDocument] }
+                context.emit(json: Document(conflicts: [conflict])) {
+                    "\(conflict.object) \(conflict.recordId) (\(conflict.operation))\n"
+                        + Table(
+                            headers: ["field", "base", "mine", "theirs"],
+                            rows: conflict.fields.map { field in
+                                [
+                                    field.name, RecordText.text(field.base ?? .null),
+                                    conflict.operation == "delete" ? "(deleted)" : RecordText.text(field.mine ?? .null),
+                                    RecordText.text(field.theirs ?? .null),
+                                ]
+                            }
+                        ).render(terminal: context.terminal)
+                }
+            }
+        }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Resolve a conflict by keeping one side.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The conflict id.") var id: String
+        @Option(
+            name: .long,
+            help: "mine: send your change again over the server's version; theirs: adopt the server's record.")
+        var keep: Side
+
+        enum Side: String, ExpressibleByArgument, CaseIterable { case mine, theirs }
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let (queued, error) = try context.selectedSession().sync.resolve(id, keepMine: keep == .mine)
+                if let error {
+                    context.note("Kept your change; it is queued and `ostack sync` pushes it.")
+                    throw error
+                }
+                struct Document: Encodable {
+                    var resolved: String
+                    var kept: String
+                    var queued: Bool
+                }
+                context.emit(
+                    json: Document(resolved: id, kept: keep.rawValue, queued: queued),
+                    human: keep == .mine
+                        ? (queued ? "Kept your change; it is still queued." : "Kept your change; it is on the server.")
+                        : "Adopted the server's record; your change was dropped.")
+            }
+        }
+    }
+}

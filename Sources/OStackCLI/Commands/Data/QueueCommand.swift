@@ -1,0 +1,77 @@
+import ArgumentParser
+import OStackCore
+
+/// `ostack queue list|retry|discard` (docs/sync.md, "The queue").
+struct QueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue", abstract: "Inspect and manage queued changes.",
+        subcommands: [List.self, Retry.self, Discard.self])
+
+    struct EntryDocument: Encodable {
+        var id, object, recordId, operation, status: String
+        var attempts: Int
+        var lastError: String?
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List queued changes.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let entries = try context.selectedSession().sync.queue().map {
+                    EntryDocument(
+                        id: $0.id, object: $0.object, recordId: $0.recordID, operation: $0.operation.rawValue,
+                        status: $0.status.rawValue, attempts: $0.attempts,
+                        lastError: $0.status == .conflict ? "conflict" : $0.failure?.summary)
+                }
+                struct Document: Encodable { var entries: [EntryDocument] }
+                context.emit(json: Document(entries: entries)) {
+                    entries.isEmpty
+                        ? "The queue is empty."
+                        : Table(
+                            headers: ["id", "object", "record", "operation", "status", "attempts", "last error"],
+                            rows: entries.map {
+                                [
+                                    $0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts),
+                                    $0.lastError ?? "",
+                                ]
+                            }
+                        ).render(terminal: context.terminal)
+                }
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make failed changes due again (then run `ostack sync`).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "Entry ids (default: every failed entry).") var ids: [String] = []
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let count = try context.selectedSession().sync.retry(ids: ids.isEmpty ? nil : ids)
+                struct Document: Encodable { var retried: Int }
+                context.emit(
+                    json: Document(retried: count),
+                    human: "\(count) entr\(count == 1 ? "y" : "ies") will be retried by the next sync.")
+            }
+        }
+    }
+
+    struct Discard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Drop a queued change and restore the record as last synced.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The entry id (see `ostack queue list`).") var id: String
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                try context.selectedSession().sync.discard(id)
+                struct Document: Encodable { var discarded: String }
+                context.emit(json: Document(discarded: id), human: "Discarded \(id).")
+            }
+        }
+    }
+}

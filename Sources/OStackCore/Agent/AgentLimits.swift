@@ -1,0 +1,30 @@
+/// How long `ostack agent` keeps an unlocked key: it forgets it after `idle` seconds without use or
+/// `lifetime` seconds after it was handed over, whichever comes first (docs/storage.md#the-agent). The one definition
+/// of the defaults: the settings `agent.idle-timeout` and `agent.max-lifetime` show them, the lock
+/// use cases and the file keyring use them.
+public struct AgentLimits: Sendable, Equatable {
+    public static let idleSetting = "agent.idle-timeout"
+    public static let lifetimeSetting = "agent.max-lifetime"
+    /// The defaults as `ostack config` shows them.
+    static let defaultIdleText = "15m"
+    static let defaultLifetimeText = "12h"
+    /// 15 minutes idle, 12 hours at most.
+    public static let defaults = AgentLimits(
+        idle: Setting.duration(defaultIdleText)!, lifetime: Setting.duration(defaultLifetimeText)!)
+
+    /// Seconds without use.
+    public var idle: Double
+    /// Seconds after the key was handed over.
+    public var lifetime: Double
+
+    public init(idle: Double, lifetime: Double) {
+        self.idle = idle
+        self.lifetime = lifetime
+    }
+
+    /// The configured limits (a setting left unset has its default).
+    public init(configuration: ConfigurationStore) throws(OStackError) {
+        idle = Setting.duration(try configuration.value(of: Self.idleSetting).value) ?? Self.defaults.idle
+        lifetime = Setting.duration(try configuration.value(of: Self.lifetimeSetting).value) ?? Self.defaults.lifetime
+    }
+}

@@ -1,0 +1,108 @@
+import SQLCipherKit
+
+/// Local queries on the mirror (docs/filters.md, docs/sync.md "Queries").
+extension LocalStore {
+    // MARK: Local queries
+
+    public struct LocalQuery: Sendable {
+        public var object: String
+        public var filter: FilterCondition?
+        public var sort: [SortKey] = []
+        public var limit: Int?
+        public var offset: Int = 0
+        /// Field types from metadata (`QueryChecker.fieldTypes`), so `datetime` comparisons are typed.
+        public var fieldTypes: [String: String]
+
+        public init(
+            object: String, filter: FilterCondition? = nil, sort: [SortKey] = [], limit: Int? = nil, offset: Int = 0,
+            fieldTypes: [String: String] = [:]
+        ) {
+            self.object = object
+            self.filter = filter
+            self.sort = sort
+            self.limit = limit
+            self.offset = offset
+            self.fieldTypes = fieldTypes
+        }
+    }
+
+    /// Runs a filter on the mirror. The whole filter is evaluated by `ostack_match`; a top-level
+    /// equality (or `in`) on an indexed field is also given to SQL as an index lookup that narrows
+    /// the rows first (only for comparands where SQL equality and the server's agree).
+    public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
+        guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
+        // The object is inlined (a checked identifier) so SQLite can use the object's partial indexes.
+        var sql = "FROM records WHERE object = '\(query.object)'"
+        var bindings: [SQLValue] = []
+        var narrowed = false
+        if let filter = query.filter {
+            let indexed = try indexedFields(query.object)
+            for (field, values) in Self.indexableEqualities(filter)
+            where indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "") {
+                narrowed = true
+                sql += " AND ostack_field(data, '\(field)') IN (\(values.map { _ in "?" }.joined(separator: ", ")))"
+                bindings += values.map { .text($0) }
+            }
+            let compiled = LocalFilter(filter, fieldTypes: query.fieldTypes)
+            do {
+                try database.registerRawFunction("ostack_match", argumentCount: 1, deterministic: false) { arguments in
+                    .integer(arguments.withBytes(at: 0) { compiled.matches($0) } ? 1 : 0)
+                }
+            } catch {
+                throw Self.storage(error)
+            }
+            sql += " AND ostack_match(data)"
+        }
+        var order = query.sort.map { key in
+            key.field == "id"
+                ? "id\(key.descending ? " DESC" : "")"
+                : "ostack_field(data, '\(key.field)')\(key.descending ? " DESC" : "")"
+        }
+        // `+id`: when an index narrows the rows, do not let "ORDER BY id" talk SQLite into a full
+        // primary-key scan instead (it has no statistics to know better).
+        order.append(narrowed ? "+id" : "id")
+        // One pass: every match is counted (for `total`), only the requested page is copied out.
+        let page = "SELECT data " + sql + " ORDER BY " + order.joined(separator: ", ")
+        let first = max(0, query.offset)
+        let end = query.limit.map { first + $0 } ?? Int.max
+        do {
+            let statement = try database.prepare(page)
+            try statement.bind(bindings)
+            var records: [[UInt8]] = []
+            var total = 0
+            while try statement.step() {
+                if total >= first && total < end { records.append(statement.withColumnBytes(at: 0) { Array($0) }) }
+                total += 1
+            }
+            return (records, total)
+        } catch {
+            throw Self.storage(error)
+        }
+    }
+
+    /// Top-level `field = 'text'` / `field in ('a','b')` conjuncts whose comparands are non-numeric
+    /// strings: there SQL text equality selects exactly the rows the server's comparison would.
+    static func indexableEqualities(_ filter: FilterCondition) -> [(String, [String])] {
+        let conjuncts: [FilterCondition]
+        if case .all(let children) = filter { conjuncts = children } else { conjuncts = [filter] }
+        var result: [(String, [String])] = []
+        for conjunct in conjuncts {
+            guard case .compare(let field, let op, .value(let value)) = conjunct, ObjectSchema.isIdentifier(field)
+            else {
+                continue
+            }
+            let strings: [JSONValue]
+            switch (op, value) {
+            case (.eq, .string): strings = [value]
+            case (.in, .array(let items)): strings = items
+            default: continue
+            }
+            let texts = strings.compactMap(\.stringValue)
+            guard !texts.isEmpty, texts.count == strings.count, texts.allSatisfy({ Double($0) == nil }) else {
+                continue
+            }
+            result.append((field, texts))
+        }
+        return result
+    }
+}

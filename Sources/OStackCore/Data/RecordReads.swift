@@ -1,0 +1,152 @@
+/// Where a read is answered.
+public enum RecordSource: String, Sendable { case local, remote }
+
+/// `records list` / `records get`: the tracked mirror (local) or the server (remote), with one
+/// filter semantics for both (docs/filters.md).
+public struct RecordReads {
+    let session: AccountSession
+    var store: LocalStore { session.store }
+
+    public struct ListRequest: Sendable {
+        public var object: String
+        public var filter: FilterCondition?
+        /// What to send the server as `filter` (the wire form the user gave, or the compiled AST).
+        public var wireFilter: JSONValue?
+        public var sort: [SortKey] = []
+        public var limit: Int?
+        public var offset = 0
+        public var fields: [String]?
+        public var source: RecordSource?
+
+        public init(object: String) { self.object = object }
+    }
+
+    public struct ListResult: Sendable {
+        public var source: RecordSource
+        public var records: [JSONValue]
+        public var total: Int?
+        /// For local reads: when the mirror was last pulled (nil: never), and whether it is tracked.
+        public var lastPullAt: Double?
+        public var tracked: Bool
+    }
+
+    public func list(_ request: ListRequest) throws(OStackError) -> ListResult {
+        guard ObjectSchema.isIdentifier(request.object) else {
+            throw OStackError(.unknownObject, detail: "bad object name")
+        }
+        var fieldTypes: [String: String] = [:]
+        if let schema = try session.schemaIfAvailable(request.object) {
+            let checker = QueryChecker(schema: schema)
+            fieldTypes = checker.fieldTypes
+            if let filter = request.filter { try checker.check(filter) }
+            for key in request.sort { try checker.requireKnown(key.field) }
+            for field in request.fields ?? [] { try checker.requireKnown(field) }
+        }
+        let tracked = try store.isTracked(request.object)
+        let source = request.source ?? (tracked ? .local : .remote)
+        if source == .local {
+            let result = try store.query(
+                .init(
+                    object: request.object, filter: request.filter, sort: request.sort, limit: request.limit,
+                    offset: request.offset, fieldTypes: fieldTypes))
+            let records = result.records.compactMap { JSONValue.parse($0) }.map { Self.select($0, request.fields) }
+            return ListResult(
+                source: .local, records: records, total: result.total,
+                lastPullAt: try store.trackState(request.object)?.lastPullAt, tracked: tracked)
+        }
+        var query: [(String, String)] = []
+        if let wire = request.wireFilter {
+            query.append(("filter", String(decoding: wire.serialized(), as: UTF8.self)))
+        }
+        if !request.sort.isEmpty { query.append(("sort", request.sort.map(\.wire).joined(separator: ","))) }
+        if let limit = request.limit { query.append(("top", String(limit))) }
+        if request.offset > 0 { query.append(("skip", String(request.offset))) }
+        if let fields = request.fields {
+            query.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ",")))
+        }
+        let json = try call(.list(object: request.object), query: query, object: request.object)
+        guard let records = json["records"]?.arrayValue else {
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: session.account.server.authority), detail: "list: no records")
+        }
+        return ListResult(
+            source: .remote, records: records.map { Self.select($0, request.fields) },
+            total: json["total"]?.doubleValue.map { Int($0) }, lastPullAt: nil, tracked: tracked)
+    }
+
+    /// One record, and whether it has changes not yet on the server.
+    public func get(_ object: String, id: String, source requested: RecordSource?) throws(OStackError) -> (
+        record: JSONValue, source: RecordSource, pending: Bool
+    ) {
+        guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        let tracked = try store.isTracked(object)
+        let local = try store.record(object, id)
+        let pending = try store.hasQueuedChange(object, recordID: id)
+        let source = requested ?? ((tracked || pending) ? .local : .remote)
+        if source == .local {
+            guard let local else {
+                throw OStackError(.notFound, context: .init(object: object), detail: "no local record")
+            }
+            return (local.data, .local, pending)
+        }
+        let json = try call(.getRecord(object: object, id: id), object: object)
+        guard let record = json["record"] else {
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: session.account.server.authority), detail: "get: no record")
+        }
+        if tracked && !pending { try store.putRecord(object, record, version: record["updated_at"]?.stringValue) }
+        return (record, .remote, pending)
+    }
+
+    /// The server's copy of a record (the base of an edit made without a local copy).
+    func fetchRemote(_ object: String, _ id: String) throws(OStackError) -> LocalStore.StoredRecord? {
+        do {
+            let json = try session.api.call(.getRecord(object: object, id: id))
+            guard let record = json["record"] else { return nil }
+            return LocalStore.StoredRecord(
+                object: object, id: id, data: record, version: record["updated_at"]?.stringValue)
+        } catch let error where error.code == .notFound {
+            var error = error
+            error.context.object = object
+            throw error
+        }
+    }
+
+    /// After a discard or `--keep theirs`, the mirror's copy may be older than the server's (pulls
+    /// skipped it while a change was queued): fetch it again, best effort.
+    func refreshMirror(_ object: String, id: String) {
+        guard (try? store.isTracked(object)) == true, (try? store.hasQueuedChange(object, recordID: id)) == false
+        else { return }
+        do {
+            let json = try session.api.call(.getRecord(object: object, id: id))
+            if let record = json["record"] {
+                try store.putRecord(object, record, version: record["updated_at"]?.stringValue)
+            }
+        } catch  where error.code == .notFound {
+            try? store.deleteRecord(object, id)
+        } catch {
+            return  // offline: the next reconciliation or edit corrects it
+        }
+    }
+
+    /// A read on behalf of `object`: field names from the server are shown only as the labels of
+    /// fields our metadata knows.
+    func call(_ endpoint: Endpoint, query: [(String, String)] = [], object: String) throws(OStackError) -> JSONValue {
+        do {
+            return try session.api.call(endpoint, query: query)
+        } catch {
+            var error = error
+            error.context.object = object
+            if !error.context.fields.isEmpty {
+                let schema = try? session.metadata.object(object).schema
+                error.context.fields = error.context.fields.compactMap { name in schema?.field(name)?.label }
+            }
+            throw error
+        }
+    }
+
+    static func select(_ record: JSONValue, _ fields: [String]?) -> JSONValue {
+        guard let fields, case .object(let members) = record else { return record }
+        return .object(members.filter { $0.key == "id" || fields.contains($0.key) })
+    }
+}

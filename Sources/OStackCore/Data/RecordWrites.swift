@@ -1,0 +1,198 @@
+/// Local-first record writes (docs/sync.md, "Records"): each write is one local transaction — the
+/// record, its queue entry and the audit entry — then pushed at once unless `offline`. A change the
+/// server refused as it stands is undone (only the entry this write added on its own).
+public struct RecordWrites {
+    let session: AccountSession
+    var store: LocalStore { session.store }
+
+    public struct WriteResult: Sendable {
+        public var object: String
+        public var id: String
+        public var record: JSONValue?
+        /// Saved locally, not yet on the server.
+        public var queued: Bool
+        /// Why it is still queued (offline, server error, conflict), when it is.
+        public var reason: OStackError?
+    }
+
+    public func create(_ object: String, data: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
+        let created = try createLocally(object, [data])
+        return try pushAfterWrite(object, created[0].id, offline: offline, ownEntry: created[0].ownEntry)
+    }
+
+    /// Several creates in one local transaction (`--data` with a JSON array); all are checked first,
+    /// so an invalid one saves none. Pushed at once unless `offline`; `reason` says why some are
+    /// still queued (nil when none is, or when `offline` asked for it).
+    public func createMany(_ object: String, data: [[String: JSONValue]], offline: Bool) throws(OStackError)
+        -> (results: [WriteResult], reason: OStackError?)
+    {
+        let ids = try createLocally(object, data).map(\.id)
+        if offline {
+            session.didChange()
+        } else if let last = ids.last {
+            _ = try pushAfterWrite(object, last, offline: false, ownEntry: nil)
+        }
+        var results: [WriteResult] = []
+        for id in ids {
+            let queued = try store.hasQueuedChange(object, recordID: id) || offline
+            results.append(
+                WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
+        }
+        let stillQueued = results.filter(\.queued).map(\.id)
+        let reason = offline || stillQueued.isEmpty ? nil : try queuedReason(object, ids: stillQueued)
+        return (results, reason)
+    }
+
+    /// Validates, then saves records and queues their creates; returns each id with the queue entry
+    /// the create added on its own (nil when it was merged into an older one).
+    func createLocally(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError)
+        -> [(id: String, ownEntry: String?)]
+    {
+        guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        if let schema = try session.schemaIfAvailable(object) {
+            let validator = FieldValidator(schema: schema)
+            for data in items { try validator.validate(data, complete: true) }
+        }
+        var created: [(id: String, ownEntry: String?)] = []
+        try store.transaction { () throws(OStackError) in
+            for data in items {
+                var record = data
+                let id = data["id"]?.stringValue ?? Self.newRecordID()
+                // A given id that is already here is not a create (it would overwrite the local copy).
+                guard try store.record(object, id) == nil, !created.contains(where: { $0.id == id }) else {
+                    throw OStackError(
+                        .validation,
+                        context: .init(
+                            object: object, fields: ["id"],
+                            suggestion: "A record with this id exists; use \(command: .recordsUpdate)."),
+                        detail: "create with an existing id")
+                }
+                record["id"] = .string(id)
+                try store.putRecord(object, .object(record), version: nil)
+                let entry = try store.enqueueReporting(
+                    object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
+                    baseSnapshot: nil)
+                created.append((id, entry.isNew ? entry.id : nil))
+            }
+            try session.audit.append("record.create", details: ["object": object, "count": String(items.count)])
+        }
+        return created
+    }
+
+    public func update(_ object: String, id: String, changes: [String: JSONValue], offline: Bool) throws(OStackError)
+        -> WriteResult
+    {
+        let schema = try session.schemaIfAvailable(object)
+        var base = try store.record(object, id)
+        if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
+        // Only the changed fields are checked (a required field set to null is caught there).
+        if let schema { try FieldValidator(schema: schema).validate(changes, complete: false) }
+        guard let base else {
+            throw OStackError(.notFound, context: .init(object: object), detail: "no local copy and offline")
+        }
+        let snapshot = base.data.objectValue ?? [:]
+        let updated = snapshot.merging(changes) { _, new in new }
+        var own: String?
+        try store.transaction { () throws(OStackError) in
+            try store.putRecord(object, .object(updated), version: base.version)
+            let entry = try store.enqueueReporting(
+                object: object, recordID: id, operation: .update, payload: changes, baseVersion: base.version,
+                baseSnapshot: snapshot)
+            own = entry.isNew ? entry.id : nil
+            try session.audit.append("record.update", details: ["object": object])
+        }
+        return try pushAfterWrite(object, id, offline: offline, ownEntry: own)
+    }
+
+    public func delete(_ object: String, id: String, offline: Bool) throws(OStackError) -> WriteResult {
+        var base = try store.record(object, id)
+        if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
+        guard let base else {
+            throw OStackError(.notFound, context: .init(object: object), detail: "no local copy and offline")
+        }
+        var own: String?
+        try store.transaction { () throws(OStackError) in
+            try store.deleteRecord(object, id)
+            let entry = try store.enqueueReporting(
+                object: object, recordID: id, operation: .delete, payload: nil, baseVersion: base.version,
+                baseSnapshot: base.data.objectValue)
+            own = entry.isNew ? entry.id : nil
+            try session.audit.append("record.delete", details: ["object": object])
+        }
+        var result = try pushAfterWrite(object, id, offline: offline, ownEntry: own)
+        result.record = nil
+        return result
+    }
+
+    /// Pushes at once unless `offline`; reports whether the change is still queued, and why.
+    func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: String?) throws(OStackError)
+        -> WriteResult
+    {
+        session.audit.anchor()  // before the push: a crash there leaves the anchor current
+        defer { try? session.writeStateSummary() }
+        var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
+        if offline {
+            result.record = try store.record(object, id)?.data
+            return result
+        }
+        let report = try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
+        let pending = try store.firstEntry(object, recordID: id)
+        result.record = try store.record(object, id)?.data
+        guard let pending else {
+            result.queued = false
+            return result
+        }
+        if let stop = report.stoppedError {
+            result.reason = stop
+        } else if pending.status == .conflict {
+            result.reason = OStackError(
+                .conflict, context: .init(account: session.account.alias, object: object), detail: "push conflict")
+        } else if pending.status == .failed {
+            let failure = pending.failure ?? .unexpected(status: 0, code: nil)
+            if failure.isRefusal {
+                try undoRefused(pending, ownEntry: ownEntry, object: object)
+                let schema = try session.schemaIfAvailable(object)
+                throw failure.userError(account: nil, object: object) { schema?.field($0)?.label ?? $0 }
+            }
+            result.reason = failure.userError(account: session.account.alias, object: nil)
+        }
+        return result
+    }
+
+    /// The server refused a change as it stands: only the entry this command added on its own is
+    /// undone (an older queued change of the record is never dropped by a newer command).
+    func undoRefused(_ pending: QueueEntry, ownEntry: String?, object: String) throws(OStackError) {
+        guard let own = ownEntry, let entry = try store.entry(own), entry.status == .failed,
+            try store.laterEntryCount(entry) == 0
+        else {
+            throw OStackError(
+                .validation, context: .init(object: object, suggestion: .see(.queueList)),
+                detail: "server validation of an older queued change")
+        }
+        try store.discard(entry)
+    }
+
+    /// Why some of `ids` are still queued after a push (nil: none is): the most serious reason.
+    public func queuedReason(_ object: String, ids: [String]) throws(OStackError) -> OStackError? {
+        let entries = try store.entries(object, recordIDs: ids)
+        if entries.isEmpty { return nil }
+        let records = Set(entries.map(\.recordID)).count
+        let context = OStackError.Context(account: session.account.alias, object: object, count: records)
+        if entries.contains(where: { $0.status == .conflict }) {
+            return OStackError(.conflict, context: context, detail: "bulk: conflict")
+        }
+        let failed = entries.filter { $0.status == .failed }
+        if failed.contains(where: { $0.failure?.isRefusal == true }) {
+            var refused = context
+            refused.suggestion = "See \(command: .queueList) for the refused records."
+            return OStackError(.validation, context: refused, detail: "bulk: refused by the server")
+        }
+        if !failed.isEmpty { return OStackError(.serverError, context: context, detail: "bulk: failed") }
+        return OStackError(.offline, context: context, detail: "bulk: queued")
+    }
+
+    /// A client-chosen record id: lets "did my create arrive?" be answered by id (docs/sync.md).
+    public static func newRecordID() -> String {
+        RandomID.make(prefix: "r", count: 16, alphabet: "abcdefghijkmnpqrstuvwxyz23456789")
+    }
+}

@@ -1,0 +1,217 @@
+import FoundationEssentials
+
+/// Sync, tracking, the queue and conflicts of one account (docs/sync.md): what `sync`, `queue` and
+/// `conflicts` do, each a single call the command renders.
+public struct SyncService {
+    let session: AccountSession
+    var store: LocalStore { session.store }
+
+    public struct Report: Sendable {
+        public var pushed = 0
+        public var pulled = 0
+        public var deleted = 0
+        public var failed = 0
+        public var conflicts = 0
+        public var merged = 0
+        /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
+        public var error: OStackError?
+        public var ok: Bool { error == nil && failed == 0 && conflicts == 0 }
+
+        /// The error a command exits with for this account: why it stopped, else its conflicts, else
+        /// its failed changes; nil when it synced cleanly.
+        public func exitError(account: String) -> OStackError? {
+            if let error { return error }
+            if conflicts > 0 {
+                return OStackError(.conflict, context: .init(account: account), detail: "sync conflicts")
+            }
+            if failed > 0 {
+                return OStackError(
+                    .serverError, context: .init(account: account, count: failed), detail: "failed entries")
+            }
+            return nil
+        }
+    }
+
+    public func sync(
+        push: Bool = true, pull: Bool = true, reconcile: Bool = false,
+        progress: (@Sendable (String, Int) -> Void)? = nil
+    ) throws(OStackError) -> Report {
+        var report = Report()
+        try session.withSyncLock { () throws(OStackError) in
+            var engine = session.engine()
+            engine.progress = progress
+            if push {
+                let pushed = try engine.push()
+                report.pushed = pushed.pushed
+                report.merged = pushed.merged
+                if let stop = pushed.stoppedError {
+                    report.error = stop
+                    return
+                }
+            }
+            if pull {
+                for object in try store.trackedObjects() {
+                    do throws(OStackError) {
+                        let pulled = try engine.pull(object, reconcile: reconcile)
+                        report.pulled += pulled.pulled
+                        report.deleted += pulled.deleted
+                    } catch {
+                        report.error = error
+                        return
+                    }
+                }
+            }
+            let counts = try store.counts()
+            report.failed = counts.failed
+            report.conflicts = counts.conflict
+            try store.setValue("sync.last-at", String(store.now))
+        }
+        record(report, push: push, pull: pull)
+        return report
+    }
+
+    /// The sync summary (and conflicts it created) in the trail; never fails the sync itself.
+    func record(_ report: Report, push: Bool, pull: Bool) {
+        var details = [
+            "pushed": String(report.pushed), "pulled": String(report.pulled), "failed": String(report.failed),
+        ]
+        if report.merged > 0 { details["merged"] = String(report.merged) }
+        if report.deleted > 0 { details["removed"] = String(report.deleted) }
+        if let error = report.error { details["stopped"] = error.code.rawValue }
+        let kind = push && pull ? "sync" : (push ? "sync.push" : "sync.pull")
+        try? session.audit.append(kind, outcome: report.error == nil ? "ok" : "failed", details: details)
+        if report.conflicts > 0 {
+            try? session.audit.append("conflict.open", details: ["count": String(report.conflicts)])
+        }
+        session.didChange()
+    }
+
+    // MARK: Tracking
+
+    /// `sync track OBJECT`: checks the object exists (metadata), starts mirroring it.
+    public func track(_ object: String) throws(OStackError) -> ObjectSchema {
+        let schema = try session.metadata.object(object).schema
+        try store.track(schema)
+        return schema
+    }
+
+    /// `sync untrack OBJECT`: the mirror is dropped; records with queued changes are kept.
+    public func untrack(_ object: String) throws(OStackError) {
+        try store.untrack(object)
+    }
+
+    public struct Status: Sendable {
+        public struct Object: Sendable, Encodable {
+            public var name: String
+            public var records: Int
+            public var lastPullAt: Date?
+        }
+
+        public var objects: [Object]
+        public var queue: LocalStore.QueueCounts
+        public var lastSyncAt: Date?
+    }
+
+    /// `sync status`: tracked objects, the queue, the last sync.
+    public func status() throws(OStackError) -> Status {
+        let objects = try store.trackedObjects().map { (name) throws(OStackError) -> Status.Object in
+            Status.Object(
+                name: name, records: try store.recordCount(name),
+                lastPullAt: try store.trackState(name)?.lastPullAt.map { Date(timeIntervalSince1970: $0) })
+        }
+        return Status(objects: objects, queue: try store.counts(), lastSyncAt: try session.lastSyncAt())
+    }
+
+    // MARK: The queue
+
+    public func queue() throws(OStackError) -> [QueueEntry] { try store.entries() }
+
+    /// `queue retry [ID…]`: failed entries become due now; returns how many.
+    public func retry(ids: [String]?) throws(OStackError) -> Int {
+        let count = try store.retry(ids: ids)
+        try? session.writeStateSummary()
+        return count
+    }
+
+    /// `queue discard ID`: drops the change (and later ones of its record) and restores the record
+    /// as the server last had it. Under the sync lock, so no push is sending it at that moment.
+    public func discard(_ id: String) throws(OStackError) {
+        guard let entry = try store.entry(id) else { throw OStackError(.notFound, detail: "no such queue entry") }
+        try session.withSyncLock { () throws(OStackError) in
+            guard let current = try store.entry(id), current.status != .inProgress else {
+                throw OStackError(.notFound, detail: "entry gone or being pushed")
+            }
+            try store.discard(current)
+        }
+        session.reads.refreshMirror(entry.object, id: entry.recordID)
+        try session.audit.append(
+            "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
+        session.didChange()
+    }
+
+    // MARK: Conflicts
+
+    public func conflicts() throws(OStackError) -> [Conflict] {
+        try store.entries(statuses: [.conflict]).map(Conflict.init)
+    }
+
+    public func conflict(_ id: String) throws(OStackError) -> Conflict {
+        guard let entry = try store.entry(id), entry.status == .conflict else {
+            throw OStackError(.notFound, detail: "no such conflict")
+        }
+        return Conflict(entry)
+    }
+
+    /// `conflicts resolve ID --keep mine|theirs`. Mine is pushed at once: the answer says whether it
+    /// is still queued, and why (`error`), which the command reports after the resolution itself.
+    public func resolve(_ id: String, keepMine: Bool) throws(OStackError) -> (queued: Bool, error: OStackError?) {
+        let entry = try store.entry(id)
+        guard let entry, entry.status == .conflict else { throw OStackError(.notFound, detail: "no such conflict") }
+        try session.withSyncLock { () throws(OStackError) in
+            guard let current = try store.entry(id), current.status == .conflict else {
+                throw OStackError(.notFound, detail: "no such conflict")
+            }
+            try session.engine().resolve(current, keepMine: keepMine)
+        }
+        if !keepMine { session.reads.refreshMirror(entry.object, id: entry.recordID) }
+        try session.audit.append(
+            "conflict.resolved", details: ["object": entry.object, "keep": keepMine ? "mine" : "theirs"])
+        session.didChange()
+        guard keepMine else { return (false, nil) }
+        let report = try sync(push: true, pull: false)
+        return (try store.entry(id) != nil, report.error)
+    }
+}
+
+/// A conflict as the user reviews it: per field, the base the change was made on, mine and theirs.
+public struct Conflict: Sendable {
+    public struct Field: Sendable {
+        public var name: String
+        public var base: JSONValue?
+        public var mine: JSONValue?
+        public var theirs: JSONValue?
+    }
+
+    public var id: String
+    public var object: String
+    public var recordID: String
+    public var operation: QueueEntry.Operation
+    public var fields: [Field]
+
+    init(_ entry: QueueEntry) {
+        let base = entry.baseSnapshot ?? [:]
+        let theirs = entry.theirs ?? [:]
+        let mine = entry.operation == .delete ? [:] : (entry.payload ?? [:])
+        let merge = ThreeWayMerge(base: base, mine: mine, theirs: theirs)
+        let names = Set(merge.localChanges.keys).union(merge.remoteChanges).sorted()
+        id = entry.id
+        object = entry.object
+        recordID = entry.recordID
+        operation = entry.operation
+        fields = names.map { name in
+            Field(
+                name: name, base: base[name], mine: entry.operation == .delete ? nil : (mine[name] ?? base[name]),
+                theirs: theirs[name])
+        }
+    }
+}

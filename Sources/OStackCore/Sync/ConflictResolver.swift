@@ -1,0 +1,102 @@
+/// Conflicts (docs/sync.md, "Conflicts"): a 409 `CONCURRENT_UPDATE` is merged three ways against the
+/// change's base snapshot, or becomes a conflict the user resolves with `--keep mine|theirs`.
+struct ConflictResolver {
+    let store: LocalStore
+
+    /// Already applied (our earlier delivery) → done; fields changed on both sides differ →
+    /// `conflict` with the server's record kept; otherwise the change is rebased on the server's
+    /// version (a new revision, so a new `Idempotency-Key`) and pushed again.
+    func resolveConcurrent(_ entry: QueueEntry, theirs: JSONValue?, version: String?, _ report: inout PushReport)
+        throws(OStackError)
+    {
+        guard let theirsRecord = theirs?.objectValue else {
+            try store.markConflict(entry, theirs: nil, version: version)
+            report.conflicts += 1
+            return
+        }
+        let merge = ThreeWayMerge(base: entry.baseSnapshot ?? [:], mine: entry.payload ?? [:], theirs: theirsRecord)
+        switch entry.operation {
+        case .delete:
+            try store.markConflict(entry, theirs: theirsRecord, version: version)
+            report.conflicts += 1
+        case .create, .update:
+            if merge.alreadyApplied {
+                try store.complete(entry, serverRecord: .object(theirsRecord))
+                report.pushed += 1
+            } else if merge.conflictingFields.isEmpty && entry.revision < 5 {
+                try store.rebase(
+                    entry, payload: merge.localChanges, operation: .update, baseVersion: version,
+                    baseSnapshot: theirsRecord)
+                try store.putRecord(entry.object, .object(merge.merged), version: version)
+                report.merged += 1
+            } else {
+                try store.markConflict(entry, theirs: theirsRecord, version: version)
+                report.conflicts += 1
+            }
+        }
+    }
+
+    /// `conflicts resolve ID --keep mine|theirs`: mine is re-queued over the server's version;
+    /// theirs drops the change (and later ones of the record) and adopts the server's record.
+    func resolve(_ entry: QueueEntry, keepMine: Bool) throws(OStackError) {
+        guard entry.status == .conflict else {
+            throw OStackError(.notFound, detail: "entry is not a conflict")
+        }
+        try store.transaction { () throws(OStackError) in
+            if keepMine {
+                let payload = entry.operation == .delete ? nil : entry.payload
+                try store.rebase(
+                    entry, payload: payload, operation: entry.operation, baseVersion: entry.theirsVersion,
+                    baseSnapshot: entry.theirs)
+            } else {
+                try store.dropChanges(from: entry)
+                if let theirs = entry.theirs {
+                    try store.putRecord(entry.object, .object(theirs), version: entry.theirsVersion)
+                } else {
+                    try store.deleteRecord(entry.object, entry.recordID)
+                }
+            }
+        }
+    }
+}
+
+/// A three-way merge of one record (docs/sync.md, "Conflicts").
+public struct ThreeWayMerge: Sendable {
+    public let base: [String: JSONValue]
+    public let mine: [String: JSONValue]
+    public let theirs: [String: JSONValue]
+
+    public init(base: [String: JSONValue], mine: [String: JSONValue], theirs: [String: JSONValue]) {
+        self.base = base
+        self.mine = mine
+        self.theirs = theirs
+    }
+
+    /// Fields the local change sets to something other than the base.
+    public var localChanges: [String: JSONValue] {
+        mine.filter { key, value in !ObjectSchema.systemFields.contains(key) && (base[key] ?? .null) != value }
+    }
+
+    /// Fields the server changed since the base.
+    public var remoteChanges: Set<String> {
+        Set(
+            Set(theirs.keys).union(base.keys).filter { key in
+                !ObjectSchema.systemFields.contains(key) && (theirs[key] ?? .null) != (base[key] ?? .null)
+            })
+    }
+
+    /// Changed on both sides, to different values.
+    public var conflictingFields: [String] {
+        localChanges.keys.filter { remoteChanges.contains($0) && (theirs[$0] ?? .null) != mine[$0] }.sorted()
+    }
+
+    /// The server already has every local change (e.g. our own earlier delivery).
+    public var alreadyApplied: Bool {
+        localChanges.allSatisfy { (theirs[$0.key] ?? .null) == $0.value }
+    }
+
+    /// Theirs with the local changes on top.
+    public var merged: [String: JSONValue] {
+        theirs.merging(localChanges) { _, mine in mine }
+    }
+}

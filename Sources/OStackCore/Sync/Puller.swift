@@ -1,0 +1,122 @@
+import Dispatch
+
+/// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
+/// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
+/// the `Reconciler` when due. Pipelined: while one page is written, the next is already being
+/// fetched. The first pull is a bulk load: the object's indexes are built once, at the end.
+struct Puller {
+    let store: LocalStore
+    let api: DataAPI
+    var pageSize = 2000
+    /// Reconcile deletions when the last reconciliation is older than this.
+    var reconcileInterval: Double = 900
+    var progress: (@Sendable (_ object: String, _ done: Int) -> Void)?
+
+    typealias Page = [(id: String, version: String?, json: [UInt8])]
+
+    func pull(_ object: String, reconcile forceReconcile: Bool) throws(OStackError) -> PullReport {
+        var report = PullReport()
+        guard var state = try store.trackState(object) else { return report }
+        // A first pull brings every record, so it needs no deletion reconciliation right after.
+        let initial = state.cursorVersion == nil
+        if initial { try store.suspendIndexes(object) }
+        _ = api.directory.discovery  // routes resolved here, not on the fetching thread
+        var pending = fetchPage(object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } })
+        while true {
+            let page = try pending.wait()
+            if page.isEmpty { break }
+            let last = page.last!
+            let more = page.count >= pageSize && last.version != nil
+            if more { pending = fetchPage(object, after: (last.version!, last.id)) }
+            try store.transaction { () throws(OStackError) in
+                report.pulled += try store.applyPulled(object, page)
+                if let version = last.version {
+                    try store.advanceCursor(object, version: version, id: last.id)
+                    state.cursorVersion = version
+                    state.cursorID = last.id
+                }
+            }
+            progress?(object, report.pulled)
+            if !more { break }
+        }
+        try store.restoreIndexes(object)
+        let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
+        if due && !(initial && !forceReconcile) {
+            report.deleted = try Reconciler(store: store, api: api).reconcile(object)
+        }
+        try store.markPulled(object, reconciled: due)
+        return report
+    }
+
+    /// Starts fetching one keyset page on a background thread.
+    func fetchPage(_ object: String, after cursor: (version: String, id: String)?) -> PageFetch {
+        let fetch = PageFetch()
+        let api = self.api
+        var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize)), ("count", "false")]
+        if let cursor {
+            let filter: JSONValue = [
+                "or", ["updated_at", ">", .string(cursor.version)],
+                ["and", ["updated_at", "=", .string(cursor.version)], ["id", ">", .string(cursor.id)]],
+            ]
+            query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
+        }
+        let request = query
+        DispatchQueue.global().async {
+            fetch.finish(
+                Result { () throws(OStackError) -> Page in
+                    let outcome = try api.exchange(.list(object: object), query: request)
+                    guard outcome.ok else {
+                        throw outcome.error.asOStackError(
+                            account: api.account.alias, host: api.account.server.authority)
+                    }
+                    guard let page = Self.parsePage(outcome.response.body) else {
+                        throw OStackError(
+                            .unexpectedResponse, context: .init(host: api.account.server.authority),
+                            detail: "list page malformed")
+                    }
+                    return page
+                })
+        }
+        return fetch
+    }
+
+    /// A list page's records as (id, version, raw JSON), found without decoding the page.
+    static func parsePage(_ body: [UInt8]) -> Page? {
+        let scanner = FieldScanner(fields: ["id", "updated_at"])
+        return body.withUnsafeBytes { raw -> Page? in
+            guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
+            var page: Page = []
+            page.reserveCapacity(found.ranges.count)
+            for range in found.ranges {
+                let slice = UnsafeRawBufferPointer(rebasing: raw[range])
+                let values = scanner.scan(slice)
+                guard case .string(let id) = values[0] else { return nil }
+                let version: String? = if case .string(let v) = values[1] { v } else { nil }
+                page.append((id, version, Array(slice)))
+            }
+            return page
+        }
+    }
+}
+
+public struct PullReport: Sendable {
+    public var pulled = 0
+    public var deleted = 0
+}
+
+/// One page being fetched in the background; `wait` blocks until it arrives.
+final class PageFetch: @unchecked Sendable {
+    // @unchecked: `result` is written once before `done` is signalled and read only after waiting.
+    private var result: Result<Puller.Page, OStackError>?
+    private let done = DispatchSemaphore(value: 0)
+
+    func finish(_ result: Result<Puller.Page, OStackError>) {
+        self.result = result
+        done.signal()
+    }
+
+    func wait() throws(OStackError) -> Puller.Page {
+        done.wait()
+        return try result!.get()
+    }
+}

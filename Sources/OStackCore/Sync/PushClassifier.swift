@@ -1,0 +1,123 @@
+/// What an answer to a push means for the queued changes it carried. Produced only by
+/// `PushClassifier` (pure: status, body, headers in; a verdict out), applied by `PushSettler`.
+public indirect enum PushVerdict: Sendable, Equatable {
+    /// Taken; the record as the server now has it (nil: the answer carried none, or a delete).
+    case delivered(JSONValue?)
+    /// A `createMany` taken whole: the records in request order.
+    case deliveredAll([JSONValue])
+    /// A batch whose rows each have their own outcome (`updateMany`/`deleteMany` results).
+    case perRow([JSONValue])
+    /// A delete of a record the server no longer has: done.
+    case alreadyGone
+    /// 409 `CONCURRENT_UPDATE`: the server's record and version, for a three-way merge.
+    case concurrent(theirs: JSONValue?, version: String?)
+    case failed(PushFailure)
+    /// Over the server's batch cap (`BATCH_TOO_LARGE`), with the cap when it said it.
+    case batchTooLarge(max: Int?)
+    /// A batch refused as a whole because of one row it names (`index`); the others were not taken.
+    case refusedRow(index: Int, PushVerdict)
+    /// Not processed (a row `NOT_ATTEMPTED` or `ROLLED_BACK`, or no result for it): try again.
+    case notAttempted(possiblyDelivered: Bool)
+    /// 401 after the session keeper's one refresh: the account is signed out; nothing was processed.
+    case signedOut
+}
+
+/// Classifies answers to pushed changes (docs/sync.md, "Push"): the single place where protocol
+/// status codes and error codes become queue outcomes. Pure and table-tested
+/// (`Tests/OStackCoreTests/PushClassifierTests.swift`).
+public enum PushClassifier {
+    /// One answer to a whole request carrying `count` changes of `operation`.
+    public static func classify(
+        status: Int, body: JSONValue?, retryAfter: Int?, operation: QueueEntry.Operation, count: Int
+    ) -> PushVerdict {
+        let code = errorCode(body)
+        switch status {
+        case 200..<300:
+            switch (operation, count) {
+            case (.create, 1): return .delivered(body?["record"])
+            case (.create, _): return .deliveredAll(body?["records"]?.arrayValue ?? [body?["record"] ?? .null])
+            case (.update, 1): return .delivered(body?["record"])
+            case (.delete, 1): return .delivered(nil)
+            default: return .perRow(body?["results"]?.arrayValue ?? [])
+            }
+        case 400 where code == "BATCH_TOO_LARGE" && count > 1:
+            return .batchTooLarge(max: body?["max"]?.doubleValue.map { Int($0) })
+        default: break
+        }
+        let failure = classifyFailure(
+            status: status, code: code, body: body, retryAfter: retryAfter.map(Double.init), operation: operation)
+        if count > 1, let index = body?["index"]?.doubleValue.map({ Int($0) }), (0..<count).contains(index) {
+            return .refusedRow(index: index, failure)
+        }
+        return failure
+    }
+
+    /// Everything but success: shared by whole answers and the rows of a batch.
+    static func classifyFailure(
+        status: Int, code: String?, body: JSONValue?, retryAfter: Double?, operation: QueueEntry.Operation
+    ) -> PushVerdict {
+        switch status {
+        case 401: return .signedOut
+        case 409 where code == "CONCURRENT_UPDATE":
+            return .concurrent(theirs: body?["currentRecord"], version: body?["currentVersion"]?.stringValue)
+        case 409
+        where operation == .create && code == "UNIQUE_VIOLATION" && body?["field"]?.stringValue != nil
+            && body?["field"]?.stringValue != "id":
+            // Another record has this value in a unique field: a validation problem of this change.
+            return .failed(.duplicate(field: body?["field"]?.stringValue.flatMap(identifier)))
+        case 409 where operation == .create:
+            // The id is taken: most likely our own earlier delivery (looked up by id next round).
+            return .failed(.idTaken)
+        case 409 where code == "UNIQUE_VIOLATION": return .failed(.duplicate(field: nil))
+        case 409 where code == "DELETE_RESTRICTED": return .failed(.restricted)
+        case 404 where operation == .delete: return .alreadyGone
+        case 404: return .failed(.notFound)
+        case 400, 422: return .failed(.validation(fields: fieldNames(body)))
+        case 403: return .failed(.forbidden)
+        case 429: return .failed(.rateLimited(retryAfter: retryAfter))
+        case 500...599: return .failed(.serverError(status: status, retryAfter: retryAfter))
+        default: return .failed(.unexpected(status: status, code: code))
+        }
+    }
+
+    /// One row of a `updateMany`/`deleteMany` answer (`BatchUpdateResponse.results[]`).
+    public static func classifyRow(_ result: JSONValue?, operation: QueueEntry.Operation) -> PushVerdict {
+        guard let result else { return .notAttempted(possiblyDelivered: true) }
+        if result["success"]?.boolValue == true {
+            return .delivered(operation == .delete ? nil : result["data"] ?? result["record"])
+        }
+        let rowError = result["errors"]?.arrayValue?.first
+        let code = rowError?["code"]?.stringValue
+        switch code {
+        case "CONCURRENT_UPDATE":
+            return .concurrent(
+                theirs: rowError?["currentRecord"] ?? result["currentRecord"],
+                version: rowError?["currentVersion"]?.stringValue ?? result["currentVersion"]?.stringValue)
+        case "RECORD_NOT_FOUND" where operation == .delete: return .alreadyGone
+        case "RECORD_NOT_FOUND": return .failed(.notFound)
+        case "NOT_ATTEMPTED", "ROLLED_BACK": return .notAttempted(possiblyDelivered: false)
+        default:
+            let status = rowError?["httpStatus"]?.doubleValue.map { Int($0) } ?? 400
+            if status == 429 || status >= 500 { return .failed(.serverError(status: status, retryAfter: nil)) }
+            return .failed(.validation(fields: []))
+        }
+    }
+
+    /// `code` or `error.code`, when it is an upper-case protocol token.
+    static func errorCode(_ body: JSONValue?) -> String? {
+        let code = body?["code"]?.stringValue ?? body?["error"]?["code"]?.stringValue
+        guard let code, !code.isEmpty, code.count <= 64,
+            code.unicodeScalars.allSatisfy({ ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" })
+        else { return nil }
+        return code
+    }
+
+    /// The names in `fields[].field` that are identifiers (they name metadata fields; anything else
+    /// is server text and dropped).
+    static func fieldNames(_ body: JSONValue?) -> [String] {
+        let list = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
+        return list.compactMap { $0["field"]?.stringValue.flatMap(identifier) }
+    }
+
+    static func identifier(_ name: String) -> String? { ObjectSchema.isIdentifier(name) ? name : nil }
+}

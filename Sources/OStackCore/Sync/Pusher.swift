@@ -1,0 +1,75 @@
+/// Pushes an account's queue (docs/sync.md, "Push"): stale claims recovered; possibly-delivered
+/// creates verified first; then the oldest due entry of each record, grouped by object and operation
+/// and sent in chunks up to the server's cap. Each chunk is claimed (and marked possibly delivered)
+/// in a committed transaction before its request goes out, and its answer is classified
+/// (`PushClassifier`) and settled (`PushSettler`) in one transaction.
+struct Pusher {
+    let store: LocalStore
+    let api: DataAPI
+    let batchCap: Int
+    /// Whether updates and deletes may be batched (the server honours per-row versions); otherwise
+    /// each goes alone with `If-Match`, so no conditional write is ever sent unconditionally.
+    let conditionalBatches: Bool
+
+    func push() throws(OStackError) -> PushReport {
+        var report = PushReport()
+        try store.recoverStaleClaims()
+        var rounds = 0
+        while rounds < 1_000 {
+            rounds += 1
+            let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
+            let due = try store.due()
+            if due.isEmpty { break }
+            do {
+                // Possibly-delivered creates first: find out whether they arrived.
+                let unsure = due.filter { $0.sent && $0.operation == .create }
+                if !unsure.isEmpty {
+                    try CreateVerifier(store: store, api: api, batchCap: cap).verify(unsure, &report)
+                    continue
+                }
+                var groups: [String: [QueueEntry]] = [:]
+                var order: [String] = []
+                for entry in due {
+                    let key = entry.object + "\u{0}" + entry.operation.rawValue
+                    if groups[key] == nil { order.append(key) }
+                    groups[key, default: []].append(entry)
+                }
+                for key in order {
+                    let entries = groups[key]!
+                    let size = entries[0].operation == .create || conditionalBatches ? cap : 1
+                    for chunk in entries.chunked(size) { try send(Array(chunk), &report) }
+                }
+            } catch let stop where stop.stopsTheAccount {
+                report.stoppedBy = stop.code
+                report.stoppedError = stop
+                return report
+            }
+        }
+        return report
+    }
+
+    /// Sends one chunk of same-object, same-operation entries and records every outcome.
+    func send(_ selected: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
+        let chunk = try store.claim(selected)
+        if chunk.isEmpty { return }  // changed meanwhile: picked up again next round
+        let request = PushRequest(chunk)
+        let outcome: DataAPI.Outcome
+        do {
+            outcome = try api.exchange(request.endpoint, body: request.body, headers: request.headers)
+        } catch {
+            // No answer: the request may or may not have arrived. Back to pending, no attempt counted.
+            // Only a request that certainly never reached the server counts as undelivered.
+            // (Locked, signed out or refused with 401: nothing was processed either.)
+            let delivered =
+                !error.requestNotSent && ![.locked, .pinLockedOut, .notSignedIn, .sessionExpired].contains(error.code)
+            for entry in chunk { try store.release(entry, delivered: delivered) }
+            throw error
+        }
+        let verdict = PushClassifier.classify(
+            status: outcome.response.status, body: outcome.json,
+            retryAfter: ServerError.retryAfterSeconds(outcome.response),
+            operation: chunk[0].operation, count: chunk.count)
+        let settler = PushSettler(store: store)
+        try store.transaction { () throws(OStackError) in try settler.settle(chunk, verdict, &report) }
+    }
+}

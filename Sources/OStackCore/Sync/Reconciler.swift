@@ -1,0 +1,51 @@
+/// Id-only reconciliation (docs/sync.md, "Pull"): local records without queued changes that the
+/// server no longer has are deleted locally. Pages by id with `select=id`; the server's `hasMore`
+/// decides whether another page follows (a server may cap a page below what was asked).
+struct Reconciler {
+    let store: LocalStore
+    let api: DataAPI
+    var pageSize = 10_000
+
+    func reconcile(_ object: String) throws(OStackError) -> Int {
+        var remote = Set<String>()
+        var after: String?
+        let scanner = FieldScanner(fields: ["id"])
+        while true {
+            var query: [(String, String)] = [
+                ("select", "id"), ("sort", "id"), ("top", String(pageSize)), ("count", "false"),
+            ]
+            if let after {
+                let filter: JSONValue = ["id", ">", .string(after)]
+                query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
+            }
+            let outcome = try api.exchange(.list(object: object), query: query)
+            guard outcome.ok else {
+                throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
+            }
+            let page: (ids: [String], hasMore: Bool?)? = outcome.response.body.withUnsafeBytes { raw in
+                FieldScanner.recordRanges(in: raw).map { found in
+                    let ids = found.ranges.compactMap { range -> String? in
+                        if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
+                            return id
+                        }
+                        return nil
+                    }
+                    return (ids, found.hasMore)
+                }
+            }
+            guard let page else {
+                throw OStackError(
+                    .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "id page malformed"
+                )
+            }
+            remote.formUnion(page.ids)
+            if page.ids.isEmpty || !(page.hasMore ?? (page.ids.count >= pageSize)) { break }
+            after = page.ids.last
+        }
+        let gone = try store.settledIDs(object).subtracting(remote)
+        try store.transaction { () throws(OStackError) in
+            for id in gone { try store.deleteRecord(object, id) }
+        }
+        return gone.count
+    }
+}

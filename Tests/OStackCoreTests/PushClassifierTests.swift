@@ -1,0 +1,173 @@
+import Testing
+
+@testable import OStackCore
+
+/// Every answer shape the protocol allows to a pushed change, whole-request and per-row, and what
+/// the queue makes of it (`PushClassifier`, docs/sync.md "Push").
+@Suite struct PushClassifierTests {
+    static func json(_ text: String) -> JSONValue? { JSONValue.parse(Array(text.utf8)) }
+
+    struct Whole: Sendable, CustomTestStringConvertible {
+        var status: Int
+        var body: String
+        var retryAfter: Int? = nil
+        var operation: QueueEntry.Operation
+        var count = 1
+        var expected: PushVerdict
+        var testDescription: String { "\(operation) ×\(count) → \(status) \(body.prefix(60))" }
+    }
+
+    static let record = json(#"{"id":"r1","title":"a","updated_at":"v2"}"#)
+
+    static let whole: [Whole] = [
+        // 2xx
+        Whole(
+            status: 201, body: #"{"object":"task","id":"r1","record":{"id":"r1","title":"a","updated_at":"v2"}}"#,
+            operation: .create, expected: .delivered(record)),
+        Whole(
+            status: 200, body: #"{"record":{"id":"r1","title":"a","updated_at":"v2"}}"#, operation: .update,
+            expected: .delivered(record)),
+        Whole(status: 200, body: #"{"id":"r1","success":true}"#, operation: .delete, expected: .delivered(nil)),
+        Whole(
+            status: 201, body: #"{"records":[{"id":"a"},{"id":"b"}],"count":2}"#, operation: .create, count: 2,
+            expected: .deliveredAll([json(#"{"id":"a"}"#)!, json(#"{"id":"b"}"#)!])),
+        Whole(
+            status: 200, body: #"{"results":[{"id":"a","success":true}]}"#, operation: .update, count: 2,
+            expected: .perRow([json(#"{"id":"a","success":true}"#)!])),
+        // 400 validation: field names kept only when they are identifiers
+        Whole(
+            status: 400,
+            body: #"{"code":"VALIDATION_FAILED","fields":[{"field":"title"},{"field":"CALL 1-800"}]}"#,
+            operation: .create, expected: .failed(.validation(fields: ["title"]))),
+        Whole(
+            status: 422, body: #"{"error":{"code":"VALIDATION_ERROR","details":{"fields":[{"field":"amount"}]}}}"#,
+            operation: .update, expected: .failed(.validation(fields: ["amount"]))),
+        Whole(
+            status: 400, body: #"{"code":"BATCH_TOO_LARGE","max":50}"#, operation: .create, count: 200,
+            expected: .batchTooLarge(max: 50)),
+        Whole(
+            status: 400, body: #"{"code":"VALIDATION_FAILED","index":3}"#, operation: .create, count: 5,
+            expected: .refusedRow(index: 3, .failed(.validation(fields: [])))),
+        Whole(
+            status: 400, body: #"{"code":"VALIDATION_FAILED","index":9}"#, operation: .create, count: 5,
+            expected: .failed(.validation(fields: []))),
+        // 401 (after the keeper's refresh), 403, 404, 405
+        Whole(status: 401, body: #"{"code":"UNAUTHENTICATED"}"#, operation: .update, expected: .signedOut),
+        Whole(status: 403, body: #"{"code":"PERMISSION_DENIED"}"#, operation: .update, expected: .failed(.forbidden)),
+        Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .update, expected: .failed(.notFound)),
+        Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .delete, expected: .alreadyGone),
+        Whole(
+            status: 405, body: #"{"code":"OBJECT_API_METHOD_NOT_ALLOWED"}"#, operation: .create, count: 3,
+            expected: .failed(.unexpected(status: 405, code: "OBJECT_API_METHOD_NOT_ALLOWED"))),
+        // 409: conflict, unique on another field, id taken, restricted
+        Whole(
+            status: 409, body: #"{"code":"CONCURRENT_UPDATE","currentVersion":"v3","currentRecord":{"id":"r1"}}"#,
+            operation: .update, expected: .concurrent(theirs: json(#"{"id":"r1"}"#), version: "v3")),
+        Whole(
+            status: 409, body: #"{"code":"UNIQUE_VIOLATION","field":"email"}"#, operation: .create,
+            expected: .failed(.duplicate(field: "email"))),
+        Whole(
+            status: 409, body: #"{"code":"UNIQUE_VIOLATION","field":"id"}"#, operation: .create,
+            expected: .failed(.idTaken)),
+        Whole(status: 409, body: #"{"code":"UNIQUE_VIOLATION"}"#, operation: .create, expected: .failed(.idTaken)),
+        Whole(
+            status: 409, body: #"{"code":"UNIQUE_VIOLATION"}"#, operation: .update,
+            expected: .failed(.duplicate(field: nil))),
+        Whole(status: 409, body: #"{"code":"DELETE_RESTRICTED"}"#, operation: .delete, expected: .failed(.restricted)),
+        Whole(
+            status: 409, body: #"{"code":"RESOURCE_CONFLICT"}"#, operation: .update,
+            expected: .failed(.unexpected(status: 409, code: "RESOURCE_CONFLICT"))),
+        // 412, 429 with Retry-After, 5xx
+        Whole(status: 412, body: "", operation: .update, expected: .failed(.unexpected(status: 412, code: nil))),
+        Whole(
+            status: 429, body: #"{"code":"RATE_LIMIT_EXCEEDED"}"#, retryAfter: 7, operation: .create,
+            expected: .failed(.rateLimited(retryAfter: 7))),
+        Whole(
+            status: 503, body: "<html>down</html>", retryAfter: 30, operation: .update,
+            expected: .failed(.serverError(status: 503, retryAfter: 30))),
+        Whole(status: 500, body: "", operation: .delete, expected: .failed(.serverError(status: 500, retryAfter: nil))),
+        // Malformed bodies: no server text, no crash; a code that is not a protocol token is dropped
+        Whole(status: 400, body: "not json", operation: .create, expected: .failed(.validation(fields: []))),
+        Whole(
+            status: 418, body: #"{"code":"\u001b]0;pwned\u0007"}"#, operation: .update,
+            expected: .failed(.unexpected(status: 418, code: nil))),
+        Whole(
+            status: 409, body: #"{"code":42}"#, operation: .update,
+            expected: .failed(.unexpected(status: 409, code: nil))),
+    ]
+
+    @Test(arguments: whole)
+    func wholeAnswers(_ row: Whole) {
+        let verdict = PushClassifier.classify(
+            status: row.status, body: Self.json(row.body), retryAfter: row.retryAfter, operation: row.operation,
+            count: row.count)
+        #expect(verdict == row.expected)
+    }
+
+    struct Row: Sendable, CustomTestStringConvertible {
+        var result: String?
+        var operation: QueueEntry.Operation
+        var expected: PushVerdict
+        var testDescription: String { "\(operation): \(result ?? "no result")" }
+    }
+
+    static let rows: [Row] = [
+        Row(
+            result: #"{"id":"a","success":true,"data":{"id":"a","updated_at":"v2"}}"#, operation: .update,
+            expected: .delivered(json(#"{"id":"a","updated_at":"v2"}"#))),
+        Row(
+            result: #"{"id":"a","success":true,"record":{"id":"a"}}"#, operation: .update,
+            expected: .delivered(json(#"{"id":"a"}"#))),
+        Row(result: #"{"id":"a","success":true,"data":{"id":"a"}}"#, operation: .delete, expected: .delivered(nil)),
+        Row(
+            result:
+                #"{"id":"a","success":false,"errors":[{"code":"CONCURRENT_UPDATE","currentVersion":"v9","currentRecord":{"id":"a"}}]}"#,
+            operation: .update, expected: .concurrent(theirs: json(#"{"id":"a"}"#), version: "v9")),
+        Row(
+            result: #"{"id":"a","success":false,"currentVersion":"v9","errors":[{"code":"CONCURRENT_UPDATE"}]}"#,
+            operation: .delete, expected: .concurrent(theirs: nil, version: "v9")),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"RECORD_NOT_FOUND","httpStatus":404}]}"#,
+            operation: .delete, expected: .alreadyGone),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"RECORD_NOT_FOUND","httpStatus":404}]}"#,
+            operation: .update, expected: .failed(.notFound)),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"NOT_ATTEMPTED"}]}"#, operation: .update,
+            expected: .notAttempted(possiblyDelivered: false)),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"ROLLED_BACK"}]}"#, operation: .delete,
+            expected: .notAttempted(possiblyDelivered: false)),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"VALIDATION_FAILED","httpStatus":400}]}"#,
+            operation: .update, expected: .failed(.validation(fields: []))),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"INTERNAL_ERROR","httpStatus":503}]}"#,
+            operation: .update, expected: .failed(.serverError(status: 503, retryAfter: nil))),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"RATE_LIMIT_EXCEEDED","httpStatus":429}]}"#,
+            operation: .update, expected: .failed(.serverError(status: 429, retryAfter: nil))),
+        Row(result: #"{"id":"a","success":false}"#, operation: .update, expected: .failed(.validation(fields: []))),
+        Row(result: nil, operation: .update, expected: .notAttempted(possiblyDelivered: true)),
+    ]
+
+    @Test(arguments: rows)
+    func perRowAnswers(_ row: Row) {
+        #expect(PushClassifier.classifyRow(row.result.flatMap(Self.json), operation: row.operation) == row.expected)
+    }
+
+    @Test func failuresSayWhetherTheyAreRetriedAndHowTheyAreShown() {
+        #expect(PushFailure.rateLimited(retryAfter: 7).retryable && PushFailure.idTaken.retryable)
+        #expect(!PushFailure.validation(fields: ["title"]).retryable && !PushFailure.forbidden.retryable)
+        #expect(PushFailure.validation(fields: ["title", "amount"]).summary == "validation: title, amount")
+        #expect(PushFailure.duplicate(field: "email").summary == "validation: email")
+        #expect(PushFailure.serverError(status: 502, retryAfter: nil).summary == "server-error")
+        let error = PushFailure.validation(fields: ["title"]).userError(account: "work", object: "task") {
+            $0 == "title" ? "Title" : nil
+        }
+        #expect(error.code == .validation && error.context.fields == ["Title"])
+        #expect(
+            PushFailure.rateLimited(retryAfter: 7).userError(account: nil, object: nil).context.retryAfterSeconds == 7)
+        #expect(PushFailure.forbidden.userError(account: nil, object: nil).code == .forbidden)
+    }
+}
