@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   pkg-config
   libsqlcipher-dev
+  sqlcipher
   libsecret-1-dev
   libsodium-dev
   libcurl4-openssl-dev
@@ -15,6 +16,8 @@ packages=(
   libsecret-tools
   python3
   python3-dbus
+  libkf5wallet-bin
+  libqca-qt5-2-plugins
 )
 
 missing=()

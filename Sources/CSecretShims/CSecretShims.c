@@ -84,7 +84,7 @@ int csecret_classify(const GError *error) {
     return CSECRET_ERROR_OTHER;
 }
 
-int csecret_default_collection_locked(GCancellable *cancellable, GError **error) {
+int csecret_default_collection_state(GCancellable *cancellable, GError **error) {
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, error);
     if (!service) return -1;
     SecretCollection *collection =
@@ -92,11 +92,43 @@ int csecret_default_collection_locked(GCancellable *cancellable, GError **error)
     g_object_unref(service);
     if (!collection) {
         if (error && *error) return -1;
-        return 0;  // no default collection yet: storing creates it
+        return CSECRET_COLLECTION_MISSING;  // no default alias: the keyring is not loaded, or closed
     }
     gboolean locked = secret_collection_get_locked(collection);
     g_object_unref(collection);
-    return locked ? 1 : 0;
+    return locked ? CSECRET_COLLECTION_LOCKED : CSECRET_COLLECTION_UNLOCKED;
+}
+
+int csecret_provider_process(char *out, gsize size) {
+    if (!out || size == 0) return -1;
+    out[0] = '\0';
+    GError *error = NULL;
+    GDBusConnection *bus = g_bus_get_sync(G_BUS_TYPE_SESSION, NULL, &error);
+    if (!bus) {
+        g_clear_error(&error);
+        return -1;
+    }
+    // Asks the bus daemon (never the keyring provider, which may be hung) who owns the name.
+    GVariant *reply = g_dbus_connection_call_sync(
+        bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+        g_variant_new("(s)", "org.freedesktop.secrets"), G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NO_AUTO_START, 1000,
+        NULL, &error);
+    g_object_unref(bus);
+    if (!reply) {
+        g_clear_error(&error);
+        return -1;
+    }
+    guint32 pid = 0;
+    g_variant_get(reply, "(u)", &pid);
+    g_variant_unref(reply);
+    gchar path[64];
+    g_snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    gchar *contents = NULL;
+    if (!g_file_get_contents(path, &contents, NULL, NULL)) return -1;
+    g_strchomp(contents);
+    g_strlcpy(out, contents, size);
+    g_free(contents);
+    return 0;
 }
 
 typedef struct {

@@ -3,29 +3,86 @@ internal import CSecretShims
 import SodiumKit
 import Synchronization
 
-/// The Secret Service backend (libsecret over D-Bus), e.g. gnome-keyring.
+/// The Secret Service backend (libsecret over D-Bus): gnome-keyring, KWallet (kwalletd5), KeePassXC.
 ///
 /// - One schema (`io.ostack.Secret`, DONT_MATCH_NAME) with attributes app, namespace, account,
-///   kind, version; secrets are stored as binary values in the default collection.
+///   kind, version; secrets are stored as binary values in the default collection, under a label
+///   for people (docs/keyring.md, "Labels").
 /// - Every call runs with a `GCancellable` that a timer cancels at the deadline, so a hung daemon
-///   costs at most `deadline` seconds (docs/security.md#kr-4) instead of D-Bus's ~25–50 s.
-/// - Outcomes are told apart (docs/security.md#kr-3): a `nil` lookup is disambiguated by a search that reports
-///   locked items; writes check the collection's lock state first; deletes are verified (#kr-7).
+///   costs at most `deadline` seconds (docs/security.md#kr-4) instead of D-Bus's ~25–50 s. After one
+///   timeout the store answers every later call of the process with the same error at once, so a
+///   command against a hung keyring costs one deadline, not one per call.
+/// - Outcomes are told apart (docs/security.md#kr-3): "not found" is returned only when it is certain —
+///   the default collection exists and is unlocked. A provider without a default collection (the
+///   login keyring not loaded, a KeePassXC database closed) is `.noCollection`, never "not found";
+///   deletes check the collection first and are verified afterwards (#kr-7).
 public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     // @unchecked Sendable: immutable configuration; libsecret's sync calls are thread-safe, and
     // calls are additionally serialised by `lock`.
     public let app: String
     public let deadline: Double
+    /// The label of items written without one.
     public let label: String
     private let lock = Mutex(())
     /// Set once the default collection was seen unlocked in this process (ostack processes are
     /// short-lived; a collection locked later makes the store itself fail, which is still reported).
     private let knownUnlocked = Mutex(false)
+    /// Set after a call timed out: the provider is hung (or waiting for the user).
+    private let unresponsive = Mutex<KeyringError?>(nil)
 
     public init(app: String = "ostack", deadline: Double = 5, label: String = "ostack credential") {
         self.app = app
         self.deadline = deadline
         self.label = label
+    }
+
+    /// Which program serves org.freedesktop.secrets on this session bus (asked of the bus daemon).
+    public enum Provider: Sendable, Equatable {
+        case gnomeKeyring, kwallet, keepassxc
+        case other(String)
+        /// Nobody owns the name.
+        case none
+
+        /// Whether the provider keeps deleted items and replaced values (recycle bin, entry history).
+        public var keepsDeletedItems: Bool { self == .keepassxc }
+        /// Whether the provider may ask the user to approve access in a dialog.
+        public var mayPrompt: Bool { self == .keepassxc }
+
+        public var name: String {
+            switch self {
+            case .gnomeKeyring: "gnome-keyring"
+            case .kwallet: "KWallet"
+            case .keepassxc: "KeePassXC"
+            case .other(let process): process
+            case .none: "none"
+            }
+        }
+
+        init(process: String?) {
+            guard let process else {
+                self = .none
+                return
+            }
+            let lower = process.lowercased()
+            if lower.hasPrefix("gnome-keyring") {
+                self = .gnomeKeyring
+            } else if lower.hasPrefix("kwalletd") || lower.hasPrefix("ksecretd") {
+                self = .kwallet
+            } else if lower.hasPrefix("keepassxc") {
+                self = .keepassxc
+            } else {
+                self = .other(String(process.filter { $0.isASCII && !$0.isWhitespace }.prefix(32)))
+            }
+        }
+    }
+
+    /// The provider, from the process name of the owner of `org.freedesktop.secrets` (1 s at most).
+    public static func detectProvider() -> Provider {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let found = buffer.withUnsafeMutableBufferPointer { csecret_provider_process($0.baseAddress, gsize($0.count)) }
+        guard found == 0 else { return .none }
+        return Provider(
+            process: String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
     public func read(_ address: KeyringAddress) throws(KeyringError) -> SecretBytes? {
@@ -41,21 +98,22 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
                 }
             }
             if let failure = error { throw Self.classify(failure) }
-            // NULL without an error: not found — or present but locked. Ask a search (docs/security.md#kr-3).
+            // NULL without an error: not found — or present but locked, or in a collection that is
+            // not loaded. Ask a search, then the collection (docs/security.md#kr-3).
             let found = try self.search(attributes, cancellable: cancellable, error: &error)
             if found.contains(where: { $0.locked }) { throw KeyringError.locked }
+            try self.requireUsableCollection(cancellable, &error)
             return nil
         }
     }
 
     public func write(_ secret: SecretBytes, for address: KeyringAddress) throws(KeyringError) {
+        try write(secret, for: address, label: label)
+    }
+
+    public func write(_ secret: SecretBytes, for address: KeyringAddress, label: String) throws(KeyringError) {
         try call { cancellable, error throws(KeyringError) in
-            if !self.knownUnlocked.withLock({ $0 }) {
-                let state = csecret_default_collection_locked(cancellable, &error)
-                if state < 0 { throw error.map(Self.classify) ?? KeyringError.other("collection state") }
-                if state == 1 { throw KeyringError.locked }
-                self.knownUnlocked.withLock { $0 = true }
-            }
+            try self.requireUsableCollection(cancellable, &error)
             let attributes = self.attributes(address)
             defer { g_hash_table_unref(attributes) }
             let value = secret.withUnsafeBytes { bytes in
@@ -70,11 +128,13 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
 
     public func delete(_ address: KeyringAddress) throws(KeyringError) {
         try call { cancellable, error throws(KeyringError) in
+            // Only a usable collection makes "nothing left" mean "deleted" (docs/security.md#kr-7).
+            try self.requireUsableCollection(cancellable, &error)
             let attributes = self.attributes(address)
             defer { g_hash_table_unref(attributes) }
             _ = secret_password_clearv_sync(csecret_schema(), attributes, cancellable, &error)
             if let failure = error { throw Self.classify(failure) }
-            // Verify (docs/security.md#kr-7): clear silently skips locked items.
+            // Verify: clear silently skips locked items.
             let remaining = try self.search(attributes, cancellable: cancellable, error: &error)
             if remaining.contains(where: { $0.locked }) { throw KeyringError.locked }
             if !remaining.isEmpty { throw KeyringError.other("item still present after delete") }
@@ -85,8 +145,15 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         try call { cancellable, error throws(KeyringError) -> [KeyringAddress] in
             let attributes = csecret_attributes(app, namespace, nil, nil, nil)!
             defer { g_hash_table_unref(attributes) }
-            return try self.search(attributes, cancellable: cancellable, error: &error).compactMap { $0.address }
+            let found = try self.search(attributes, cancellable: cancellable, error: &error)
+            try self.requireUsableCollection(cancellable, &error)
+            return found.compactMap { $0.address }
         }
+    }
+
+    public func checkAvailable() throws(KeyringError) {
+        knownUnlocked.withLock { $0 = false }
+        try call { cancellable, error throws(KeyringError) in try self.requireUsableCollection(cancellable, &error) }
     }
 
     // MARK: Internals
@@ -94,6 +161,18 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     struct Found {
         var address: KeyringAddress?
         var locked: Bool
+    }
+
+    /// Throws unless the default collection exists and is unlocked (cached once seen unlocked).
+    private func requireUsableCollection(
+        _ cancellable: UnsafeMutablePointer<GCancellable>, _ error: inout UnsafeMutablePointer<GError>?
+    ) throws(KeyringError) {
+        if knownUnlocked.withLock({ $0 }) { return }
+        let state = csecret_default_collection_state(cancellable, &error)
+        if state < 0 { throw error.map(Self.classify) ?? KeyringError.other("collection state") }
+        if state == Int32(CSECRET_COLLECTION_MISSING) { throw KeyringError.noCollection }
+        if state == Int32(CSECRET_COLLECTION_LOCKED) { throw KeyringError.locked }
+        knownUnlocked.withLock { $0 = true }
     }
 
     private func attributes(_ address: KeyringAddress) -> OpaquePointer {
@@ -134,7 +213,8 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     private func call<R>(
         _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) throws(KeyringError) -> R
     ) throws(KeyringError) -> R {
-        try lock.withLock { _ throws(KeyringError) -> R in
+        if let earlier = unresponsive.withLock({ $0 }) { throw earlier }
+        return try lock.withLock { _ throws(KeyringError) -> R in
             let cancellable = g_cancellable_new()!
             defer { g_object_unref(cancellable) }
             let timer = csecret_deadline_start(cancellable, UInt32(max(1, deadline * 1000)))
@@ -144,7 +224,12 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             do throws(KeyringError) {
                 return try body(cancellable, &error)
             } catch {
-                if g_cancellable_is_cancelled(cancellable) != 0 { throw KeyringError.timeout }
+                if g_cancellable_is_cancelled(cancellable) != 0 || error == .timeout {
+                    // A provider that asks the user (KeePassXC) may be showing a dialog.
+                    let outcome: KeyringError = Self.detectProvider().mayPrompt ? .approvalPending : .timeout
+                    unresponsive.withLock { $0 = outcome }
+                    throw outcome
+                }
                 throw error
             }
         }

@@ -34,6 +34,11 @@ public struct CommandContext: Sendable {
     public func authEnvironment() throws(OStackError) -> AuthEnvironment {
         let environment = try makeAuthEnvironment(self)
         try LoginService(environment: environment).recoverInterruptedLogin()
+        // Interrupted `keyring migrate` and `pin set|change|remove` are finished (or undone) first.
+        if KeyringMigration.isPending(layout) {
+            try LiveDependencies.keyringMigration(self, environment)?.resumeInterrupted()
+        }
+        try PINJournal.recoverAll(environment)
         return environment
     }
 
@@ -49,6 +54,7 @@ public struct CommandContext: Sendable {
     public func accountsService() -> AccountsService {
         var service = AccountsService(layout: layout)
         service.agent = AgentClient(layout: layout, namespaces: KeyringNamespaces(environment: environment))
+        service.auditEnvironment = { [self] in try? makeAuthEnvironment(self) }
         return service
     }
 

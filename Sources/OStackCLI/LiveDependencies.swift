@@ -51,6 +51,16 @@ enum LiveDependencies {
         return chosen
     }
 
+    /// `keyring migrate` and its resumption: a backend may hold items only if it exists without asking
+    /// (the file backend once its file exists), so resuming never prompts for an unused backend.
+    static func keyringMigration(_ context: CommandContext, _ environment: AuthEnvironment) -> KeyringMigration? {
+        guard let store = environment.secrets as? RoutingSecretStore else { return nil }
+        let filePath = fileKeyringPath(context, environment.namespaces)
+        return KeyringMigration(
+            environment: environment, store: store,
+            mayHoldItems: { name in name != "file" || SecureFileSystem.exists(filePath) })
+    }
+
     /// `keyring.enc` (or `keyring-<prefix>.enc` for another keyring prefix) in the data directory.
     static func fileKeyringPath(_ context: CommandContext, _ namespaces: KeyringNamespaces) -> String {
         let name = namespaces.prefix == "ostack" ? "keyring.enc" : "keyring-\(namespaces.prefix).enc"
@@ -90,5 +100,19 @@ struct PassphraseSource: Sendable {
         } catch {
             throw KeyringError.passphraseRequired
         }
+    }
+}
+
+extension CommandContext {
+    /// KeePassXC keeps deleted items in its recycle bin and replaced values in entry history, so a
+    /// delete there is not an erase (docs/threat-model.md, "Keyring providers"). Nil for other providers.
+    func keyringRetentionWarning(_ account: Account) -> String? {
+        guard account.keyringBackend == "secret-service", SecretServiceKeyring.detectProvider().keepsDeletedItems
+        else { return nil }
+        return """
+            ostack: warning: your keyring is KeePassXC, which keeps deleted and replaced items in its recycle bin \
+            and entry history: the plain database key and the unsealed token may still be there. Empty the recycle \
+            bin and delete the history of the ostack entries in KeePassXC.
+            """
     }
 }

@@ -15,7 +15,8 @@ public struct OStackCommand: AsyncParsableCommand {
             Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self,
             PINCommand.self, Lock.self, Unlock.self, AgentCommand.self, KeyringCommand.self, ConfigCommand.self,
             ObjectsCommand.self, AppsCommand.self, RecordsCommand.self, SyncCommand.self, QueueCommand.self,
-            ConflictsCommand.self, AuditCommand.self, DoctorCommand.self, Completion.self,
+            ConflictsCommand.self, ExportDatabaseCommand.self, AuditCommand.self, DoctorCommand.self, OrgCommand.self,
+            Completion.self,
         ]
     )
 

@@ -9,9 +9,10 @@ public final class FileLock: @unchecked Sendable {
     public let path: String
 
     /// Acquires the lock, waiting at most `timeout` seconds (polling every 10 ms).
-    /// Throws `PlatformError(.lock, errno: EWOULDBLOCK)` when the wait runs out.
+    /// Throws `PlatformError(.lock, errno: EWOULDBLOCK)` when the wait runs out. A symbolic link at
+    /// `path` is never followed (`O_NOFOLLOW`: `ELOOP`, docs/security.md#fs-2).
     public init(path: String, timeout: Double) throws(PlatformError) {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, SecureFileSystem.fileMode)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, SecureFileSystem.fileMode)
         guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
         var waited = 0.0
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {

@@ -4,6 +4,9 @@ import Glibc
 public struct PlatformError: Error, Equatable, Sendable, CustomStringConvertible {
     public enum Operation: String, Sendable {
         case createDirectory, open, write, fsync, rename, chmod, stat, read, lock, remove
+        /// A path that is not safe to use: a symbolic link (`ELOOP`), not a directory (`ENOTDIR`),
+        /// owned by another user (`EPERM`) or open to others (`EACCES`).
+        case verify
     }
 
     public let operation: Operation
@@ -21,6 +24,10 @@ public struct PlatformError: Error, Equatable, Sendable, CustomStringConvertible
     public var description: String {
         "\(operation.rawValue) failed (errno \(errno): \(String(cString: strerror(errno)))) at \(path)"
     }
+
+    /// `true` when the path itself is unsafe: a planted symbolic link (`O_NOFOLLOW` or `lstat`), or a
+    /// directory that is not this user's private directory.
+    public var isUnsafePath: Bool { operation == .verify || errno == ELOOP }
 
     /// `true` when the failure means "there is nothing at this path".
     public var isNotFound: Bool { errno == ENOENT }

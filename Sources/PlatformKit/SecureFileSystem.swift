@@ -7,8 +7,11 @@ public enum SecureFileSystem {
     public static let fileMode: mode_t = 0o600
 
     /// Creates `path` and any missing parents with mode 0700. Existing directories are left as
-    /// they are (their mode is reported by `mode(of:)` and checked by `doctor`).
+    /// they are (their mode is reported by `mode(of:)` and checked by `doctor`). A symbolic link
+    /// at `path` itself is refused (`ELOOP`, docs/security.md#fs-2): ostack never follows a link
+    /// planted among its own files (existing parents above `path` may be links, e.g. a linked home).
     public static func createDirectory(_ path: String) throws(PlatformError) {
+        if isSymbolicLink(path) { throw PlatformError(.verify, errno: ELOOP, path: path) }
         if isDirectory(path) { return }
         let parent = parentDirectory(of: path)
         if parent != path && !parent.isEmpty && !isDirectory(parent) {
@@ -21,6 +24,43 @@ public enum SecureFileSystem {
         }
         // mkdir honours the umask; enforce 0700 regardless of the caller's umask.
         if chmod(path, directoryMode) != 0 { throw PlatformError(.chmod, errno: errno, path: path) }
+    }
+
+    /// Creates `path` (and missing parents) 0700, or accepts an existing `path` only when it is a
+    /// real directory (not a symbolic link) owned by this user with no access for group or others
+    /// (docs/security.md#fs-2). Used for the runtime directory of the agent's socket (which may be
+    /// `/tmp/ostack-<uid>`, where another user could have made it first) and the state directory.
+    public static func createPrivateDirectory(_ path: String) throws(PlatformError) {
+        if !exists(path) {
+            try createDirectory(path)
+        }
+        try checkPrivateDirectory(path)
+    }
+
+    /// Throws unless `path` is a directory, not a symbolic link, owned by the effective user, with
+    /// mode 0700 or stricter: `ELOOP` (a link), `ENOTDIR`, `EPERM` (another owner) or `EACCES` (open
+    /// to group or others), all with the operation `.verify`. A missing path throws `ENOENT`.
+    public static func checkPrivateDirectory(_ path: String) throws(PlatformError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw PlatformError(.stat, errno: errno, path: path) }
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: break
+        case S_IFLNK: throw PlatformError(.verify, errno: ELOOP, path: path)
+        default: throw PlatformError(.verify, errno: ENOTDIR, path: path)
+        }
+        guard info.st_uid == geteuid() else { throw PlatformError(.verify, errno: EPERM, path: path) }
+        guard info.st_mode & 0o077 == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
+    }
+
+    /// Throws `ELOOP` (operation `.verify`) when `path` is a symbolic link; a missing path is fine.
+    public static func refuseSymbolicLink(_ path: String) throws(PlatformError) {
+        if isSymbolicLink(path) { throw PlatformError(.verify, errno: ELOOP, path: path) }
+    }
+
+    /// Whether `path` itself is a symbolic link (`lstat`).
+    public static func isSymbolicLink(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK
     }
 
     /// Atomically replaces `path` with `bytes` (mode 0600): write a temp file in the same
@@ -47,9 +87,10 @@ public enum SecureFileSystem {
     }
 
     /// Appends `bytes` and a newline to `path` (created 0600) in one `write` with `O_APPEND`, so
-    /// concurrent appenders never interleave inside a line. No fsync: for best-effort logs.
+    /// concurrent appenders never interleave inside a line. No fsync: for best-effort logs. A
+    /// symbolic link at `path` is never followed (`O_NOFOLLOW`: the open fails with `ELOOP`).
     public static func appendLine(_ bytes: [UInt8], to path: String) throws(PlatformError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, fileMode)
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, fileMode)
         guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
         defer { close(fd) }
         try writeAll(fd, bytes + [UInt8(ascii: "\n")], path: path)
@@ -67,9 +108,11 @@ public enum SecureFileSystem {
         syncDirectory(parentDirectory(of: path))
     }
 
-    /// Reads the whole file, or returns `nil` when it does not exist.
-    public static func readFile(_ path: String) throws(PlatformError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    /// Reads the whole file, or returns `nil` when it does not exist. Unless `followLinks` (for a
+    /// file the user names, e.g. `--data @file`), a symbolic link at `path` is refused (`ELOOP`):
+    /// every file under ostack's own directories is opened with `O_NOFOLLOW`.
+    public static func readFile(_ path: String, followLinks: Bool = false) throws(PlatformError) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW))
         if fd < 0 {
             let error = errno
             if error == ENOENT { return nil }
@@ -158,7 +201,7 @@ public enum SecureFileSystem {
     /// Creates an empty file with mode 0600 if it does not exist yet (used before SQLCipher opens
     /// a new database, so the file is never briefly world-readable).
     public static func createFileIfMissing(_ path: String) throws(PlatformError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, fileMode)
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, fileMode)
         guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
         close(fd)
     }

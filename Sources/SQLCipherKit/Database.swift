@@ -49,6 +49,10 @@ public final class Database: @unchecked Sendable {
         handle = db
         self.path = path
         sqlite3_extended_result_codes(db, 1)
+        // Before the first read: another process's connection may hold the file (its last close
+        // checkpoints under an exclusive lock, a writer switches to WAL), and a read without a busy
+        // handler fails at once with SQLITE_BUSY instead of waiting.
+        sqlite3_busy_timeout(db, Int32(options.busyTimeout * 1000))
         do throws(SQLiteError) {
             try applyKey(key, rekey: false)
             if let pageSize = options.pageSize { try execute("PRAGMA cipher_page_size = \(pageSize)") }
@@ -58,7 +62,6 @@ public final class Database: @unchecked Sendable {
                     message: "PRAGMA cipher_version returned nothing: SQLCipher is not the loaded SQLite")
             }
             _ = try scalarInteger("SELECT count(*) FROM sqlite_master")  // wrong key → NOTADB here
-            sqlite3_busy_timeout(db, Int32(options.busyTimeout * 1000))
             if options.walMode { _ = try scalarText("PRAGMA journal_mode=WAL") }
             try execute("PRAGMA secure_delete=ON; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY")
             guard try scalarInteger("PRAGMA secure_delete") == 1 else {
@@ -213,6 +216,37 @@ public final class Database: @unchecked Sendable {
             try execute("PRAGMA rekeyed.cipher_page_size = \(pageSize)")
         }
         _ = try query("SELECT sqlcipher_export('rekeyed')")
+    }
+
+    /// Writes a copy of every table to a new file for backup (`sqlcipher_export`): encrypted under
+    /// `passphrase` with SQLCipher's default settings (the stock `sqlcipher` shell opens it with just
+    /// `PRAGMA key = '…'`), or plain SQLite when `passphrase` is nil. Indexes whose definition
+    /// calls a function of this process (`functionIndexes`) are dropped from the copy, so stock tools
+    /// can check and query it. The file must not exist; it is created with mode 0600.
+    public func backup(to path: String, passphrase: SecretBytes?, dropping functionIndexes: [String] = [])
+        throws(SQLiteError)
+    {
+        guard !SecureFileSystem.exists(path) else {
+            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "backup", message: "file exists")
+        }
+        do {
+            try SecureFileSystem.createFileIfMissing(path)
+        } catch {
+            throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "backup", message: "cannot create")
+        }
+        if let passphrase {
+            let attach = try prepare("ATTACH DATABASE ? AS backup KEY ?")
+            try attach.bind(.text(path), at: 1)
+            try attach.bindSecretText(passphrase, at: 2)
+            try attach.step()
+        } else {
+            try execute("ATTACH DATABASE ? AS backup KEY ''", [.text(path)])
+        }
+        defer { try? execute("DETACH DATABASE backup") }
+        _ = try query("SELECT sqlcipher_export('backup')")
+        for name in functionIndexes where name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+            try execute("DROP INDEX IF EXISTS backup.\"\(name)\"")
+        }
     }
 
     /// Atomically replaces the database at `path` with the exported one at `newPath`: the old WAL

@@ -63,8 +63,14 @@ import Testing
         #expect(try ostack.run(["auth", "refresh"]).status == 0)  // no passphrase needed any more
     }
 
-    @Test(arguments: ["keyring-migrate.after-copy", "keyring-migrate.after-switch"])
-    func anInterruptedMigrationIsFinishedByRunningItAgain(failpoint: String) throws {
+    /// Issue 15 (6): `kill -9` at every step; then OTHER commands run first (they change the token and
+    /// the audit anchor in whichever backend the registry names). Every command's start honours the
+    /// journal, so the migration is finished, no stale copy is left, and running it again is a no-op.
+    @Test(arguments: [
+        "keyring-migrate.after-journal", "keyring-migrate.after-copy", "keyring-migrate.after-switch",
+        "keyring-migrate.after-journal-switched", "keyring-migrate.after-first-delete",
+    ])
+    func anInterruptedMigrationIsFinishedByTheNextCommand(failpoint: String) throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
         defer { _ = try? ostack.run(["agent", "stop"]) }
@@ -73,11 +79,42 @@ import Testing
             ["keyring", "migrate", "--to", "file"], environment: ["OSTACK_FAILPOINT": failpoint],
             passphrase: Self.passphrase)
         #expect(killed.status == 137)
-        // Nothing is lost: the account still works from whichever backend the registry names.
+        // Other commands first: a data command (moves the audit anchor) and a refresh.
+        let write = try ostack.run(
+            ["records", "create", "task", "--set", "title=After the crash", "--offline"], passphrase: Self.passphrase)
+        #expect(write.status == 0, "\(failpoint): \(write.stderr)")
         #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
-        let resumed = try ostack.run(["keyring", "migrate", "--to", "file"], passphrase: Self.passphrase)
-        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"), "\(failpoint)")
+        let doctor = try ostack.run(["doctor", "--json"], passphrase: Self.passphrase)
+        #expect(
+            !doctor.stdout.contains("stale-copies") && !doctor.stdout.contains("keyring-migration"), "\(doctor.stdout)")
+        let resumed = try ostack.run(["keyring", "migrate", "--to", "file", "--json"], passphrase: Self.passphrase)
+        #expect(resumed.status == 0, "\(failpoint): \(resumed.stderr)")
+        #expect(resumed.stdout.contains("\"cleaned\":0"))
+        #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
+        let queue = try ostack.run(["queue", "list", "--json"], passphrase: Self.passphrase)
+        #expect(queue.stdout.contains("\"operation\":\"create\""), "\(failpoint): \(queue.stdout) \(queue.stderr)")
+    }
+
+    /// Issue 15 (6): doctor reports stale copies in a backend the account no longer uses.
+    @Test func doctorReportsStaleCopiesInTheOldBackend() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["keyring", "migrate", "--to", "file"], passphrase: Self.passphrase).status == 0)
+        // A stale db-key in the Secret Service (as an older, interrupted migration left behind).
+        let planted = try runProcess(
+            executable: "/usr/bin/secret-tool",
+            arguments: [
+                "store", "--label=stale", "app", "ostack", "namespace", namespace(ostack, server), "account",
+                "127.0.0.1:\(server.port)::usr_alice", "kind", "db-key", "version", "1",
+            ], stdin: Array("stale".utf8))
+        try #require(planted.status == 0, "\(planted.stderr)")
+        let doctor = try ostack.run(["doctor", "--json"], passphrase: Self.passphrase)
+        #expect(doctor.stdout.contains("\"name\":\"stale-copies\""), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("keyring migrate --to file"))
+        #expect(try ostack.run(["keyring", "migrate", "--to", "file"], passphrase: Self.passphrase).status == 0)
         #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"))
-        #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
     }
 }

@@ -54,6 +54,14 @@ import Testing
             executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
         #expect(
             search.stdout.contains("label = ostack credential") || search.stderr.contains("label = ostack credential"))
+        // A label for people, when the caller gives one (docs/keyring.md, "Labels").
+        try keyring.write(
+            SecretBytes(copying: [1]), for: address("session-token"), label: "ostack session token for work (h.example)"
+        )
+        defer { try? keyring.delete(address("session-token")) }
+        let labelled = try runProcess(
+            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        #expect((labelled.stdout + labelled.stderr).contains("label = ostack session token for work (h.example)"))
         #expect((search.stdout + search.stderr).contains("attribute.app = ostack"))
     }
 
@@ -95,6 +103,47 @@ import Testing
     }
 }
 
+/// Issue 15 (3), docs/security.md#kr-3: gnome-keyring killed and re-activated without its login keyring has no
+/// default collection. The items still exist (in the unloaded keyring): every call must say so —
+/// never "not found", never a delete that "succeeded" — and once the keyring is back, nothing is lost.
+@Suite struct MissingCollectionTests {
+    @Test func aProviderWithoutItsDefaultCollectionIsNeverNotFound() throws {
+        let script = """
+            P="$1"
+            "$P" 5 write ns-gone >/dev/null
+            echo "before: $("$P" 5 read ns-gone | tr '\\n' ' ')"
+            pid=$(dbus-send --session --print-reply --dest=org.freedesktop.DBus / \\
+              org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets | awk '/uint32/ {print $2}')
+            kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+            mv "$XDG_DATA_HOME/keyrings" "$XDG_DATA_HOME/keyrings.away"
+            gnome-keyring-daemon --start --components=secrets >/dev/null 2>&1
+            for i in $(seq 100); do dbus-send --session --print-reply --dest=org.freedesktop.DBus / \\
+              org.freedesktop.DBus.GetNameOwner string:org.freedesktop.secrets >/dev/null 2>&1 && break; sleep 0.05; done
+            for action in read delete list check write; do echo "$action: $("$P" 5 $action ns-gone | tr '\\n' ' ')"; done
+            pid=$(dbus-send --session --print-reply --dest=org.freedesktop.DBus / \\
+              org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets | awk '/uint32/ {print $2}')
+            kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+            rm -rf "$XDG_DATA_HOME/keyrings"; mv "$XDG_DATA_HOME/keyrings.away" "$XDG_DATA_HOME/keyrings"
+            printf %s "\(KeyringHarness.password)" | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1
+            for i in $(seq 100); do dbus-send --session --print-reply --dest=org.freedesktop.DBus / \\
+              org.freedesktop.DBus.GetNameOwner string:org.freedesktop.secrets >/dev/null 2>&1 && break; sleep 0.05; done
+            echo "after: $("$P" 5 read ns-gone | tr '\\n' ' ')"
+            """
+        let result = try runProcess(
+            executable: "/usr/bin/dbus-run-session",
+            arguments: [
+                "--", "/bin/bash", KeyringHarness.repository + "/scripts/keyring-session.sh", "/bin/bash", "-c", script,
+                "_", KeyringFailureModeTests.probe,
+            ], timeout: 90)
+        let lines = result.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: " ") }
+        #expect(lines.contains("before: found ok"), "\(result.stdout) \(result.stderr)")
+        for action in ["read", "delete", "list", "check", "write"] {
+            #expect(lines.contains("\(action): noCollection"), "\(action): \(result.stdout)")
+        }
+        #expect(lines.contains("after: found ok"), "\(result.stdout)")
+    }
+}
+
 /// Outcomes that need a process whose D-Bus environment differs from the test's.
 @Suite struct KeyringFailureModeTests {
     static var probe: String { OStackBinary.productsDirectory + "/keyring-probe" }
@@ -122,7 +171,9 @@ import Testing
         let start = ChildProcess.now()
         let result = try runProcess(
             executable: "/usr/bin/dbus-run-session", arguments: ["--", Self.probe, "2", "write"], timeout: 30)
-        #expect(["timeout", "noService", "locked"].contains(result.stdout.trimmingCharacters()), "\(result.stdout)")
+        #expect(
+            ["timeout", "noService", "locked", "noCollection"].contains(result.stdout.trimmingCharacters()),
+            "\(result.stdout)")
         #expect(ChildProcess.now() - start < 15)
     }
 

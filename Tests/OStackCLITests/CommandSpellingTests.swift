@@ -28,6 +28,7 @@ import Testing
         (.objectsShow(object: "task"), "ostack objects show task"),
         (.recordsUpdate, "ostack records update"),
         (.doctor, "ostack doctor"),
+        (.keyringMigrate(backend: "file", account: "work"), "ostack keyring migrate --to file work"),
     ]
 
     /// The name of a case, by an exhaustive switch: a new case does not compile until it is named
@@ -53,13 +54,14 @@ import Testing
         case .objectsShow: "objectsShow"
         case .recordsUpdate: "recordsUpdate"
         case .doctor: "doctor"
+        case .keyringMigrate: "keyringMigrate"
         }
     }
 
     static let allCaseNames: Set<String> = [
         "login", "authRefresh", "unlock", "pinSet", "pinChange", "sync", "syncWatch", "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
-        "objectsShow", "recordsUpdate", "doctor",
+        "objectsShow", "recordsUpdate", "doctor", "keyringMigrate",
     ]
 
     @Test func everyCaseIsSpelled() {

@@ -114,7 +114,9 @@ import Testing
         try SecureFileSystem.createDirectory(layout.dataDirectory)
         try SecureFileSystem.createDirectory(layout.accountsDirectory)
         try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
-        let buffer = AuditBuffer(layout: layout, account: account)
+        let buffer = AuditBuffer(
+            layout: layout, account: account,
+            signer: GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test")))
         buffer.append("unlock", outcome: "failed", details: ["reason": "wrong-pin"])
         buffer.append("pin.lockout", details: ["odd": "a\"b\\c\n\u{1}é"])
         let saved = try SecureFileSystem.readFile(buffer.path) ?? []
@@ -129,5 +131,40 @@ import Testing
         #expect(try trail.entries()[1].outcome == "failed")
         #expect(try trail.entries()[2].details == ["odd": "a\"b\\c\n\u{1}é"])  // the hand-written JSON round-trips
         #expect(try trail.verify().intact)
+    }
+
+    /// docs/security.md#aud-6: a line without a valid MAC under the keyring-held buffer key is not
+    /// chained; the number of such lines is recorded.
+    @Test func forgedBufferedLinesAreNotChainedButCounted() throws {
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let account = Account(
+            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
+            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
+            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
+            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
+        let buffer = AuditBuffer(
+            layout: layout, account: account,
+            signer: GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test")))
+        buffer.append("lock")
+        let genuine = try #require(try SecureFileSystem.readFile(buffer.path))
+        // A copy of the genuine line, one without a MAC and one with a MAC made under another key.
+        var forged = genuine + genuine
+        let unsigned =
+            #"{"id":"9-1","time":"2026-01-01T00:00:00.000Z","event":"pin.remove","outcome":"ok","details":{}}"#
+        forged += Array(unsigned.utf8)
+        forged += [10]
+        let other = AuditBuffer(layout: layout, account: account)
+        var line = AuditBuffer.Line(
+            id: "9-2", time: "2026-01-01T00:00:00.000Z", event: "logout", outcome: "ok", details: [:])
+        line.mac = other.mac(line, key: SecureRandom.secret(32)).map(Hex.encode)
+        forged += Array(try JSONEncoder().encode(line)) + [10]
+        try SecureFileSystem.writeAtomically(forged, to: buffer.path)
+        let trail = try trail()
+        try trail.flush(buffer)
+        #expect(try trail.entries().map(\.event) == ["lock", "audit.buffer-rejected"])
+        #expect(try trail.entries()[1].details == ["count": "3"])
+        #expect(try trail.entries()[1].outcome == "failed")
+        #expect(!SecureFileSystem.exists(buffer.path))
     }
 }

@@ -63,6 +63,36 @@ import Testing
         #expect(status(checks, "keyring-items")?.checked == false)
     }
 
+    /// Issue 15 (3, 7): a provider without its default collection is not "ok", and nothing advises removal.
+    @Test func aMissingDefaultCollectionFailsWithoutDestructiveAdvice() throws {
+        let account = try signedIn()
+        keyring.fail(with: .noCollection)
+        let checks = try run(account)
+        let check = try #require(status(checks, "keyring", account: false))
+        #expect(
+            check.status == .fail
+                && check.message.rendered(spellingCommands: { "\($0)" }).contains("no open default collection"))
+        #expect(status(checks, "keyring-items")?.checked == false)
+        #expect(status(checks, "database")?.checked == false)
+        #expect(!checks.contains { $0.fix?.commands.contains(.accountsRemove(account: "work")) == true })
+    }
+
+    /// Issue 15 (7): a database that cannot be opened because the disk is full is not "damaged".
+    @Test func aFullDiskIsNotDamage() throws {
+        let account = try signedIn()
+        let path = environment.databasePath(account)
+        _ = try? SecureFileSystem.removeFile(path + "-wal")
+        _ = try? SecureFileSystem.removeFile(path + "-shm")
+        try SecureFileSystem.createDirectory(path + "-wal")  // the WAL cannot be opened: an I/O failure
+        defer { _ = try? SecureFileSystem.removeTree(path + "-wal") }
+        var doctor = Doctor(environment: environment)
+        doctor.freeSpace = { _ in 0 }
+        let check = try #require(status(doctor.run(accounts: [account]), "database"))
+        #expect(check.status == .warn && !check.checked, "\(check)")
+        #expect(check.message.rendered(spellingCommands: { "\($0)" }).contains("disk is full"))
+        #expect(check.fix?.commands.contains(.accountsRemove(account: "work")) != true)
+    }
+
     @Test func aWrongFileModeFails() throws {
         let account = try signedIn()
         chmod(environment.databasePath(account), 0o644)

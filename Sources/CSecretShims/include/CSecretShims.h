@@ -35,9 +35,20 @@ enum {
 /// Classifies a GError from libsecret / GDBus into one of the CSECRET_ERROR_* values.
 int csecret_classify(const GError *error);
 
-/// Whether the default collection exists and is locked (1), unlocked (0), or it could not be
-/// determined (-1, with *error set).
-int csecret_default_collection_locked(GCancellable *cancellable, GError **error);
+/// States of the default collection (csecret_default_collection_state).
+enum {
+    CSECRET_COLLECTION_UNLOCKED = 0,
+    CSECRET_COLLECTION_LOCKED = 1,
+    CSECRET_COLLECTION_MISSING = 2,
+};
+
+/// Whether the default collection is unlocked, locked or missing (no `default` alias: the login
+/// keyring is not loaded, the password manager's database is closed), or -1 with *error set.
+int csecret_default_collection_state(GCancellable *cancellable, GError **error);
+
+/// The process name (/proc/PID/comm) of the owner of org.freedesktop.secrets, asked of the bus
+/// daemon with a 1 s timeout (never of the provider itself). 0 on success, -1 otherwise.
+int csecret_provider_process(char *out, gsize size);
 
 /// Cancels `cancellable` after `milliseconds` from a private thread. Returns a handle to stop the
 /// timer with csecret_deadline_stop (always call it). g_cancellable_cancel is thread-safe.

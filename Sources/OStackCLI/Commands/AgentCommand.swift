@@ -79,7 +79,7 @@ extension FileLayout {
         do {
             try createRuntimeDirectory()
         } catch {
-            throw OStackError(.storageFailure, detail: "runtime directory: \(error)")
+            throw OStackError.storage(error, role: "the agent's runtime directory")
         }
     }
 }

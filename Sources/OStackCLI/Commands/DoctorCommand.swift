@@ -1,5 +1,6 @@
 import ArgumentParser
 import FoundationEssentials
+import KeyringKit
 import OStackCore
 
 /// `ostack doctor [--json]` (docs/audit.md, "Doctor"): exit 0 when no check fails, 1 otherwise.
@@ -15,7 +16,16 @@ struct DoctorCommand: AsyncParsableCommand {
             let environment = try context.makeAuthEnvironment(context)
             var doctor = Doctor(environment: environment)
             let transport = environment.transport
-            doctor.probeServerDate = { account in AuthAPI(server: account.server, transport: transport).serverDate() }
+            doctor.probeServerDate = { account in AuthAPI(account: account, transport: transport).serverDate() }
+            let registered = try context.registry.accounts()
+            if environment.keyringBackend == "secret-service"
+                || registered.contains(where: { $0.keyringBackend == "secret-service" })
+            {
+                doctor.keyringProvider = { SecretServiceKeyring.detectProvider() }
+            }
+            if let migration = LiveDependencies.keyringMigration(context, environment) {
+                doctor.staleCopies = { account throws(OStackError) in try migration.staleCopies(of: account) }
+            }
             let accounts =
                 try target.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()

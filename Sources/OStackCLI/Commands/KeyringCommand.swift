@@ -26,25 +26,14 @@ struct KeyringMigrate: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            guard let store = environment.secrets as? RoutingSecretStore else { return }
+            guard let migration = LiveDependencies.keyringMigration(context, environment) else { return }
             let accounts =
                 try account.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()
-            let filePath = LiveDependencies.fileKeyringPath(context, environment.namespaces)
-            let migration = KeyringMigration(
-                store: store, registry: context.registry, namespaces: environment.namespaces,
-                mayHoldItems: { name in name != "file" || SecureFileSystem.exists(filePath) })
             struct Row: Encodable { var account: String; var moved: Int; var cleaned: Int }
             var rows: [Row] = []
             for account in accounts {
-                let outcome = try migration.migrate(account, to: target)
-                if account.keyringBackend != target {
-                    let details = ["from": account.keyringBackend, "to": target]
-                    environment.audit(account, "keyring.backend-change", details: details)
-                    environment.auditGlobal(
-                        "keyring.backend-change",
-                        details: details.merging(["account": account.id.rawValue]) { a, _ in a })
-                }
+                let outcome = try migration.migrate(account, to: target)  // audits the backend change
                 rows.append(Row(account: outcome.account, moved: outcome.moved, cleaned: outcome.cleaned))
             }
             struct Document: Encodable { var backend: String; var accounts: [Row] }

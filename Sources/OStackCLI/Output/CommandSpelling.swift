@@ -29,6 +29,7 @@ extension CommandSuggestion {
         case .objectsShow(let object): "objects show \(object)"
         case .recordsUpdate: "records update"
         case .doctor: "doctor"
+        case .keyringMigrate(let backend, let account): "keyring migrate --to \(backend) \(account)"
         }
     }
 }

@@ -112,6 +112,25 @@ public struct ErrorPresenter: Sendable {
                 "Check the server URL (ostack looks for /api/v1/discovery).", 9)
         case .wrongCredentials:
             return make("Incorrect e-mail, password or API key.", nil, 3)
+        case .passwordExpired:
+            return make(
+                "The password of account\(named) has expired. Queued changes are kept.",
+                "Change your password in the ObjectStack web app, then run `ostack sync`.", 3)
+        case .mfaRequired:
+            return make(
+                "Account\(named) must set up multi-factor authentication first. Queued changes are kept.",
+                "Set up an authenticator app in the ObjectStack web app, then run `ostack sync`.", 3)
+        case .twoFactorRequired:
+            if !fields.isEmpty {
+                return make(
+                    "The server asks for a second factor ostack cannot complete (\(fields.joined(separator: ", "))).",
+                    "Sign in with an authenticator app (TOTP) or a backup code, or use an API key.", 3)
+            }
+            return make(
+                "Signing in needs a two-factor code.",
+                "Run the command on a terminal to be asked for it, or pass --totp CODE (or --backup-code-stdin).", 3)
+        case .wrongTwoFactorCode:
+            return make("The two-factor code is incorrect or has expired.", "Sign in again with a current code.", 3)
         case .unsyncedChanges:
             let count = context.count.map { "\($0) unsynced change\($0 == 1 ? "" : "s")" } ?? "unsynced changes"
             return make(
@@ -125,9 +144,10 @@ public struct ErrorPresenter: Sendable {
                 "Start a desktop keyring such as gnome-keyring, or opt in to the encrypted file backend with --keyring file.",
                 10)
         case .keyringLocked:
-            return make("The keyring is locked.", "Unlock your desktop keyring and try again.", 10)
+            return make("The keyring is locked.", suggestion ?? "Unlock your desktop keyring and try again.", 10)
         case .keyringTimeout:
-            return make("The keyring did not answer in time.", "Check that the keyring daemon is running.", 10)
+            return make(
+                "The keyring did not answer in time.", suggestion ?? "Check that the keyring daemon is running.", 10)
         case .wrongPassphrase:
             return make("The keyring passphrase is incorrect.", nil, 10)
         case .storageUnreadable:
@@ -136,6 +156,18 @@ public struct ErrorPresenter: Sendable {
                 "Run `ostack doctor`; signing in again rebuilds local data from the server.", 10)
         case .storageFailure:
             return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
+        case .storageMissing:
+            return make(
+                "The local database of account\(named) is missing or empty. Nothing was recreated.",
+                "Restore the account's data.db from a backup; or sign in again (`ostack login`) to start a new "
+                    + "local database — changes that were only in the old one are lost.", 10)
+        case .unsafeStorage:
+            let what = context.object.map { Self.sanitize($0) } ?? "a local ostack path"
+            return make(
+                "Refusing to use \(what): it is a symbolic link, belongs to another user or is open to others. "
+                    + "Nothing was read, written or sent through it.",
+                "Remove it (ostack recreates it privately) or set XDG_RUNTIME_DIR; without it the agent uses "
+                    + "/tmp/ostack-<uid>, which must be yours with mode 0700.", 10)
         case .unsupportedFormat:
             return make(
                 "Local ostack files are in a format this version does not understand. Nothing was changed.",
@@ -157,23 +189,58 @@ public struct ErrorPresenter: Sendable {
             hint: "Run the command again with --verbose, or report the reference id.", exitCode: 1)
     }
 
-    /// Strips C0/C1 control characters and ANSI escape sequences (docs/security.md#err-3) and bounds the length.
+    /// The one sanitiser for everything that reaches a terminal (docs/security.md#err-3): removes C0
+    /// and C1 controls and DEL; escape sequences whole — CSI (`ESC [` or `0x9B` … final byte) and the
+    /// string sequences OSC, DCS, SOS, PM, APC (`ESC ]`, `ESC P`, `ESC X`, `ESC ^`, `ESC _` or their C1
+    /// forms) *with their payload* up to BEL or ST; and bidirectional overrides and isolates (which
+    /// can make text read in another order). Bounds the length.
     public static func sanitize(_ text: String, maxLength: Int = 200) -> String {
+        let scalars = Array(text.unicodeScalars)
         var result = String.UnicodeScalarView()
-        var iterator = text.unicodeScalars.makeIterator()
-        while let scalar = iterator.next() {
-            if scalar == "\u{1B}" {
-                // Skip an escape sequence: ESC [ ... final byte, or ESC + one character.
-                if let next = iterator.next(), next == "[" {
-                    while let c = iterator.next(), !(0x40...0x7E).contains(c.value) {}
+        var index = 0
+        func skipString() {  // to BEL, C1 ST or ESC \
+            while index < scalars.count {
+                let value = scalars[index].value
+                index += 1
+                if value == 0x07 || value == 0x9C { return }
+                if value == 0x1B, index < scalars.count, scalars[index] == "\\" {
+                    index += 1
+                    return
                 }
-                continue
             }
+        }
+        func skipCSI() {  // parameters and intermediates, then one final byte
+            while index < scalars.count, !(0x40...0x7E).contains(scalars[index].value) { index += 1 }
+            index += 1
+        }
+        while index < scalars.count {
+            let scalar = scalars[index]
             let value = scalar.value
-            if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) { continue }
-            result.append(scalar)
+            index += 1
+            switch value {
+            case 0x1B:
+                guard index < scalars.count else { break }
+                let kind = scalars[index].value
+                index += 1
+                if kind == 0x5B {
+                    skipCSI()
+                } else if [0x5D, 0x50, 0x58, 0x5E, 0x5F].contains(kind) {
+                    skipString()
+                }
+            case 0x9B: skipCSI()
+            case 0x90, 0x98, 0x9D, 0x9E, 0x9F: skipString()
+            case 0..<0x20, 0x7F, 0x80...0x9F: continue
+            case _ where Self.isBidiControl(value): continue
+            default: result.append(scalar)
+            }
         }
         return String(String(result).prefix(maxLength))
+    }
+
+    /// Bidirectional embeddings, overrides, isolates and marks (U+061C, U+200E–F, U+202A–E, U+2066–9).
+    static func isBidiControl(_ value: UInt32) -> Bool {
+        value == 0x061C || value == 0x200E || value == 0x200F || (0x202A...0x202E).contains(value)
+            || (0x2066...0x2069).contains(value)
     }
 
     private static func quoted(_ value: String?) -> String {

@@ -26,6 +26,9 @@ public struct AccountsService: Sendable {
     public let configuration: ConfigurationStore
     /// Asked (without counting as use) whether PIN-protected accounts are unlocked.
     public var agent: AgentClient?
+    /// The keyring side of the audit buffer (its lines are authenticated under a keyring-held key,
+    /// docs/security.md#aud-6); asked only when an event is recorded.
+    public var auditEnvironment: (@Sendable () -> AuthEnvironment?)?
 
     public init(layout: FileLayout) {
         self.layout = layout
@@ -52,7 +55,7 @@ public struct AccountsService: Sendable {
     public func switchTo(_ reference: String) throws(OStackError) -> Account {
         let account = try AccountSelection(accounts: registry.accounts()).resolve(reference)
         try configuration.update { $0.defaultAccount = account.id }
-        AuditBuffer(layout: layout, account: account).append("switch")
+        (auditEnvironment?()?.auditBuffer(account) ?? AuditBuffer(layout: layout, account: account)).append("switch")
         return account
     }
 

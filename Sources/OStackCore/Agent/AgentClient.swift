@@ -11,16 +11,50 @@ public struct AgentClient: Sendable {
         socketPath = layout.runtimeDirectory + "/agent-\(namespaces.prefix).sock"
     }
 
+    /// The runtime directory holding the socket (`$XDG_RUNTIME_DIR/ostack`, `/tmp/ostack-<uid>` or
+    /// `$OSTACK_HOME/run`).
+    public var runtimeDirectory: String { SecureFileSystem.parentDirectory(of: socketPath) }
+
     /// Whether an agent socket exists (one `stat`; lets `status` skip the agent entirely).
     public var mightBeRunning: Bool { SecureFileSystem.exists(socketPath) }
 
-    /// One request, one response; both frames stay in secret memory (see `AgentMessage`).
-    func call(_ request: SecretBytes) -> (AgentMessage.Status, SecretBytes)? {
+    /// Connects to the agent, or nil when none runs (docs/security.md#lock-3). The runtime directory
+    /// must be this user's private directory (not a link, owned by us, 0700) — `/tmp/ostack-<uid>`
+    /// can be made first by another user — and the process listening must run under our uid
+    /// (`SO_PEERCRED`), checked before a single byte is sent. Either failing is `unsafe-storage`.
+    func connect() throws(OStackError) -> UnixSocket? {
+        guard SecureFileSystem.exists(runtimeDirectory) else { return nil }
+        do {
+            try SecureFileSystem.checkPrivateDirectory(runtimeDirectory)
+        } catch {
+            throw OStackError.unsafe(error, role: "the agent's runtime directory")
+        }
         guard mightBeRunning, let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
+        guard let peer = socket.peerUID, peer == getuid() else {
+            throw OStackError(
+                .unsafeStorage, context: .init(object: "the agent socket"),
+                detail: "agent socket served by uid \(socket.peerUID.map(String.init) ?? "?"), not \(getuid())")
+        }
+        return socket
+    }
+
+    /// Checks the runtime directory and, when a socket exists, who serves it — before a command
+    /// consumes a PIN attempt or hands over a key.
+    public func verify() throws(OStackError) { _ = try connect() }
+
+    /// One request, one response; both frames stay in secret memory (see `AgentMessage`). Nil when
+    /// no agent answers; throws when the directory or the peer is not safe (nothing is sent then).
+    func exchange(_ request: SecretBytes) throws(OStackError) -> (AgentMessage.Status, SecretBytes)? {
+        guard let socket = try connect() else { return nil }
         guard (try? socket.send(secret: request)) != nil,
             let frame = try? socket.receiveSecret(limit: 1 << 20, timeout: 5)
         else { return nil }
         return AgentMessage.parseResponse(frame)
+    }
+
+    /// `exchange` for callers to whom an unsafe agent is the same as none (nothing unlocked).
+    func call(_ request: SecretBytes) -> (AgentMessage.Status, SecretBytes)? {
+        (try? exchange(request)) ?? nil
     }
 
     /// The unlocked key of `account` (counts as use: resets its idle timer), or nil when locked.
@@ -53,7 +87,7 @@ public struct AgentClient: Sendable {
         try ensureRunning(environment: environment)
         let request = AgentMessage.request(
             .put, account: name, secret: key, idle: UInt32(limits.idle), lifetime: UInt32(limits.lifetime))
-        guard call(request)?.0 == .ok else {
+        guard try exchange(request)?.0 == .ok else {
             throw OStackError(.internal, detail: "the agent did not take the key")
         }
     }
@@ -66,6 +100,11 @@ public struct AgentClient: Sendable {
     public func status() -> String? {
         guard let (status, payload) = call(AgentMessage.request(.status)), status == .ok else { return nil }
         return payload.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether our own agent answers; throws when the directory or the peer is unsafe.
+    func checkedStatus() throws(OStackError) -> Bool {
+        try exchange(AgentMessage.request(.status))?.0 == .ok
     }
 
     /// Starts `ostack agent` in the background unless one answers, without waiting for it (unlock
@@ -83,10 +122,10 @@ public struct AgentClient: Sendable {
 
     /// Starts the agent unless one answers, and waits (≤ 3 s) until it does.
     public func ensureRunning(environment: [String: String]) throws(OStackError) {
-        if status() != nil { return }
+        if try checkedStatus() { return }
         startIfNeeded(environment: environment)
         for _ in 0..<1500 {
-            if status() != nil { return }
+            if try checkedStatus() { return }
             usleepLite(2_000)
         }
         throw OStackError(.internal, detail: "the agent did not start")

@@ -31,9 +31,10 @@ public final class AgentServer {
     public init(socketPath: String) throws(OStackError) {
         path = socketPath
         do {
-            try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: socketPath))
+            // Created 0700, or accepted only when it is ours and private (docs/security.md#lock-3).
+            try SecureFileSystem.createPrivateDirectory(SecureFileSystem.parentDirectory(of: socketPath))
         } catch {
-            throw OStackError(.storageFailure, detail: "agent directory: \(error)")
+            throw OStackError.storage(error, role: "the agent's runtime directory")
         }
         do {
             ownership = try FileLock(path: socketPath + ".lock", timeout: 0)

@@ -20,11 +20,22 @@ public struct AuditEntry: Sendable, Equatable, Codable {
 /// database — and the audit key derived from its key — may be locked when they happen (a failed
 /// unlock, a PIN lockout). The next time the database is opened with its key, buffered events are
 /// moved into the chained trail in one transaction, in order, with their original times.
+///
+/// Each line carries a MAC (keyed BLAKE2b over the account id and its fields) under the buffer key,
+/// derived from the global audit key the keyring holds (docs/security.md#aud-6), so a line written
+/// into the file by anyone without the keyring is not chained: it is dropped and reported
+/// (`audit.buffer-rejected`, with the count). The file and its directory are never followed
+/// through a symbolic link (docs/security.md#fs-2).
 public struct AuditBuffer: Sendable {
     public let path: String
+    let accountID: String
+    /// Where the buffer key comes from (nil: lines are written without a MAC — and rejected later).
+    let signer: GlobalAuditTrail?
 
-    public init(layout: FileLayout, account: Account) {
+    public init(layout: FileLayout, account: Account, signer: GlobalAuditTrail? = nil) {
         path = layout.accountDirectory(account.dataDirectory) + "/audit-pending.jsonl"
+        accountID = account.id.rawValue
+        self.signer = signer
     }
 
     struct Line: Codable {
@@ -33,15 +44,31 @@ public struct AuditBuffer: Sendable {
         var event: String
         var outcome: String
         var details: [String: String]
+        /// Hex of the line's MAC under the buffer key.
+        var mac: String?
+    }
+
+    /// The MAC of a line: length-prefixed label, account id, id, time, event, outcome and details.
+    func mac(_ line: Line, key: SecretBytes) -> [UInt8]? {
+        var message: [UInt8] = []
+        for field in [
+            "ostack/audit-buffer/v1", accountID, line.id, line.time, line.event, line.outcome,
+            AuditTrail.encode(line.details),
+        ] {
+            let bytes = Array(field.utf8)
+            message += withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
+        }
+        return try? BLAKE2b.mac(key: key, message: message)
     }
 
     /// Appends one event (best effort: auditing never stops the command it records).
     public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], now: Date = Date()) {
-        let line = Line(
+        var line = Line(
             id: String(Int64(now.timeIntervalSince1970 * 1_000_000)) + "-" + String(SecureRandom.uniform(1_000_000)),
             time: AuditTrail.timestamp(now), event: event, outcome: outcome, details: details)
         let directory = SecureFileSystem.parentDirectory(of: path)
-        guard SecureFileSystem.isDirectory(directory) else { return }
+        guard SecureFileSystem.isDirectory(directory, followLinks: false) else { return }
+        if let key = try? signer?.bufferKey(create: true) { line.mac = mac(line, key: key).map(Hex.encode) }
         guard let data = try? JSONEncoder().encode(line) else { return }
         try? SecureFileSystem.appendLine(Array(data), to: path)
     }
@@ -59,6 +86,18 @@ public struct AuditBuffer: Sendable {
         return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
             try? JSONDecoder().decode(Line.self, from: Data($0))
         }
+    }
+
+    /// Splits taken lines into those whose MAC verifies under `key` and the count of the others.
+    func authenticated(_ lines: [Line], key: SecretBytes?) -> (lines: [Line], rejected: Int) {
+        var good: [Line] = []
+        for line in lines {
+            guard let key, let stored = line.mac.flatMap(Hex.decode), let expected = mac(line, key: key),
+                BLAKE2b.constantTimeEqual(expected, stored)
+            else { continue }
+            good.append(line)
+        }
+        return (good, lines.count - good.count)
     }
 
     func clear() { try? SecureFileSystem.removeFile(flushingPath) }
@@ -122,23 +161,45 @@ public struct AuditTrail: Sendable {
 
     /// Moves buffered events into the trail (once each: the last moved id is kept in the same
     /// transaction), then anchors the head.
+    /// Lines whose MAC does not verify under the buffer key (docs/security.md#aud-6) are not chained;
+    /// their number is recorded as `audit.buffer-rejected` (outcome `failed`). When the buffer key
+    /// cannot be read (a locked keyring), the buffer is left for a later open.
     public func flush(_ buffer: AuditBuffer) throws(OStackError) {
-        let lines = buffer.take()
-        guard !lines.isEmpty else {
+        guard SecureFileSystem.exists(buffer.path) || SecureFileSystem.exists(buffer.flushingPath) else { return }
+        let bufferKey: SecretBytes?
+        do {
+            bufferKey = try buffer.signer?.bufferKey(create: false)
+        } catch {
+            return
+        }
+        let taken = buffer.take()
+        guard !taken.isEmpty else {
             buffer.clear()
             return
         }
+        let (lines, _) = buffer.authenticated(taken, key: bufferKey)
         try store.transaction { () throws(OStackError) in
             let done = try store.value("audit.flushed-through")
-            var skipping = done != nil && lines.contains { $0.id == done }
-            for line in lines {
+            var skipping = done != nil && taken.contains { $0.id == done }
+            var rejected = 0
+            var seen: Set<String> = []
+            for line in taken {
                 if skipping {
                     if line.id == done { skipping = false }
                     continue
                 }
+                // Forged, or a copy of a line already taken: not chained, counted.
+                guard lines.contains(where: { $0.id == line.id && $0.mac == line.mac }), seen.insert(line.id).inserted
+                else {
+                    rejected += 1
+                    continue
+                }
                 try append(line.event, outcome: line.outcome, details: line.details, time: line.time)
             }
-            try store.setValue("audit.flushed-through", lines.last!.id)
+            if rejected > 0 {
+                try append("audit.buffer-rejected", outcome: "failed", details: ["count": String(rejected)])
+            }
+            try store.setValue("audit.flushed-through", taken.last!.id)
         }
         buffer.clear()
         anchor()

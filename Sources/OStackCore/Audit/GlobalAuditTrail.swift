@@ -64,6 +64,39 @@ public struct GlobalAuditTrail: Sendable {
         }
     }
 
+    /// The key that authenticates an account's buffered audit lines (`audit-pending.jsonl`,
+    /// docs/security.md#aud-6): keyed BLAKE2b of a fixed label under this trail's random key, which
+    /// the keyring holds. With `create`, a missing key is made (under the trail's lock, anchored at
+    /// seq 0); nil when there is none.
+    func bufferKey(create: Bool) throws(OStackError) -> SecretBytes? {
+        var current = try state()
+        if current == nil && create {
+            let lock: FileLock
+            do {
+                try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: path))
+                lock = try FileLock(path: path + ".lock", timeout: 10)
+            } catch {
+                throw OStackError.storage(error, role: "the global audit trail's lock file")
+            }
+            try withExtendedLifetime(lock) { () throws(OStackError) in
+                current = try state()
+                if current == nil {
+                    let key = SecureRandom.bytes(32)
+                    let text = Hex.encode(key) + "|0:" + Hex.encode([UInt8](repeating: 0, count: 32))
+                    try secrets.write(SecretBytes(copying: Array(text.utf8)), for: item)
+                    current = try state()
+                }
+            }
+        }
+        guard let key = current?.key else { return nil }
+        do {
+            return SecretBytes(
+                copying: try BLAKE2b.mac(key: SecretBytes(copying: key), message: Array("ostack/audit-buffer/v1".utf8)))
+        } catch {
+            throw OStackError(.internal, detail: "audit buffer key")
+        }
+    }
+
     func lines() -> [Line] {
         guard let bytes = try? SecureFileSystem.readFile(path) else { return [] }
         return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
@@ -97,6 +130,7 @@ public struct GlobalAuditTrail: Sendable {
             }
             previous = stored
         }
+        if state.seq == 0 { return .init(intact: true, events: lines.count) }  // a key made for buffers only
         if state.seq > lines.count {
             return .init(intact: false, events: lines.count, firstBadSeq: lines.count + 1, problem: "truncated")
         }
@@ -110,8 +144,14 @@ public struct GlobalAuditTrail: Sendable {
 extension AuthEnvironment {
     /// Records an event of `account` (buffered until its database is next opened; see AuditBuffer).
     public func audit(_ account: Account, _ event: String, outcome: String = "ok", details: [String: String] = [:]) {
-        AuditBuffer(layout: layout, account: account).append(
-            event, outcome: outcome, details: details, now: clock.now())
+        auditBuffer(account).append(event, outcome: outcome, details: details, now: clock.now())
+    }
+
+    /// The account's audit buffer, its lines authenticated under the keyring-held buffer key.
+    public func auditBuffer(_ account: Account) -> AuditBuffer {
+        AuditBuffer(
+            layout: layout, account: account,
+            signer: GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces))
     }
 
     /// Records an event in the global trail.

@@ -22,6 +22,11 @@ public struct LoginService: Sendable {
         public var makeDefault: Bool
         /// After a PIN lockout: drop the account's local data and keys and start afresh (confirmed).
         public var rebuildLockedOutData = false
+        /// The environment and organization to work in: each is an account context of its own.
+        public var environment: String?
+        public var organization: String?
+        /// The second factor, for a user with two-factor sign-in.
+        public var twoFactor = TwoFactorInput()
 
         public init(server: ServerURL, email: String, credential: LoginCredential, alias: String?, makeDefault: Bool) {
             self.server = server
@@ -42,12 +47,17 @@ public struct LoginService: Sendable {
                 throw OStackError(.invalidInput, context: .init(suggestion: "The alias '\(alias)' is already used."))
             }
         }
-        let api = AuthAPI(server: request.server, transport: environment.transport)
-        let discovery = try api.discover().discovery
+        var discovery = try AuthAPI(server: request.server, transport: environment.transport).discover().discovery
+        if let environmentID = request.environment {
+            discovery = try AuthAPI(server: request.server, transport: environment.transport, routes: discovery.routes)
+                .discoverEnvironment(environmentID)
+        }
+        let api = AuthAPI(server: request.server, transport: environment.transport, routes: discovery.routes)
         do {
             return try signIn(request, api: api, routes: discovery.routes)
         } catch {
-            if error.code == .wrongCredentials {
+            abandonFailedSignIn()  // a sign-in that never became an account: signed out, guest emptied
+            if error.code == .wrongCredentials || error.code == .wrongTwoFactorCode {
                 // No account to file it under: the global trail (the server's host only).
                 environment.auditGlobal("sign-in", outcome: "failed", details: ["host": request.server.authority])
             }
@@ -68,30 +78,57 @@ public struct LoginService: Sendable {
                 phase: .signingIn, server: request.server.absoluteString, credentialKind: kind, alias: request.alias,
                 makeDefault: request.makeDefault)
             journal.rebuild = request.rebuildLockedOutData
+            journal.routes = routes
+            journal.environment = request.environment
+            journal.organization = request.organization
             try journal.save(environment.layout)
             FailPoint.hit("login.after-journal")
 
-            // 1. Sign in under the guest namespace.
+            // 1. Sign in (with a second factor when the server asks), then keep the token in the guest namespace.
             let token: SessionCredential
-            switch request.credential {
-            case .password(let password): token = try api.signIn(email: request.email, password: password).token
-            case .apiKey(let key): token = SessionCredential(key)
+            do throws(OStackError) {
+                switch request.credential {
+                case .password(let password):
+                    switch try api.signIn(email: request.email, password: password) {
+                    case .signedIn(let result): token = result.token
+                    case .twoFactor(let methods, let challenge):
+                        token = try completeTwoFactor(
+                            methods: methods, challenge: challenge, request: request, api: api
+                        )
+                        .token
+                    }
+                case .apiKey(let key): token = SessionCredential(key)
+                }
+            } catch {
+                try? LoginJournal.clear(environment.layout)  // nothing was written yet
+                throw error
             }
             let guestKey = environment.namespaces.guestKey(Self.secretKind(kind))
             try environment.secrets.write(token.bytes, for: guestKey)
             FailPoint.hit("login.after-guest-write")
+            if let organization = request.organization {
+                do throws(OStackError) {
+                    try api.setActiveOrganization(organization, token: token)
+                } catch {
+                    if kind == .session { try? api.signOut(token: token) }
+                    try? environment.secrets.delete(guestKey)
+                    try? LoginJournal.clear(environment.layout)
+                    throw error
+                }
+            }
 
             // 2. Who signed in? A session names its user; an API key is checked on the metadata route.
             guard let session = try identify(token, kind: kind, request: request, api: api, routes: routes) else {
-                try? environment.secrets.delete(guestKey)
-                try? LoginJournal.clear(environment.layout)
+                try? abandonGuest(journal)  // signs out a session the server would not name
                 throw OStackError(.wrongCredentials, context: .init(host: request.server.authority))
             }
             if let rotated = session.rotatedToken {
                 try environment.secrets.write(rotated.bytes, for: guestKey)
             }
             journal.phase = .migrating
-            journal.accountID = try AccountID(server: request.server, userID: session.user.id)
+            journal.accountID = try AccountID(
+                server: request.server, userID: session.user.id, environment: request.environment,
+                organization: request.organization)
             journal.userID = session.user.id
             journal.email = session.user.email.isEmpty ? request.email : session.user.email
             journal.displayName = session.user.name
@@ -105,6 +142,26 @@ public struct LoginService: Sendable {
             environment.audit(account, "sign-in", details: ["credential": kind.rawValue])
             return account
         }
+    }
+
+    /// A second factor for a password sign-in: a backup code when one was given, else TOTP — the code
+    /// given (`--totp`) or asked for on a terminal. A method ostack cannot complete (an e-mailed or
+    /// texted code) is `two-factor-required`, naming the methods the server offers.
+    func completeTwoFactor(methods: [String], challenge: SecretBytes, request: Request, api: AuthAPI)
+        throws(OStackError) -> SignInResult
+    {
+        if let code = request.twoFactor.backupCode {
+            return try api.verifyTwoFactor(.backupCode, code: code, challenge: challenge)
+        }
+        guard methods.isEmpty || methods.contains("totp") else {
+            throw OStackError(
+                .twoFactorRequired, context: .init(host: request.server.authority, fields: methods),
+                detail: "unsupported two-factor methods")
+        }
+        guard let code = request.twoFactor.totp ?? request.twoFactor.prompt?(methods) else {
+            throw OStackError(.twoFactorRequired, context: .init(host: request.server.authority), detail: "no code")
+        }
+        return try api.verifyTwoFactor(.totp, code: code, challenge: challenge)
     }
 
     /// The signed-in identity: the session's user; for an API key the key's owner when `get-session`
@@ -141,11 +198,9 @@ public struct LoginService: Sendable {
         guard let journal = try LoginJournal.load(environment.layout) else { return }
         switch journal.phase {
         case .signingIn:
-            // The account is unknown: undo. The user signs in again.
-            for kind in [SecretKind.sessionToken, .apiKey] {
-                try environment.secrets.delete(environment.namespaces.guestKey(kind))
-            }
-            try LoginJournal.clear(environment.layout)
+            // The account is unknown: undo — sign the new session out, empty the guest namespace
+            // (LoginCleanup.swift). The user signs in again.
+            try abandonGuest(journal)
         case .migrating:
             _ = try finish(journal)
         }
@@ -198,6 +253,7 @@ public struct LoginService: Sendable {
                 accounts[index].sessionRefreshedAt = now
                 accounts[index].lastUsedAt = now
                 accounts[index].credentialKind = journal.credentialKind
+                accounts[index].routes = journal.routes ?? accounts[index].routes
                 if let email = journal.email { accounts[index].email = email }
                 if let name = journal.displayName { accounts[index].displayName = name }
                 return accounts[index]
@@ -205,12 +261,15 @@ public struct LoginService: Sendable {
             let alias = try Self.uniqueAlias(
                 preferred: journal.alias, email: journal.email ?? userID, host: server.host,
                 taken: Set(accounts.map(\.alias)))
-            let account = Account(
+            var account = Account(
                 id: accountID, alias: alias, server: server, userID: userID, email: journal.email ?? "",
                 displayName: journal.displayName ?? "", createdAt: now, lastUsedAt: now,
                 keyringBackend: environment.keyringBackend, dataDirectory: Self.newDirectoryName(),
                 credentialKind: journal.credentialKind, sessionState: .signedIn, sessionExpiresAt: journal.expiresAt,
                 sessionRefreshedAt: now)
+            account.routes = journal.routes
+            account.environment = journal.environment
+            account.organization = journal.organization
             accounts.append(account)
             return account
         }
@@ -234,10 +293,8 @@ public struct LoginService: Sendable {
     /// first (locked); after a lockout, only with confirmation, drop its local data and keys so the
     /// sign-in rebuilds them (the sign-in is abandoned otherwise).
     func handleSealedAccount(_ account: Account, journal: LoginJournal, guestKey: SecretKey) throws(OStackError) {
-        let abandon = { () throws(OStackError) in
-            try self.environment.secrets.delete(guestKey)
-            try LoginJournal.clear(self.environment.layout)
-        }
+        // The refused re-login's new session is signed out too, not just forgotten (LoginCleanup.swift).
+        let abandon = { () throws(OStackError) in try self.abandonGuest(journal) }
         if environment.hasPIN(account) {
             try abandon()
             throw OStackError(.locked, context: .init(account: account.alias), detail: "re-login of a locked account")
@@ -250,7 +307,10 @@ public struct LoginService: Sendable {
         for key in try environment.secrets.list(namespace: namespace) { try environment.secrets.delete(key) }
         let directory = environment.layout.accountDirectory(account.dataDirectory)
         do {
-            for name in ["pin.env", "recovery.env", "db-key.pending", "data.db", "data.db-wal", "data.db-shm"] {
+            for name in [
+                "pin.env", "recovery.env", "pin.env.new", "recovery.env.new", "pin-journal.json", "db-key.pending",
+                "data.db", "data.db-wal", "data.db-shm",
+            ] {
                 try SecureFileSystem.removeFile(directory + "/" + name)
             }
         } catch {
@@ -331,5 +391,22 @@ public struct LoginService: Sendable {
         var counter = 2
         while taken.contains("\(start)-\(counter)") { counter += 1 }
         return "\(start)-\(counter)"
+    }
+}
+
+/// The second factor of a sign-in: a TOTP code, a backup code, or a way to ask the user for a code.
+public struct TwoFactorInput: Sendable {
+    public var totp: SecretBytes?
+    public var backupCode: SecretBytes?
+    /// Asks for a TOTP code (given the methods the server offers); nil when nobody can be asked.
+    public var prompt: (@Sendable (_ methods: [String]) -> SecretBytes?)?
+
+    public init(
+        totp: SecretBytes? = nil, backupCode: SecretBytes? = nil,
+        prompt: (@Sendable (_ methods: [String]) -> SecretBytes?)? = nil
+    ) {
+        self.totp = totp
+        self.backupCode = backupCode
+        self.prompt = prompt
     }
 }

@@ -28,7 +28,7 @@ public struct LogoutService: Sendable {
             // A locked account refuses auth commands (exit 4): its token opens only when unlocked.
             let token = try SessionKeeper(environment: environment).storedToken(account)
             do {
-                try AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)
+                try AuthAPI(account: account, transport: environment.transport).signOut(token: token)
                 serverSignedOut = true
             } catch {
                 serverSignedOut = false  // offline or refused: the local sign-out still happens
@@ -61,13 +61,25 @@ public struct LogoutService: Sendable {
         let lock = try sessionLock(account)
         defer { withExtendedLifetime(lock) {} }
         let namespace = environment.namespaces.account(account.id)
+        // A certain listing (a locked or missing collection throws: nothing is deleted).
         let items = try environment.secrets.list(namespace: namespace)
+        // Marked first, so that an interrupted removal is told apart from damage (`doctor`) and the
+        // next `accounts remove` finishes it without counting changes it can no longer read.
+        let directory = environment.layout.accountDirectory(account.dataDirectory)
+        do {
+            try SecureFileSystem.createDirectory(directory)
+            try SecureFileSystem.writeAtomically(
+                Array("{\"version\":1}".utf8), to: Self.removalMarker(environment, account))
+        } catch {
+            throw OStackError(.storageFailure, detail: "marking the removal: \(error)")
+        }
+        FailPoint.hit("remove.after-marker")
         if account.sessionState == .signedIn, account.credentialKind == .session,
             let token = try? SessionKeeper(environment: environment).storedToken(account)
         {
-            try? AuthAPI(server: account.server, transport: environment.transport).signOut(token: token)  // best effort
+            try? AuthAPI(account: account, transport: environment.transport).signOut(token: token)  // best effort
         }
-        for item in items { try environment.secrets.delete(item) }
+        for item in items { try environment.secrets.delete(item) }  // each verified (docs/security.md#kr-7)
         guard try environment.secrets.list(namespace: namespace).isEmpty else {
             throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
         }
@@ -87,6 +99,16 @@ public struct LogoutService: Sendable {
         environment.auditGlobal(
             "account.removed",
             details: ["account": account.id.rawValue, "forced": force && unsyncedChanges > 0 ? "yes" : "no"])
+    }
+
+    /// `removing.json` in the account directory: an `accounts remove` has started.
+    public static func removalMarker(_ environment: AuthEnvironment, _ account: Account) -> String {
+        environment.layout.accountDirectory(account.dataDirectory) + "/removing.json"
+    }
+
+    /// Whether an `accounts remove` of `account` was interrupted.
+    public static func removalPending(_ environment: AuthEnvironment, _ account: Account) -> Bool {
+        SecureFileSystem.exists(removalMarker(environment, account))
     }
 
     func sessionLock(_ account: Account) throws(OStackError) -> FileLock {

@@ -22,7 +22,7 @@ public final class AccountSession: @unchecked Sendable {
         let key = try environment.databaseKey(account)
         let database: Database
         do {
-            database = try AccountDatabase.open(path: environment.databasePath(account), key: key)
+            database = try AccountDatabase.openExisting(layout: environment.layout, account: account, key: key)
         } catch {
             if error.code == .storageUnreadable {
                 // The account's own trail is in the database that failed to open: the global one records it.
@@ -32,16 +32,21 @@ public final class AccountSession: @unchecked Sendable {
         }
         let store = try LocalStore(database: database, clock: environment.clock)
         self.store = store
-        let server = account.server
-        let transport = environment.transport
-        let directory = ServerDirectory { Self.loadDiscovery(store: store, server: server, transport: transport) }
-        api = DataAPI(account: account, keeper: SessionKeeper(environment: environment), directory: directory)
+        let auth = AuthAPI(account: account, transport: environment.transport)
+        let scoped = account.environment != nil
+        let directory = ServerDirectory { Self.loadDiscovery(store: store, auth: auth, scoped: scoped) }
+        let setting = (try? environment.configuration.value(of: "locale").value) ?? "auto"
+        let locale = Setting.acceptLanguage(setting: setting, environment: ProcessEnvironment.current())
+        api = DataAPI(
+            account: account, keeper: SessionKeeper(environment: environment), directory: directory, locale: locale)
         metadata = MetadataCache(store: store, api: api)
+        ObjectSchema.preferredLocale = locale
+        try metadata.useLocale(locale)
         audit = try AuditTrail(
             store: store, databaseKey: key, anchorKey: environment.namespaces.key(account.id, .auditAnchor),
             secrets: environment.secrets)
         // Events recorded while the database was closed (or locked) join the chain now.
-        try audit.flush(AuditBuffer(layout: environment.layout, account: account))
+        try audit.flush(environment.auditBuffer(account))
     }
 
     public var reads: RecordReads { RecordReads(session: self) }
@@ -49,18 +54,18 @@ public final class AccountSession: @unchecked Sendable {
     public var sync: SyncService { SyncService(session: self) }
 
     /// The server's discovery document: cached in the account's database for a day, else fetched
-    /// (bare route, then `/.well-known/objectstack`); when neither works, the cached copy however
-    /// old, or ObjectStack's default routes.
-    static func loadDiscovery(store: LocalStore, server: ServerURL, transport: any HTTPTransport) -> Discovery {
+    /// (the account's discovery route, then `/.well-known/objectstack`); when neither works, the
+    /// cached copy however old, or the routes recorded at sign-in.
+    static func loadDiscovery(store: LocalStore, auth: AuthAPI, scoped: Bool) -> Discovery {
         let cached = try? store.cachedDocument("discovery")
         if let cached, store.now - cached.fetchedAt < 86_400, let discovery = Discovery(document: cached.json) {
             return discovery
         }
-        if let (discovery, document) = try? AuthAPI(server: server, transport: transport).discover() {
+        if let (discovery, document) = try? auth.discover(wellKnown: !scoped) {
             try? store.cacheDocument("discovery", document)
             return discovery
         }
-        return cached.flatMap { Discovery(document: $0.json) } ?? Discovery()
+        return cached.flatMap { Discovery(document: $0.json) } ?? Discovery(routes: auth.routes)
     }
 
     // MARK: Locking

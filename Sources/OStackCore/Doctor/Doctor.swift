@@ -1,4 +1,6 @@
 import FoundationEssentials
+import Glibc
+import KeyringKit
 import PlatformKit
 
 /// `ostack doctor` (docs/audit.md, "Doctor"): health checks, globally and per account, each `ok`, `warn` or `fail`
@@ -21,6 +23,16 @@ public struct Doctor: Sendable {
     /// Asks the server for its `Date` (clock skew); nil skips the check as "could not check".
     public var probeServerDate: (@Sendable (Account) -> Date?)?
     public var now: @Sendable () -> Date = { Date() }
+    /// The Secret Service provider (gnome-keyring, KWallet, KeePassXC…); nil: not known.
+    public var keyringProvider: (@Sendable () -> SecretServiceKeyring.Provider)?
+    /// Items of an account left in a backend other than its own (an interrupted `keyring migrate`).
+    public var staleCopies: (@Sendable (Account) throws(OStackError) -> [(backend: String, kinds: [SecretKind])])?
+    /// Free bytes on the file system holding `path` (nil: unknown), to tell a full disk from damage.
+    public var freeSpace: @Sendable (String) -> Int? = Doctor.availableBytes
+
+    /// Whether the keyring answered the first check: when it did not (locked, timed out, missing),
+    /// checks that need it say "could not check" instead of each costing a deadline or guessing.
+    enum KeyringState: Equatable { case usable, unusable(String) }
 
     public init(environment: AuthEnvironment) {
         self.environment = environment
@@ -28,9 +40,23 @@ public struct Doctor: Sendable {
 
     public func run(accounts: [Account]) -> [Check] {
         var checks: [Check] = []
-        checks += global()
-        for account in accounts { checks += self.account(account) }
+        let (globalChecks, keyring) = global()
+        checks += globalChecks
+        for account in accounts { checks += self.account(account, keyring: keyring) }
         return checks
+    }
+
+    /// `statvfs` of `path`'s file system: bytes available to an unprivileged writer.
+    public static func availableBytes(_ path: String) -> Int? {
+        var stats = statvfs()
+        guard statvfs(path, &stats) == 0 else { return nil }
+        return Int(stats.f_bavail) * Int(stats.f_frsize)
+    }
+
+    /// The file system is full (less than 1 MiB free), so a database that does not open is not damaged.
+    func diskIsFull(_ path: String) -> Bool {
+        guard let free = freeSpace(path) else { return false }
+        return free < 1 << 20
     }
 
     func check(
@@ -42,32 +68,81 @@ public struct Doctor: Sendable {
 
     // MARK: Global
 
-    func global() -> [Check] {
+    func global() -> ([Check], KeyringState) {
         var checks: [Check] = []
-        // Keyring reachable and unlocked: a harmless listing of a namespace nobody uses.
+        var state = KeyringState.usable
+        // Keyring reachable, its default collection present and unlocked: asked directly, since a
+        // listing answers "nothing there" for a locked or missing collection on some providers.
         do {
-            _ = try environment.secrets.list(namespace: "\(environment.namespaces.prefix):doctor-probe")
-            checks.append(check("keyring", nil, .ok, "The keyring (\(environment.keyringBackend)) answers."))
+            try environment.secrets.checkAvailable()
+            checks.append(
+                check("keyring", nil, .ok, "The keyring (\(environment.keyringBackend)) answers and is unlocked."))
         } catch {
             switch error.code {
+            case .keyringLocked where KeyringSecretStore.isNoCollection(error):
+                state = .unusable("the keyring has no open default collection")
+                checks.append(
+                    check(
+                        "keyring", nil, .fail,
+                        "The keyring has no open default collection (the login keyring is not loaded, or the password manager's database is closed); ostack's items may exist but cannot be seen.",
+                        fix:
+                            "Open it — log out and back in, or unlock the KeePassXC database — and run \(command: .doctor) again. Remove nothing until then."
+                    ))
             case .keyringLocked:
+                state = .unusable("the keyring is locked")
                 checks.append(
                     check(
                         "keyring", nil, .fail, "The keyring is locked.",
                         fix:
-                            "Unlock your login keyring (log in to the desktop session, or run \(command: .unlock(account: nil)))."
+                            "Unlock your login keyring (log in to the desktop session, or open your keyring application), then run \(command: .doctor) again."
                     ))
             case .keyringTimeout:
+                state = .unusable("the keyring did not answer")
+                let approval = error.context.suggestion == KeyringSecretStore.approvalHint
                 checks.append(
                     check(
                         "keyring", nil, .fail, "The keyring did not answer in time.",
-                        fix: "Check that gnome-keyring-daemon is running."))
+                        fix: approval
+                            ? KeyringSecretStore.approvalHint
+                            : "Check that the keyring daemon (gnome-keyring, KWallet, KeePassXC) is running and not hung."
+                    ))
+            case .wrongPassphrase, .inputRequired:
+                state = .unusable("the file keyring is not open")
+                checks.append(
+                    check(
+                        "keyring", nil, .warn, "Could not open the file keyring (passphrase).", checked: false))
             default:
+                state = .unusable("no keyring is reachable")
                 checks.append(
                     check(
                         "keyring", nil, .fail, "No keyring is reachable.",
-                        fix: "Start a Secret Service (gnome-keyring), or use `--keyring file`."))
+                        fix: "Start a Secret Service (gnome-keyring, KWallet), or use `--keyring file`."))
             }
+        }
+        if let provider = keyringProvider?(), provider.keepsDeletedItems {
+            checks.append(
+                check(
+                    "keyring-provider", nil, .warn,
+                    "The keyring is \(provider.name), which keeps deleted items in its recycle bin and replaced values in entry history: removing an account, signing out or setting a PIN does not erase the old secrets there.",
+                    fix:
+                        "In \(provider.name), empty the recycle bin and delete the history of the entries made by this tool (or turn both off for the database that holds them)."
+                ))
+        }
+        // Interrupted operations that the next command finishes.
+        if SecureFileSystem.exists(LoginJournal.path(environment.layout)) {
+            checks.append(
+                check(
+                    "login", nil, .warn,
+                    "A sign-in was interrupted; the next command that uses the keyring finishes or undoes it.",
+                    fix: .run(.authRefresh)))
+        }
+        if let pending = KeyringMigration.pending(environment.layout) {
+            let alias = (try? environment.registry.accounts().first { $0.id.rawValue == pending.account })?.alias
+            checks.append(
+                check(
+                    "keyring-migration", nil, .warn,
+                    "A keyring migration to \(pending.to) was interrupted; the next command that uses the keyring finishes it.",
+                    fix: .run(.keyringMigrate(backend: pending.to, account: alias ?? pending.account))))
         }
         // Modes of the directories and files ostack keeps.
         var wrong: [String] = []
@@ -91,7 +166,13 @@ public struct Doctor: Sendable {
             checks.append(
                 check("agent", nil, .ok, "The agent is not running (it starts on \(command: .unlock(account: nil)))."))
         }
-        // The global trail.
+        // The global trail (its anchor is in the keyring).
+        if case .unusable(let why) = state {
+            checks.append(
+                check(
+                    "audit-global", nil, .warn, "Could not check the global audit trail: \(why).", checked: false))
+            return (checks, state)
+        }
         do {
             let verification = try GlobalAuditTrail(
                 layout: environment.layout, secrets: environment.secrets, namespaces: environment.namespaces
@@ -110,13 +191,22 @@ public struct Doctor: Sendable {
                     "audit-global", nil, .warn, "Could not check the global audit trail (keyring).", fix: nil,
                     checked: false))
         }
-        return checks
+        return (checks, state)
     }
 
     // MARK: Per account
 
-    func account(_ account: Account) -> [Check] {
+    func account(_ account: Account, keyring: KeyringState = .usable) -> [Check] {
         var checks: [Check] = []
+        // An interrupted `accounts remove`: its keyring items are gone (by design, first), its files not yet.
+        if SecureFileSystem.exists(LogoutService.removalMarker(environment, account)) {
+            checks.append(
+                check(
+                    "account", account, .fail,
+                    "Removing this account was interrupted: its keyring items are deleted, its files not yet.",
+                    fix: "Run \(command: .accountsRemove(account: account.alias)) again to finish."))
+            return checks
+        }
         // Session.
         let session = AccountsService.sessionStatus(of: account, now: now())
         switch session.state {
@@ -157,51 +247,76 @@ public struct Doctor: Sendable {
                 : check(
                     "file-modes", account, .fail, "\(wrong.count) file(s) of the account are readable by others.",
                     fix: "chmod 700 \(directory) and chmod 600 the files in it."))
-        // Keyring items: expected present, nothing stray.
+        if PINJournal.isPending(environment, account) {
+            checks.append(
+                check(
+                    "pin", account, .warn,
+                    "A PIN change was interrupted; the next command that uses the keyring finishes or undoes it.",
+                    fix: .run(.authRefresh)))
+        }
+        // Keyring items: expected present, nothing stray — and no stale copies in another backend.
+        if case .unusable(let why) = keyring {
+            checks.append(
+                check("keyring-items", account, .warn, "Could not check the keyring items: \(why).", checked: false))
+            checks.append(check("database", account, .warn, "Could not check the database: \(why).", checked: false))
+            return checks
+        }
         checks.append(keyringItems(account))
+        if let staleCopies {
+            do {
+                for (backend, kinds) in try staleCopies(account) {
+                    checks.append(
+                        check(
+                            "stale-copies", account, .warn,
+                            "Stale copies of \(kinds.map(\.rawValue).joined(separator: ", ")) are left in the \(backend) keyring backend (an interrupted keyring migration).",
+                            fix: .run(.keyringMigrate(backend: account.keyringBackend, account: account.alias))))
+                }
+            } catch {
+                checks.append(
+                    check(
+                        "stale-copies", account, .warn,
+                        "Could not look for stale copies in other keyring backends (\(error.code.rawValue)).",
+                        checked: false))
+            }
+        }
+        // A sign-in interrupted before this account's database was created: not damage.
+        if (try? LoginJournal.load(environment.layout))??.accountID == account.id,
+            !SecureFileSystem.exists(database)
+        {
+            checks.append(
+                check(
+                    "database", account, .warn,
+                    "The sign-in of this account was interrupted before its database was created; the next command finishes it.",
+                    fix: .run(.authRefresh), checked: false))
+            return checks
+        }
         // Database, queue, sync and audit need the key.
         let service: AccountSession
         do {
             service = try AccountSession(account: account, environment: environment)
         } catch {
-            switch error.code {
-            case .locked, .pinLockedOut:
-                checks.append(
-                    check(
-                        "database", account, .warn, "Could not check the database: the account is locked.",
-                        fix: "Run \(command: .unlock(account: account.alias)) and then \(command: .doctor).",
-                        checked: false))
-            case .storageUnreadable, .storageFailure, .unsupportedFormat:
-                checks.append(
-                    check(
-                        "database", account, .fail, "The database does not open with its key (damaged or replaced).",
-                        fix:
-                            "Restore the account's files from a backup, or \(command: .accountsRemove(account: account.alias)) and sign in again."
-                    ))
-            default:
-                checks.append(
-                    check(
-                        "database", account, .warn, "Could not check the database (\(error.code.rawValue)).",
-                        checked: false))
-            }
+            checks.append(databaseOpenFailure(account, error, directory: directory))
             return checks
         }
         do {
-            if let problem = try service.store.database.integrityProblem() {
-                _ = problem
+            if try service.store.database.integrityProblem() != nil {
                 checks.append(
                     check(
                         "database", account, .fail, "The database fails its integrity check.",
-                        fix: "Restore the account's files from a backup, or remove the account and sign in again."))
+                        fix: "Restore the account's files from a backup (there is no other copy)."))
             } else {
                 checks.append(
                     check("database", account, .ok, "The database opens with its key and passes the integrity check."))
             }
         } catch {
             checks.append(
-                check(
-                    "database", account, .fail, "The database fails its integrity check.",
-                    fix: "Restore the account's files from a backup, or remove the account and sign in again."))
+                diskIsFull(directory)
+                    ? check(
+                        "database", account, .warn, "Could not check the database: the disk is full.",
+                        fix: "Free disk space, then run \(command: .doctor) again.", checked: false)
+                    : check(
+                        "database", account, .fail, "The database fails its integrity check.",
+                        fix: "Restore the account's files from a backup (there is no other copy)."))
         }
         if let counts = try? service.store.counts() {
             checks.append(
@@ -273,6 +388,41 @@ public struct Doctor: Sendable {
         return checks
     }
 
+    /// What a database that does not open means: locked, a full disk or another I/O problem (could
+    /// not check), a newer format, or — only with its key certainly read — damage.
+    func databaseOpenFailure(_ account: Account, _ error: OStackError, directory: String) -> Check {
+        switch error.code {
+        case .locked, .pinLockedOut:
+            return check(
+                "database", account, .warn, "Could not check the database: the account is locked.",
+                fix: "Run \(command: .unlock(account: account.alias)) and then \(command: .doctor).", checked: false)
+        case .storageFailure where diskIsFull(directory):
+            return check(
+                "database", account, .warn, "Could not open the database: the disk is full (nothing is damaged).",
+                fix: "Free disk space, then run \(command: .doctor) again.", checked: false)
+        case .storageFailure:
+            return check(
+                "database", account, .warn,
+                "Could not open the database (an I/O or permission problem, not a wrong key).",
+                fix:
+                    "Check the disk and the permissions of the account's directory, then run \(command: .doctor) again.",
+                checked: false)
+        case .unsupportedFormat:
+            return check(
+                "database", account, .fail, "The database was written by a newer ostack.",
+                fix: "Use the newer version that wrote it (nothing was changed).")
+        case .storageUnreadable:
+            return check(
+                "database", account, .fail, "The database does not open with its key (damaged or replaced).",
+                fix:
+                    "Restore the account's files from a backup; without one, \(command: .login(account: account.alias)) with --rebuild-local-data rebuilds them from the server (unsynced changes are lost)."
+            )
+        default:
+            return check(
+                "database", account, .warn, "Could not check the database (\(error.code.rawValue)).", checked: false)
+        }
+    }
+
     func keyringItems(_ account: Account) -> Check {
         do {
             let present = Set(
@@ -295,7 +445,7 @@ public struct Doctor: Sendable {
                     "keyring-items", account, .fail,
                     "Missing keyring item(s): \(missing.map(\.rawValue).sorted().joined(separator: ", ")).",
                     fix: missing.contains(.dbKey)
-                        ? "The database key is gone: restore the keyring, or remove the account and sign in again."
+                        ? "The database key is not in the keyring: restore the keyring from a backup; until then the local data cannot be read."
                         : .run(.login(account: account.alias)))
             }
             if !stray.isEmpty {

@@ -31,6 +31,14 @@ public struct OStackError: Error, Sendable {
         case insecureServerURL = "insecure-server-url"
         case notObjectStack = "not-objectstack"
         case wrongCredentials = "wrong-credentials"
+        /// The server's auth policy: the password must be changed before data can be used.
+        case passwordExpired = "password-expired"
+        /// The server's auth policy: multi-factor authentication must be set up first.
+        case mfaRequired = "mfa-required"
+        /// Sign-in needs a second factor ostack was not given (no terminal, no `--totp`), or one it
+        /// cannot complete (`context.fields` names the server's methods).
+        case twoFactorRequired = "two-factor-required"
+        case wrongTwoFactorCode = "wrong-two-factor-code"
         case unsyncedChanges = "unsynced-changes"
         case inputRequired = "input-required"
         case keyringUnavailable = "keyring-unavailable"
@@ -39,6 +47,11 @@ public struct OStackError: Error, Sendable {
         case wrongPassphrase = "wrong-passphrase"
         case storageUnreadable = "storage-unreadable"
         case storageFailure = "storage-failure"
+        /// A registered account's `data.db` is missing or empty: reported, never silently recreated.
+        case storageMissing = "storage-missing"
+        /// A path ostack would use is unsafe: a planted symbolic link, a runtime or state directory
+        /// of another user or open to others, or an agent socket served by another uid.
+        case unsafeStorage = "unsafe-storage"
         case unsupportedFormat = "unsupported-format"
         case serverError = "server-error"
         case rateLimited = "rate-limited"

@@ -121,4 +121,6 @@ public enum CommandSuggestion: Sendable, Hashable {
     case objectsShow(object: String)
     case recordsUpdate
     case doctor
+    /// `keyring migrate --to BACKEND ACCOUNT`.
+    case keyringMigrate(backend: String, account: String)
 }

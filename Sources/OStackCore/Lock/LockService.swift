@@ -28,10 +28,26 @@ public struct LockService: Sendable {
 
     // MARK: pin set / change / remove
 
-    /// Sets a PIN: ring item, PIN envelope, recovery envelope, the session token sealed under the DEK,
-    /// the DEK handed to the agent, and finally the plain `db-key` deleted (absence verified).
-    /// Returns the recovery key (shown once, as `RecoveryKey.format`).
+    /// A `pin set` staged but not committed: its recovery key must be shown before `commitPIN`.
+    public struct PendingPIN: Sendable {
+        public let account: Account
+        /// Shown once, as `RecoveryKey.formatted()`.
+        public let recoveryKey: RecoveryKey
+        let dek: AccountDataKey
+    }
+
+    /// Sets a PIN in one call (`preparePIN` then `commitPIN`): for callers that show the recovery key
+    /// afterwards. The CLI shows it between the two, so a PIN never exists whose key was not shown.
     public func setPIN(_ account: Account, pin: PIN) throws(OStackError) -> RecoveryKey {
+        let pending = try preparePIN(account, pin: pin)
+        try commitPIN(pending)
+        return pending.recoveryKey
+    }
+
+    /// Stages a PIN (PINJournal, phase `staged`): new ring keys under the pending kinds, the envelopes as
+    /// `pin.env.new` / `recovery.env.new`. Nothing the account uses changes; a crash undoes it.
+    public func preparePIN(_ account: Account, pin: PIN) throws(OStackError) -> PendingPIN {
+        if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
         guard !environment.hasPIN(account) else {
             throw OStackError(
                 .invalidInput, context: .init(suggestion: "This account has a PIN: use \(command: .pinChange)."))
@@ -45,54 +61,74 @@ public struct LockService: Sendable {
         } else {
             throw OStackError(.locked, context: .init(account: account.alias))
         }
+        let steps = PINSteps(environment: environment, account: account)
+        try PINJournal(operation: .set, phase: .staged).save(environment, account)
+        FailPoint.hit("pin-set.after-journal")
         let ring = PINRing.generate()
-        try secrets.write(ring.encoded(), for: key(account, .pinRing))
+        try steps.writeVerified(ring.encoded(), .pendingPINRing)
+        let recoveryRing = RingKey.generate()
+        try steps.writeVerified(recoveryRing.bytes, .pendingRecoveryRing)
+        FailPoint.hit("pin-set.after-rings")
         let envelope = try KeyEnvelope.seal(
             dek, secret: pin, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         let recoveryKey = RecoveryKey.generate()
-        let recoveryRing = RingKey.generate()
-        try secrets.write(recoveryRing.bytes, for: key(account, .recoveryRing))
         let recovery = try KeyEnvelope.seal(
             dek, secret: recoveryKey, ringKey: recoveryRing, accountID: account.id, kdf: .interactive())
-        try recovery.write(to: environment.recoveryEnvelopePath(account))
-        try sealCredential(account, dek: dek)
-        FailPoint.hit("pin-set.before-envelope")
-        try envelope.write(to: environment.pinEnvelopePath(account))
-        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
-        try deletePlainKey(account)
-        environment.audit(account, "pin.set")
-        return recoveryKey
+        try recovery.write(to: environment.recoveryEnvelopePath(account) + PINSteps.staged)
+        try envelope.write(to: environment.pinEnvelopePath(account) + PINSteps.staged)
+        FailPoint.hit("pin-set.after-staging")
+        return PendingPIN(account: account, recoveryKey: recoveryKey, dek: dek)
     }
 
-    /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change).
+    /// Commits a staged PIN (PINJournal, phase `committing`, rolled forward after a crash): ring keys,
+    /// envelopes, the sealed token, the DEK to the agent, and the plain `db-key` deleted (verified).
+    public func commitPIN(_ pending: PendingPIN) throws(OStackError) {
+        let account = pending.account
+        try PINJournal(operation: .set, phase: .committing).save(environment, account)
+        FailPoint.hit("pin-set.after-commit-journal")
+        let agent = self.agent
+        let limits = agentLimits
+        let processEnvironment = self.processEnvironment
+        var stored = false
+        try PINSteps(environment: environment, account: account).finishSet(storeInAgent: {
+            (dek: AccountDataKey) throws(OStackError) in
+            try agent.store(dek, for: account.id, limits: limits, environment: processEnvironment)
+            stored = true
+        })
+        if !stored {
+            // After a lockout (no plain db-key) the DEK came from the agent already; keep it unlocked.
+            try agent.store(pending.dek, for: account.id, limits: limits, environment: processEnvironment)
+        }
+        environment.audit(account, "pin.set")
+    }
+
+    /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change). `pin.env` is
+    /// replaced in one atomic rename, so a crash leaves the old PIN or the new one.
     public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
         try PINPolicy.validate(new)
         let (dek, ring) = try openWithPIN(account, pin: old)
         try finishReset()
+        FailPoint.hit("pin-change.after-open")
         let envelope = try KeyEnvelope.seal(
             dek, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         try envelope.write(to: environment.pinEnvelopePath(account))
+        FailPoint.hit("pin-change.after-envelope")
         try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         environment.audit(account, "pin.change")
     }
 
-    /// Removes the PIN: the plain `db-key` and the unsealed token come back first, then the PIN items go.
+    /// Removes the PIN: the plain `db-key` comes back first (read back), then the journal (phase
+    /// `committing`) and the rolled-forward steps: unsealed token, envelopes and ring items removed.
     public func removePIN(_ account: Account, pin: PIN) throws(OStackError) {
         let (dek, _) = try openWithPIN(account, pin: pin)
         try finishReset()
-        try secrets.write(dek.bytes, for: key(account, .dbKey))
-        guard let back = try secrets.read(key(account, .dbKey)), back == dek.bytes else {
-            throw OStackError(.keyringUnavailable, detail: "db-key did not read back")
-        }
-        try unsealCredential(account, dek: dek)
-        do {
-            try SecureFileSystem.removeFile(environment.pinEnvelopePath(account))
-            try SecureFileSystem.removeFile(environment.recoveryEnvelopePath(account))
-        } catch {
-            throw OStackError(.storageFailure, detail: "removing envelopes: \(error)")
-        }
-        try secrets.delete(key(account, .pinRing))
-        try secrets.delete(key(account, .recoveryRing))
+        FailPoint.hit("pin-remove.after-open")
+        let steps = PINSteps(environment: environment, account: account)
+        try steps.writeVerified(dek.bytes, .dbKey)
+        FailPoint.hit("pin-remove.after-db-key")
+        try PINJournal(operation: .remove, phase: .committing).save(environment, account)
+        FailPoint.hit("pin-remove.after-journal")
+        try steps.finishRemove()
         agent.forget(account.id)
         environment.audit(account, "pin.remove")
     }
@@ -100,6 +136,7 @@ public struct LockService: Sendable {
     // MARK: lock / unlock
 
     public func unlock(_ account: Account, pin: PIN) throws(OStackError) {
+        try agent.verify()  // a runtime directory or socket of another user: refuse before anything (#lock-3)
         agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
         let dek: AccountDataKey
         do {
@@ -112,7 +149,13 @@ public struct LockService: Sendable {
             throw error
         }
         environment.audit(account, "unlock", details: ["with": "pin"])
-        try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
+        do {
+            try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
+        } catch {
+            try? finishReset()
+            throw error
+        }
+        try finishReset()  // the counter reset is durable (read back) before `unlock` returns (#pin-3)
         try deletePlainKey(account)  // finishes an interrupted `pin set`
     }
 
@@ -156,26 +199,18 @@ public struct LockService: Sendable {
                 .invalidInput,
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
-        guard let item = try secrets.read(key(account, .pinRing)) else {
-            throw OStackError(.pinLockedOut, context: .init(account: account.alias))
-        }
-        var ring = try PINRing(decoding: item)
-        if ring.failures >= UInt32(PINRing.maximumFailures) {
-            try erasePINPath(account)
-            throw OStackError(.pinLockedOut, context: .init(account: account.alias))
-        }
-        ring.failures += 1
-        // The incremented counter is persisted BEFORE Argon2 runs, so killing the process at any
-        // point of the derivation still costs the attempt. (The store call returns once the keyring
-        // daemon holds the item; a read-back would add nothing against a killed client.)
-        try secrets.write(ring.encoded(), for: key(account, .pinRing))
+        // Read, refuse at the limit, increment and persist — under the counter lock (PINCounter.swift).
+        var ring = try countAttempt(account)
         FailPoint.hit("unlock.after-count")
         let kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
         do {
             let dek = try envelope.open(kek: kek, accountID: account.id)
             ring.failures = 0
             // The reset runs while the caller hands the key to the agent; `unlock` waits for it.
-            pendingReset.set(CounterWrite(secrets: secrets, key: key(account, .pinRing), ring: ring))
+            pendingReset.set(
+                CounterWrite(
+                    secrets: secrets, key: key(account, .pinRing), ring: ring,
+                    lock: (pinCounterLockPath(account), environment.lockTimeout)))
             return (dek, ring)
         } catch  where error.code == .wrongPIN {
             if ring.failures >= UInt32(PINRing.maximumFailures) {
@@ -203,23 +238,6 @@ public struct LockService: Sendable {
         }
     }
 
-    /// `db-key.pending`: a `pin set` wrote its envelope but may not yet have deleted the plain key.
-    func plainKeyMarker(_ account: Account) -> String {
-        environment.layout.accountDirectory(account.dataDirectory) + "/db-key.pending"
-    }
-
-    func markPlainKeyPending(_ account: Account, _ pending: Bool) throws(OStackError) {
-        do {
-            if pending {
-                try SecureFileSystem.writeAtomically([], to: plainKeyMarker(account))
-            } else {
-                try SecureFileSystem.removeFile(plainKeyMarker(account))
-            }
-        } catch {
-            throw OStackError(.storageFailure, detail: "db-key marker: \(error)")
-        }
-    }
-
     func deletePlainKey(_ account: Account) throws(OStackError) {
         guard try secrets.read(key(account, .dbKey)) != nil else { return }
         try secrets.delete(key(account, .dbKey))
@@ -227,40 +245,28 @@ public struct LockService: Sendable {
             throw OStackError(.keyringUnavailable, detail: "the plain db-key is still in the keyring")
         }
     }
-
-    func credentialKey(_ account: Account) -> SecretKey {
-        key(account, account.credentialKind == .apiKey ? .apiKey : .sessionToken)
-    }
-
-    func sealCredential(_ account: Account, dek: AccountDataKey) throws(OStackError) {
-        guard let item = try secrets.read(credentialKey(account)), !TokenSeal.isSealed(item) else { return }
-        let sealed = try TokenSeal.seal(SessionCredential(item), dek: dek, account: account.id)
-        try secrets.write(sealed, for: credentialKey(account))
-    }
-
-    func unsealCredential(_ account: Account, dek: AccountDataKey) throws(OStackError) {
-        guard let item = try secrets.read(credentialKey(account)), TokenSeal.isSealed(item) else { return }
-        let token = try TokenSeal.open(item, dek: dek, account: account.id)
-        try secrets.write(token.bytes, for: credentialKey(account))
-    }
 }
 
-/// Writes the incremented `pin-ring` on a background thread and verifies it by reading it back.
+/// Writes the reset `pin-ring` on a background thread, under the counter lock, and verifies it by
+/// reading it back. A ring deleted meanwhile (a lockout by parallel wrong PINs) is not recreated.
 final class CounterWrite: @unchecked Sendable {
     // @unchecked Sendable: `outcome` is written by the worker before `group.leave()` and read only
     // after `group.wait()`.
     private let group = DispatchGroup()
     private var outcome: OStackError?
 
-    init(secrets: any SecretStore, key: SecretKey, ring: PINRing) {
+    init(secrets: any SecretStore, key: SecretKey, ring: PINRing, lock: (path: String, timeout: Double)) {
         let encoded = ring.encoded()
         let expected = ring.failures
         group.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             do throws(OStackError) {
-                try secrets.write(encoded, for: key)
-                guard let back = try secrets.read(key), try PINRing(decoding: back).failures == expected else {
-                    throw OStackError(.keyringUnavailable, detail: "the failure counter did not persist")
+                try LockService.withCounterLock(path: lock.path, timeout: lock.timeout) { () throws(OStackError) in
+                    guard try secrets.read(key) != nil else { return }
+                    try secrets.write(encoded, for: key)
+                    guard let back = try secrets.read(key), try PINRing(decoding: back).failures == expected else {
+                        throw OStackError(.keyringUnavailable, detail: "the failure counter did not persist")
+                    }
                 }
             } catch {
                 outcome = error

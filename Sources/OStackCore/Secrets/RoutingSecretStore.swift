@@ -27,18 +27,39 @@ public struct RoutingSecretStore: SecretStore {
     }
 
     func store(for namespace: String) throws(OStackError) -> any SecretStore {
+        try route(namespace).store
+    }
+
+    /// The backend of `namespace` and, for a registered account, the account (for labels).
+    func route(_ namespace: String) throws(OStackError) -> (store: any SecretStore, account: Account?) {
         if namespace != namespaces.guest,
             let account = try registry.accounts().first(where: { namespaces.account($0.id) == namespace })
         {
-            return try store(named: account.keyringBackend)
+            return (try store(named: account.keyringBackend), account)
         }
-        return try store(named: defaultBackend)
+        return (try store(named: defaultBackend), nil)
+    }
+
+    /// The label of `key`'s item: kind, alias and server host (docs/keyring.md, "Labels").
+    func label(for key: SecretKey, account: Account?) -> String {
+        if key.namespace == namespaces.guest {
+            return KeyringLabel.make(kind: key.kind, alias: nil, host: nil, guest: true)
+        }
+        if key.account == "global" { return KeyringLabel.app + " global audit anchor" }
+        return KeyringLabel.make(
+            kind: key.kind, alias: account?.alias,
+            host: account?.server.authority ?? KeyringLabel.host(ofAccount: key.account))
     }
 
     public func read(_ key: SecretKey) throws(OStackError) -> SecretBytes? { try store(for: key.namespace).read(key) }
 
     public func write(_ secret: SecretBytes, for key: SecretKey) throws(OStackError) {
-        try store(for: key.namespace).write(secret, for: key)
+        let (store, account) = try route(key.namespace)
+        try store.write(secret, for: key, label: label(for: key, account: account))
+    }
+
+    public func write(_ secret: SecretBytes, for key: SecretKey, label: String) throws(OStackError) {
+        try store(for: key.namespace).write(secret, for: key, label: label)
     }
 
     public func delete(_ key: SecretKey) throws(OStackError) { try store(for: key.namespace).delete(key) }
@@ -46,4 +67,7 @@ public struct RoutingSecretStore: SecretStore {
     public func list(namespace: String) throws(OStackError) -> [SecretKey] {
         try store(for: namespace).list(namespace: namespace)
     }
+
+    /// The default backend can be used now.
+    public func checkAvailable() throws(OStackError) { try store(named: defaultBackend).checkAvailable() }
 }

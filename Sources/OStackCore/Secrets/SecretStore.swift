@@ -4,14 +4,29 @@ import SodiumKit
 /// KeyringKit's Secret Service and file backends and map their failures to `OStackError`
 /// (`keyring-locked`, `keyring-unavailable`, `keyring-timeout`) in one place.
 ///
-/// "Not found" is `nil`, never an error, and never a reason to delete anything (docs/security.md#kr-3).
+/// "Not found" is `nil` only when it is certain, never an error, and never a reason to delete anything
+/// (docs/security.md#kr-3).
 public protocol SecretStore: Sendable {
     func read(_ key: SecretKey) throws(OStackError) -> SecretBytes?
     func write(_ secret: SecretBytes, for key: SecretKey) throws(OStackError)
-    /// Deletes the item and verifies it is gone (docs/security.md#kr-7).
+    /// Writes with a label for people (docs/keyring.md, "Labels"; public: docs/security.md#kr-2).
+    func write(_ secret: SecretBytes, for key: SecretKey, label: String) throws(OStackError)
+    /// Deletes the item and verifies it is gone (docs/security.md#kr-7); a delete that did not happen throws.
     func delete(_ key: SecretKey) throws(OStackError)
     /// Every item of one namespace (exact match on app + namespace).
     func list(namespace: String) throws(OStackError) -> [SecretKey]
+    /// Whether the store can be used now (reachable, its collection present and unlocked).
+    func checkAvailable() throws(OStackError)
+}
+
+extension SecretStore {
+    public func write(_ secret: SecretBytes, for key: SecretKey, label: String) throws(OStackError) {
+        try write(secret, for: key)
+    }
+
+    public func checkAvailable() throws(OStackError) {
+        _ = try list(namespace: "ostack-availability-probe")
+    }
 }
 
 /// The kinds of keyring items (docs/storage.md, "Keyring items").
@@ -22,6 +37,9 @@ public enum SecretKind: String, Sendable, Hashable, CaseIterable {
     case pinRing = "pin-ring"
     case recoveryRing = "recovery-ring"
     case auditAnchor = "audit-anchor"
+    /// `pin set` in progress: the new ring keys before the commit (PINJournal).
+    case pendingPINRing = "pin-ring-pending"
+    case pendingRecoveryRing = "recovery-ring-pending"
 }
 
 /// The address of one keyring item: namespace, account, kind and item format version.

@@ -12,6 +12,7 @@ public enum AccountDatabase {
         .init("0002-data", sql: LocalStore.schema),
         .init("0003-audit", sql: AuditTrail.schema),
         .init("0004-queue-failures", sql: LocalStore.queueFailureMigration),
+        .init("0005-mirror-rowid", apply: LocalStore.migrateMirror),
     ])
 
     /// Opens (creating if needed) and migrates. Wrong key or a damaged file → `storage-unreadable`.
@@ -40,8 +41,13 @@ public enum AccountDatabase {
     /// A new file gets 4 KiB; an existing one is opened with 4 KiB, else 1 KiB (a wrong key fails both).
     static let pageSizes = [4096, 1024]
 
+    /// How long a connection waits for another process's lock (AccountDatabaseFiles.swift: many
+    /// parallel writers of one account wait their turn instead of failing).
+    static let busyTimeout: Double = 30
+
     static func openTryingPageSizes(path: String, key: DatabaseKey) throws(SQLiteError) -> Database {
         var options = Database.Options()
+        options.busyTimeout = busyTimeout
         let existing = (SecureFileSystem.size(of: path) ?? 0) > 0 || (SecureFileSystem.size(of: path + "-wal") ?? 0) > 0
         var lastError: SQLiteError?
         for size in existing ? pageSizes : [pageSizes[0]] {

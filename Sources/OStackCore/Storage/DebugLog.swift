@@ -16,10 +16,14 @@ public struct DebugLog: Sendable {
 
     /// Appends one line: `<UTC time> ref=<id> code=<code> <detail>`.
     public func append(referenceID: String, code: String, detail: String) {
-        try? SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: path))
+        // The state directory must be ours and private, and the log is never written through a
+        // symbolic link (docs/security.md#fs-2): a planted link makes this best-effort log a no-op.
+        guard (try? SecureFileSystem.createPrivateDirectory(SecureFileSystem.parentDirectory(of: path))) != nil else {
+            return
+        }
         var info = stat()
-        let truncate = stat(path, &info) == 0 && Int(info.st_size) > maxBytes
-        let flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0)
+        let truncate = lstat(path, &info) == 0 && Int(info.st_size) > maxBytes
+        let flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (truncate ? O_TRUNC : 0)
         let fd = open(path, flags, SecureFileSystem.fileMode)
         guard fd >= 0 else { return }
         defer { close(fd) }

@@ -72,16 +72,44 @@ public struct FileLayout: Sendable, Equatable {
         accountsDirectory + "/" + directoryName
     }
 
-    /// Creates every directory of the layout with mode 0700.
+    /// Creates every directory of the layout with mode 0700. None may be a symbolic link; the state
+    /// directory (locks, journals, the debug log) is accepted only when it is ours and private
+    /// (docs/security.md#fs-2).
     public func createDirectories() throws(PlatformError) {
-        for directory in [configDirectory, dataDirectory, accountsDirectory, stateDirectory, locksDirectory] {
+        for directory in [configDirectory, dataDirectory, accountsDirectory] {
             try SecureFileSystem.createDirectory(directory)
         }
+        try SecureFileSystem.createPrivateDirectory(stateDirectory)
+        try SecureFileSystem.createDirectory(locksDirectory)
     }
 
-    /// Creates the runtime directory (0700) — only the agent and its clients need it.
+    /// Creates the runtime directory (0700), or accepts it only when it is ours and private (the
+    /// fallback `/tmp/ostack-<uid>` may have been made by another user) — only the agent and its
+    /// clients need it (docs/security.md#lock-3).
     public func createRuntimeDirectory() throws(PlatformError) {
-        try SecureFileSystem.createDirectory(runtimeDirectory)
+        try SecureFileSystem.createPrivateDirectory(runtimeDirectory)
+    }
+
+    /// Checks an account's directory and the given files in it before they are opened: the
+    /// directory must be a real directory (not a symbolic link) and no file a symbolic link
+    /// (docs/security.md#fs-2). SQLite (3.15) cannot open without following links, so `data.db`
+    /// and its `-wal`/`-shm` are checked here first.
+    public func checkAccountFiles(_ directoryName: String, files: [String]) throws(OStackError) {
+        let directory = accountDirectory(directoryName)
+        do {
+            try SecureFileSystem.refuseSymbolicLink(dataDirectory)
+            try SecureFileSystem.refuseSymbolicLink(accountsDirectory)
+            try SecureFileSystem.refuseSymbolicLink(directory)
+        } catch {
+            throw OStackError.unsafe(error, role: "the account directory")
+        }
+        for file in files {
+            do {
+                try SecureFileSystem.refuseSymbolicLink(directory + "/" + file)
+            } catch {
+                throw OStackError.unsafe(error, role: "the account file \(file)")
+            }
+        }
     }
 
     private static func absolute(_ value: String?) -> String? {
@@ -93,5 +121,19 @@ public struct FileLayout: Sendable, Equatable {
         var result = path
         while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
         return result
+    }
+}
+
+extension OStackError {
+    /// A file-system failure as the user sees it: an unsafe path (a planted symbolic link, a
+    /// directory of another user or open to others) is `unsafe-storage` naming its role, anything
+    /// else `storage-failure`.
+    public static func storage(_ error: PlatformError, role: String) -> OStackError {
+        error.isUnsafePath ? unsafe(error, role: role) : OStackError(.storageFailure, detail: "\(role): \(error)")
+    }
+
+    /// `unsafe-storage` for `role` (our wording: "the agent's runtime directory", …).
+    static func unsafe(_ error: PlatformError, role: String) -> OStackError {
+        OStackError(.unsafeStorage, context: .init(object: role), detail: "\(role): \(error)")
     }
 }

@@ -16,7 +16,8 @@ struct AccountsRemove: AsyncParsableCommand {
             let environment = try context.authEnvironment()
             guard let account = try context.accounts(target: target, all: false).first else { return }
             var pending = 0
-            if !force {
+            // An interrupted removal already deleted the keys: its data cannot be counted or kept.
+            if !force && !LogoutService.removalPending(environment, account) {
                 guard let counted = try context.unsyncedChanges(account) else {
                     throw OStackError(
                         .locked, context: .init(account: account.alias),

@@ -44,7 +44,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func bytes(_ data: String) throws(OStackError) -> [UInt8] {
             guard data.hasPrefix("@") else { return Array(data.utf8) }
-            guard let read = try? SecureFileSystem.readFile(String(data.dropFirst())) else {
+            guard let read = try? SecureFileSystem.readFile(String(data.dropFirst()), followLinks: true) else {
                 throw OStackError(
                     .invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
             }

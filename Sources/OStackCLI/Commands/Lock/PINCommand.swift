@@ -42,18 +42,24 @@ struct PINSet: AsyncParsableCommand {
             let service = try context.lockService()
             guard let account = try context.accounts(target: selection.target, all: false).first else { return }
             let pin = try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("New PIN: ", confirm: true)
-            let recovery = try service.setPIN(account, pin: pin)
-            let text = recovery.formatted().withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            // Staged first; the PIN takes effect only after its recovery key was shown (a crash in
+            // between leaves the account without the PIN, as before).
+            let pending = try service.preparePIN(account, pin: pin)
+            let text = pending.recoveryKey.formatted().withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             struct Document: Encodable { var recoveryKey: String }
             context.emit(
                 json: Document(recoveryKey: text),
                 human: """
-                    PIN set for \(account.alias). Your recovery key (shown once; keep it somewhere safe):
+                    Your recovery key for \(account.alias) (shown once; keep it somewhere safe):
 
                         \(text)
 
                     It unlocks the account after 5 wrong PINs: ostack unlock --recovery-key-stdin
                     """)
+            FailPoint.hit("pin-set.after-shown")
+            try service.commitPIN(pending)
+            if !global.json { context.terminal.out("PIN set for \(account.alias).\n") }
+            if let warning = context.keyringRetentionWarning(account) { context.note(warning) }
         }
     }
 }

@@ -1,0 +1,38 @@
+import PlatformKit
+import SodiumKit
+
+/// Undoing a sign-in that will not become an account (docs/security.md#tok-6): the new session is
+/// signed out at the server (best effort: it is valid and nobody would ever use or revoke it
+/// otherwise), then every guest item and the journal are deleted — after a refused re-login, a
+/// failed identification, an error before the account was known, and on the next command after a
+/// crash in phase `signingIn`. An API key is never signed out (it is the user's own key).
+extension LoginService {
+    /// Signs out the guest session (if any), deletes the guest items and clears the journal.
+    func abandonGuest(_ journal: LoginJournal) throws(OStackError) {
+        let guestSession = environment.namespaces.guestKey(.sessionToken)
+        if journal.credentialKind == .session, let token = try? environment.secrets.read(guestSession),
+            let server = try? ServerURL(parsing: journal.server, allowInsecureHTTP: true)
+        {
+            let api = AuthAPI(
+                server: server, transport: environment.transport, routes: journal.routes ?? ServerRoutes())
+            try? api.signOut(token: SessionCredential(token))
+        }
+        for kind in [SecretKind.sessionToken, .apiKey] {
+            try environment.secrets.delete(environment.namespaces.guestKey(kind))
+        }
+        try LoginJournal.clear(environment.layout)
+    }
+
+    /// After `login` failed in this process: a sign-in that never reached phase `migrating` is
+    /// undone now (signed out, guest namespace emptied) rather than left for the next command.
+    func abandonFailedSignIn() {
+        guard SecureFileSystem.exists(LoginJournal.path(environment.layout)) else { return }
+        guard let lock = try? FileLock(path: environment.loginLockPath, timeout: environment.lockTimeout) else {
+            return
+        }
+        withExtendedLifetime(lock) {
+            guard let journal = try? LoginJournal.load(environment.layout), journal.phase == .signingIn else { return }
+            try? abandonGuest(journal)
+        }
+    }
+}

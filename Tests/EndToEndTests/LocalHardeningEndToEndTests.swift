@@ -1,0 +1,317 @@
+import Glibc
+import OStackTestSupport
+import PlatformKit
+import Testing
+
+/// Issue 15, local hardening (docs/security.md#lock-3, #pin-3, #fs-2, #aud-6): another local user
+/// cannot impersonate the agent, the PIN limit holds under parallel guesses, a lost database is
+/// never silently recreated, parallel writers never fail, planted symbolic links are refused and
+/// forged audit lines are not chained. Against the built binary, the dev server and gnome-keyring.
+@Suite(.serialized) struct LocalHardeningEndToEndTests {
+    static let fast: [String: String?] = ["OSTACK_PIN_KDF": "interactive"]
+    /// The uid/gid of `nobody`: the other local user of these tests.
+    static let otherUser = "65534"
+
+    func signedIn(environment: [String: String?] = [:]) throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let login = try ostack.login(
+            server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"], environment: environment)
+        try #require(login.status == 0, "\(login.stderr)")
+        return (server, ostack)
+    }
+
+    func accountDirectory(_ ostack: OStackRunner) throws -> String {
+        let listing = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "data.db"])
+        let path = try #require(listing.stdout.split(separator: "\n").first.map(String.init))
+        return String(path.dropLast("/data.db".count))
+    }
+
+    /// A Unix socket listener run as `nobody` that prints "received <n>" for every connection that
+    /// sent it bytes (a fake agent of another user). It prints "ready" once listening.
+    func fakeAgent(at path: String) throws -> ChildProcess {
+        let script = """
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen(16)
+            print("ready", flush=True)
+            while True:
+                c, _ = s.accept(); c.settimeout(2)
+                try:
+                    d = c.recv(65536)
+                except Exception:
+                    d = b""
+                if d:
+                    print("received", len(d), flush=True)
+                c.close()
+            """
+        let child = try ChildProcess(
+            executable: "/usr/bin/setpriv",
+            arguments: [
+                "--reuid=\(Self.otherUser)", "--regid=\(Self.otherUser)", "--clear-groups", "/usr/bin/python3", "-c",
+                script, path,
+            ])
+        let ready = try child.readLine(timeout: 20)
+        try #require(ready == "ready", "fake agent: \(child.stderrText())")
+        return child
+    }
+
+    func chownToOtherUser(_ path: String) throws {
+        let result = try runProcess(executable: "/bin/chown", arguments: ["\(Self.otherUser):\(Self.otherUser)", path])
+        try #require(result.status == 0, "\(result.stderr)")
+    }
+
+    // MARK: 1. The agent cannot be impersonated
+
+    /// Without XDG_RUNTIME_DIR the agent's directory is `/tmp/ostack-<uid>`; another user can make it
+    /// first and serve a fake agent in it. ostack refuses the directory and sends nothing.
+    @Test func aFallbackRuntimeDirectoryOfAnotherUserGetsNothing() throws {
+        let fallback = "/tmp/ostack-\(getuid())"
+        let aside = fallback + ".aside-\(UInt32.random(in: 0...UInt32.max))"
+        let hadOne = SecureFileSystem.exists(fallback)
+        if hadOne { try #require(rename(fallback, aside) == 0) }
+        defer {
+            try? SecureFileSystem.removeTree(fallback)
+            if hadOne { rename(aside, fallback) }
+        }
+        let home = TemporaryDirectory(prefix: "ostack-fallback-home")
+        var environment: [String: String?] = Self.fast
+        for name in ["OSTACK_HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"] {
+            environment[name] = .some(nil)
+        }
+        environment["HOME"] = home.path
+        let (server, ostack) = try signedIn(environment: environment)
+        defer { withExtendedLifetime(server) {} }
+        let set = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: environment)
+        try #require(set.status == 0, "\(set.stderr)")
+        #expect(SecureFileSystem.exists(fallback + "/agent-\(ostack.keyringPrefix).sock"))
+        #expect(try ostack.run(["agent", "stop"], environment: environment).status == 0)
+        try SecureFileSystem.removeTree(fallback)
+
+        // Another user makes the directory first (0700, its own) and listens in it.
+        try #require(mkdir(fallback, 0o700) == 0)
+        try chownToOtherUser(fallback)
+        let fake = try fakeAgent(at: fallback + "/agent-\(ostack.keyringPrefix).sock")
+        defer { fake.kill() }
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n", environment: environment)
+        #expect(unlock.status == 10, "\(unlock.stderr)")
+        #expect(unlock.stderr.contains("Refusing to use the agent's runtime directory"), "\(unlock.stderr)")
+        #expect(try ostack.run(["auth", "refresh"], environment: environment).status == 4)  // still locked
+        fake.kill()
+        #expect(!fake.remainingStdout().contains("received"))
+
+        // With the directory gone, unlock makes its own private one (no PIN attempt was spent).
+        try SecureFileSystem.removeTree(fallback)
+        let again = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n", environment: environment)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(SecureFileSystem.mode(of: fallback) == 0o700)
+        _ = try ostack.run(["agent", "stop"], environment: environment)
+    }
+
+    /// A socket in our own runtime directory served by another uid: the client checks the peer
+    /// (SO_PEERCRED) before it sends a byte.
+    @Test func anAgentSocketServedByAnotherUserGetsNothing() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)
+        let run = ostack.home.appending("run")
+        #expect(SecureFileSystem.mode(of: run) == 0o700)
+        // The other user's listener is bound in its own directory, then its socket is moved into ours.
+        let theirs = TemporaryDirectory(prefix: "ostack-other-user")
+        try chownToOtherUser(theirs.path)
+        let fake = try fakeAgent(at: theirs.appending("agent.sock"))
+        defer { fake.kill() }
+        let socket = run + "/agent-\(ostack.keyringPrefix).sock"
+        try? SecureFileSystem.removeFile(socket)
+        try #require(rename(theirs.appending("agent.sock"), socket) == 0)
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(unlock.status == 10, "\(unlock.stderr)")
+        #expect(unlock.stderr.contains("Refusing to use the agent socket"), "\(unlock.stderr)")
+        fake.kill()
+        #expect(!fake.remainingStdout().contains("received"))
+    }
+
+    // MARK: 2. The PIN limit holds under races
+
+    /// 12 wrong PINs at once: exactly 5 are counted (4 "incorrect", the fifth locks out) and the
+    /// other 7 are refused before Argon2id runs; the right PIN no longer works afterwards.
+    @Test func parallelWrongPINsAreCountedOneByOne() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let children = try (0..<12).map { _ in try ostack.start(["unlock", "--pin-stdin"], stdin: "2468\n") }
+        var messages: [String] = []
+        for child in children {
+            #expect(try child.waitForExit(timeout: 120) == 4)
+            messages.append(child.stderrText())
+        }
+        let incorrect = messages.filter { $0.contains("Incorrect PIN.") }
+        #expect(incorrect.count == 4, "\(messages)")
+        for left in ["4 attempts left", "3 attempts left", "2 attempts left", "1 attempt left"] {
+            #expect(incorrect.filter { $0.contains(left) }.count == 1, "\(messages)")
+        }
+        #expect(messages.filter { $0.contains("Too many wrong PINs") }.count == 8, "\(messages)")
+        let right = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(right.status == 4 && right.stderr.contains("Too many wrong PINs"))
+    }
+
+    /// A correct PIN resets the counter durably before `unlock` returns: wrong, right, wrong, …
+    /// always leaves 4 attempts.
+    @Test func aCorrectPINResetsTheCounterBeforeUnlockReturns() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        for _ in 0..<4 {
+            #expect(try ostack.run(["lock"]).status == 0)
+            let wrong = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
+            #expect(wrong.status == 4 && wrong.stderr.contains("4 attempts left"), "\(wrong.stderr)")
+            #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        }
+    }
+
+    // MARK: 3. A lost database is an error, never silently recreated
+
+    @Test func aMissingOrEmptyDatabaseIsReportedAndNeverRecreated() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Queued", "--offline"]).status == 0)
+        let database = try accountDirectory(ostack) + "/data.db"
+        for suffix in ["-wal", "-shm"] { try SecureFileSystem.removeFile(database + suffix) }
+        try #require(truncate(database, 0) == 0)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 10, "\(sync.stdout) \(sync.stderr)")
+        #expect(sync.stderr.contains("The local database of account work is missing or empty"), "\(sync.stderr)")
+        #expect(SecureFileSystem.size(of: database) == 0)
+        try SecureFileSystem.removeFile(database)
+        let list = try ostack.run(["queue", "list"])
+        #expect(list.status == 10 && list.stderr.contains("missing or empty"), "\(list.stderr)")
+        #expect(!SecureFileSystem.exists(database))
+        // The fix it names: signing in again starts a new local database.
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["queue", "list"]).status == 0)
+    }
+
+    // MARK: 4. Parallel writers wait their turn
+
+    @Test func sixteenParallelWritersNeverFail() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let writers = 16
+        let rounds = 6
+        // CPU contention widens the windows in which another process holds the file (its last
+        // close checkpoints under an exclusive lock): without a busy handler at open, some writers
+        // then failed with "Local storage failed".
+        let hogs = try (0..<3).map { _ in
+            try ChildProcess(executable: "/bin/sh", arguments: ["-c", "while :; do :; done"])
+        }
+        defer { hogs.forEach { $0.kill() } }
+        for round in 0..<rounds {
+            let children = try (0..<writers).map { writer in
+                try ostack.start(["records", "create", "task", "--set", "title=w\(writer)-\(round)", "--offline"])
+            }
+            for child in children {
+                let status = try child.waitForExit(timeout: 120)
+                #expect(status == 0, "\(child.stderrText())")
+            }
+        }
+        let queue = try ostack.run(["queue", "list", "--json"])
+        #expect(queue.status == 0)
+        #expect(queue.stdout.components(separatedBy: "\"operation\"").count - 1 == writers * rounds, "\(queue.stdout)")
+    }
+
+    // MARK: 7. Planted symbolic links are refused
+
+    @Test func plantedSymbolicLinksAreRefused() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=One", "--offline"]).status == 0)
+        let directory = try accountDirectory(ostack)
+        let elsewhere = TemporaryDirectory(prefix: "ostack-link-target")
+        func target(_ name: String) -> String { elsewhere.appending(name) }
+
+        // data.db
+        try #require(rename(directory + "/data.db", target("data.db")) == 0)
+        try #require(symlink(target("data.db"), directory + "/data.db") == 0)
+        var result = try ostack.run(["queue", "list"])
+        #expect(result.status == 10 && result.stderr.contains("Refusing to use the account file data.db"))
+        try SecureFileSystem.removeFile(directory + "/data.db")
+        try #require(rename(target("data.db"), directory + "/data.db") == 0)
+        #expect(try ostack.run(["queue", "list"]).status == 0)
+
+        // audit-pending.jsonl: never written through, and refused when the database opens.
+        try #require(symlink(target("pending"), directory + "/audit-pending.jsonl") == 0)
+        #expect(try ostack.run(["switch", "work"]).status == 0)  // buffers a "switch" event
+        #expect(!SecureFileSystem.exists(target("pending")))
+        result = try ostack.run(["queue", "list"])
+        #expect(result.status == 10 && result.stderr.contains("the account file audit-pending.jsonl"))
+        try SecureFileSystem.removeFile(directory + "/audit-pending.jsonl")
+
+        // The account directory itself.
+        try #require(rename(directory, target("account")) == 0)
+        try #require(symlink(target("account"), directory) == 0)
+        result = try ostack.run(["queue", "list"])
+        #expect(result.status == 10 && result.stderr.contains("Refusing to use the account directory"))
+        try SecureFileSystem.removeFile(directory)
+        try #require(rename(target("account"), directory) == 0)
+
+        // A lock file: never created through the link.
+        let locks = ostack.home.appending("state/locks")
+        try? SecureFileSystem.removeFile(locks + "/config.lock")
+        try #require(symlink(target("config.lock"), locks + "/config.lock") == 0)
+        #expect(try ostack.run(["switch", "work"]).status == 10)
+        #expect(!SecureFileSystem.exists(target("config.lock")))
+        try SecureFileSystem.removeFile(locks + "/config.lock")
+
+        // The debug log: an error is still reported, the log is never written through the link.
+        try? SecureFileSystem.removeFile(ostack.home.appending("state/debug.log"))
+        try #require(symlink(target("debug.log"), ostack.home.appending("state/debug.log")) == 0)
+        #expect(try ostack.run(["records", "list", "task", "--account", "nosuch"]).status == 7)
+        #expect(!SecureFileSystem.exists(target("debug.log")))
+        try SecureFileSystem.removeFile(ostack.home.appending("state/debug.log"))
+
+        // The runtime directory (the agent's socket).
+        try? SecureFileSystem.removeTree(ostack.home.appending("run"))
+        try SecureFileSystem.createDirectory(target("run"))
+        try #require(symlink(target("run"), ostack.home.appending("run")) == 0)
+        result = try ostack.run(["agent", "start"])
+        #expect(result.status == 10 && result.stderr.contains("the agent's runtime directory"), "\(result.stderr)")
+        result = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(result.status == 10 && result.stderr.contains("the agent's runtime directory"), "\(result.stderr)")
+        #expect(try SecureFileSystem.contentsOfDirectory(target("run")).isEmpty)
+    }
+
+    // MARK: 6. Buffered audit lines are authenticated
+
+    @Test func aForgedBufferedAuditLineIsNotChained() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["switch", "work"]).status == 0)  // a genuine buffered event
+        let pending = try accountDirectory(ostack) + "/audit-pending.jsonl"
+        let forged = [
+            #"{"id":"1-1","time":"2026-01-01T00:00:00.000Z","event":"pin.remove","outcome":"ok","details":{}}"#,
+            #"{"id":"1-2","time":"2026-01-01T00:00:00.000Z","event":"logout","outcome":"ok","details":{},"mac":"00"}"#,
+        ]
+        for line in forged { try SecureFileSystem.appendLine(Array(line.utf8), to: pending) }
+        let audit = try ostack.run(["audit", "--json"])
+        #expect(audit.status == 0, "\(audit.stderr)")
+        #expect(audit.stdout.contains("\"event\":\"switch\""), "\(audit.stdout)")
+        #expect(!audit.stdout.contains("\"event\":\"pin.remove\"") && !audit.stdout.contains("\"event\":\"logout\""))
+        #expect(audit.stdout.contains("\"event\":\"audit.buffer-rejected\""), "\(audit.stdout)")
+        #expect(audit.stdout.contains("\"count\":\"2\""), "\(audit.stdout)")
+        #expect(try ostack.run(["audit", "verify"]).status == 0)
+    }
+}

@@ -1,0 +1,105 @@
+import OStackTestSupport
+import Testing
+
+/// The stock `sqlcipher` shell (Debian's package) reads what ostack writes, by the steps in
+/// docs/storage.md: an `export-database` copy, and a tracked account's live database.
+@Suite(.serialized) struct StockToolsEndToEndTests {
+    func trackedAccount() throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        for index in 1...3 {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=Stock \(index)"]).status == 0)
+        }
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        return (server, ostack)
+    }
+
+    func sqlcipher(_ file: String, _ script: String) throws -> ProcessResult {
+        try runProcess(executable: "/usr/bin/sqlcipher", arguments: [file], stdin: Array(script.utf8), timeout: 60)
+    }
+
+    func mode(_ path: String) throws -> String {
+        try runProcess(executable: "/usr/bin/stat", arguments: ["-c", "%a", path]).stdout.trimmingWhitespaceLite()
+    }
+
+    @Test func anExportOpensInTheStockShellWithItsPassphrase() throws {
+        let (server, ostack) = try trackedAccount()
+        defer { withExtendedLifetime(server) {} }
+        let file = ostack.home.path + "/backup.db"
+        let export = try ostack.run(["export-database", file, "--passphrase-stdin"], stdin: "correct horse battery\n")
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(try mode(file) == "600")
+        let read = try sqlcipher(
+            file,
+            "PRAGMA key = 'correct horse battery';\nPRAGMA integrity_check;\nSELECT count(*) FROM records WHERE object = 'task';\n"
+        )
+        #expect(read.stdout.contains("ok\n3"), "\(read.stdout) \(read.stderr)")
+        let wrong = try sqlcipher(file, "PRAGMA key = 'wrong horse';\nSELECT count(*) FROM records;\n")
+        #expect(wrong.stderr.contains("not a database") || wrong.status != 0, "\(wrong.stdout)")
+        // Never overwritten.
+        #expect(try ostack.run(["export-database", file, "--passphrase-stdin"], stdin: "another one\n").status == 9)
+        // A plaintext copy opens without a key.
+        let plain = ostack.home.path + "/plain.db"
+        #expect(try ostack.run(["export-database", plain, "--plaintext"]).status == 0)
+        let plainRead = try sqlcipher(
+            plain, "PRAGMA integrity_check;\nSELECT count(*) FROM records WHERE object = 'task';\n")
+        #expect(plainRead.stdout.contains("ok\n3"), "\(plainRead.stdout) \(plainRead.stderr)")
+        #expect(try ostack.run(["audit", "--event", "database.export", "--json"]).stdout.contains("database.export"))
+    }
+
+    /// docs/storage.md, "Opening a database with the stock sqlcipher CLI": the raw key from the
+    /// keyring, the page size, then integrity_check and an export of the live database.
+    @Test func theLiveDatabaseOpensByTheDocumentedSteps() throws {
+        let (server, ostack) = try trackedAccount()
+        defer { withExtendedLifetime(server) {} }
+        let accounts = try ostack.run(["accounts", "list", "--json"]).stdout
+        let id = try #require(
+            accounts.firstRange(of: "\"id\":\"").map { String(accounts[$0.upperBound...].prefix { $0 != "\"" }) })
+        let registry = try runProcess(executable: "/bin/cat", arguments: [ostack.home.path + "/data/accounts.json"])
+            .stdout
+        let directory = try #require(
+            registry.firstRange(of: "\"dataDirectory\" : \"").map {
+                String(registry[$0.upperBound...].prefix { $0 != "\"" })
+            }
+                ?? registry.firstRange(of: "\"dataDirectory\":\"").map {
+                    String(registry[$0.upperBound...].prefix { $0 != "\"" })
+                })
+        let lookup = try runProcess(
+            executable: "/bin/sh",
+            arguments: [
+                "-c",
+                "secret-tool lookup app ostack namespace \"$NS\" account \"$ACCT\" kind db-key version 1 | od -An -tx1 | tr -d ' \\n'",
+            ],
+            environment: ostack.baseEnvironment.merging(["NS": "\(ostack.keyringPrefix):auth:\(id)", "ACCT": id]) { $1 }
+        )
+        let hex = lookup.stdout
+        try #require(hex.count == 64, "\(lookup.stdout) \(lookup.stderr)")
+        let database = ostack.home.path + "/data/accounts/" + directory + "/data.db"
+        let copy = ostack.home.path + "/live-copy.db"
+        let read = try sqlcipher(
+            database,
+            """
+            PRAGMA key = "x'\(hex)'";
+            PRAGMA cipher_page_size = 4096;
+            PRAGMA integrity_check;
+            SELECT count(*) FROM records WHERE object = 'task';
+            ATTACH DATABASE '\(copy)' AS plain KEY '';
+            SELECT sqlcipher_export('plain');
+            DETACH DATABASE plain;
+
+            """)
+        #expect(read.stdout.hasPrefix("ok\n3"), "\(read.stdout) \(read.stderr)")
+        #expect(!read.stderr.contains("no such function"), "\(read.stderr)")
+        let copied = try sqlcipher(copy, "SELECT count(*) FROM records WHERE object = 'task';\n")
+        #expect(copied.stdout.contains("3"), "\(copied.stdout) \(copied.stderr)")
+    }
+}
+
+extension String {
+    func trimmingWhitespaceLite() -> String {
+        String(drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    }
+}
