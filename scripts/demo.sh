@@ -81,7 +81,7 @@ run "$ostack" records create task --account work --set amount=1.234 || echo "(ex
 
 say "Mirror the object locally; reads then work offline, with the server's filter semantics"
 run "$ostack" sync track task --account work
-curl -s -X POST -H 'Content-Type: application/json' -d '{"object":"task","count":500}' "$server/__control__/seed" >/dev/null
+curl -s -X POST -H 'Content-Type: application/json' -d '{"object":"task","count":500,"ids":"sequential"}' "$server/__control__/seed" >/dev/null
 run "$ostack" sync --account work
 run "$ostack" records list task --account work --filter "status = 'open' and (amount >= 900 or title contains 'report')" --fields title,amount --limit 5
 

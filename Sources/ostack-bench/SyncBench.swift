@@ -7,16 +7,23 @@ import PlatformKit
 import SQLCipherKit
 import SodiumKit
 
-/// The sync core's targets (docs/testing.md), each against a baseline measured in the same run:
+/// The sync core's targets (docs/testing.md), on realistic fixtures (random 16-character ids,
+/// records of about 420 bytes, `updated_at` not in id order), each against a baseline measured in
+/// the same run:
 ///
-/// - `pull`: `ostack sync --pull-only` of 100 000 records (the real binary, real keyring, dev server)
-///   vs inserting the same rows into a bare SQLCipher table (the floor: ≥ 50 %); peak RSS ≤ 150 MB.
-/// - `push`: `ostack sync --push-only` of 10 000 queued creates, batched, vs the same against a server
-///   whose batch cap is 1 (one request per mutation): ≥ 10× faster and ≤ 5 s.
-/// - `query`: `LocalStore.query` on 100 000 records — an indexed equality ≤ 5 ms, a compound scan
-///   (no index applies) ≤ 150 ms; baseline: a bare `count(*)` over the same rows.
+/// - `pull-100k-random`: `ostack sync --pull-only` of 100 000 records (the real binary, real keyring,
+///   dev server) vs the storage floor: the same bytes inserted into a plain rowid table (same page
+///   size, cipher and settings, 2 000-row transactions): ≥ 0.4×; peak RSS ≤ 120 MB. The old
+///   baseline (the same rows into a table of the pull's own shape) is kept as information.
+/// - `pull-1m-random`: the same with 1 000 000 records: ≤ 11× the 100k time, peak RSS ≤ 1.1×.
+/// - `pull-incremental-1k-into-1m`: 1 000 records changed on the server, pulled into that mirror;
+///   the pull's own cost (its time minus a pull with nothing to fetch: process start, keyring,
+///   database open) ≤ 2× paging those records from the server alone.
+/// - `query-*-1m`: `LocalStore.query` on 1 000 000 records — an indexed equality ≤ 5 ms, a compound
+///   scan ≤ 10× the same scan on 100 000.
+/// - `push-10k-creates`: 10 000 queued creates, batched, vs one request per mutation: ≥ 10×.
 enum SyncBench {
-    static let records = 100_000
+    typealias Rows = [(id: String, version: String?, json: [UInt8])]
 
     struct Session {
         let server: DevServerProcess
@@ -42,7 +49,7 @@ enum SyncBench {
         func run(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
             let result = try runProcess(
                 executable: ostack, arguments: arguments, environment: environment, stdin: stdin.map { Array($0.utf8) },
-                timeout: 600)
+                timeout: 900)
             precondition(result.status == 0, "ostack \(arguments.first ?? "") failed: \(result.stderr)")
             return result
         }
@@ -52,84 +59,192 @@ enum SyncBench {
             try run(arguments)
             return Measure.now() - start
         }
+
+        /// Runs `ostack sync --pull-only`: seconds and the child's peak RSS in MB.
+        func pull() throws -> (seconds: Double, peakMB: Double) {
+            // VmHWM of the child's own address space, sampled until it exits. (rusage's ru_maxrss is
+            // useless here: a posix_spawn'd child inherits the bench's own high-water mark.)
+            let start = Measure.now()
+            let child = try ChildProcess(
+                executable: ostack, arguments: ["sync", "--pull-only"], environment: environment)
+            var peakKB = 0
+            var status: Int32?
+            while status == nil {
+                peakKB = max(peakKB, SyncBench.highWaterKB(child.pid))
+                status = try? child.waitForExit(timeout: 0.005)
+                if Measure.now() - start > 900 { throw BenchError("pull timed out") }
+            }
+            let seconds = Measure.now() - start
+            precondition(status == 0, "pull failed: \(child.stderrText())")
+            return (seconds, Double(peakKB) / 1024)
+        }
     }
 
-    static func run(ostack: String) throws -> [BenchResult] {
+    static func wanted(_ name: String, _ only: Set<String>?) -> Bool {
+        only.map { $0.contains("sync") || $0.contains(name) } ?? true
+    }
+
+    /// Rows: `sync` (everything), or `pull-100k`, `pull-1m` (with the incremental pull and the 1M
+    /// queries), `push` through `--only`.
+    static func run(ostack: String, only: Set<String>?) throws -> [BenchResult] {
         var results: [BenchResult] = []
-        if getenv("OSTACK_BENCH_PLAN") != nil {
+        var pull100k: (seconds: Double, peakMB: Double)?
+        var scan100k: Double?
+        if wanted("pull-100k", only) || wanted("pull-1m", only) {
             let session = try Session(ostack: ostack)
-            try session.server.control("POST", "seed", #"{"object":"task","count":\#(records)}"#)
-            let (rows, item) = try fetchRows(session.server)
-            return try query(rows, item: item)
+            try session.server.control("POST", "seed", #"{"object":"task","count":100000}"#)
+            try session.run(["sync", "track", "task"])
+            let pull = try session.pull()
+            pull100k = pull
+            let (rows, item) = try fetchRows(session.server, count: 100_000)
+            let floor = try insertSeconds(rows, shape: .plainRowid)
+            let oldShape = try insertSeconds(rows, shape: .previousMirror)
+            let pullRate = 100_000 / pull.seconds
+            let floorRate = 100_000 / floor
+            results.append(
+                BenchResult(
+                    name: "pull-100k-random", value: pullRate, unit: "records/s", baseline: floorRate,
+                    ratio: pullRate / floorRate, target: ">= 0.4 x storage floor (plain rowid insert)",
+                    ok: pullRate >= 0.4 * floorRate))
+            results.append(
+                BenchResult(
+                    name: "pull-100k-random-peak-rss", value: pull.peakMB, unit: "MB", baseline: nil, ratio: nil,
+                    target: "<= 120 MB", ok: pull.peakMB <= 120))
+            results.append(
+                BenchResult(
+                    name: "info-insert-previous-mirror-shape", value: 100_000 / oldShape, unit: "records/s",
+                    baseline: floorRate, ratio: floor / oldShape,
+                    target: "information: WITHOUT ROWID (object, id), the pre-0005 mirror", ok: true))
+            let queries = try query(rows, item: item, suffix: "100k")
+            scan100k = queries.first { $0.name == "query-compound-scan-100k" }?.value
+            results += queries
         }
-
-        // Pull.
-        let session = try Session(ostack: ostack)
-        try session.server.control("POST", "seed", #"{"object":"task","count":\#(records)}"#)
-        try session.run(["sync", "track", "task"])
-        // The pull's peak RSS: VmHWM of its own address space, sampled until it exits. (rusage's
-        // ru_maxrss is useless here: a posix_spawn'd child inherits the bench's own high-water mark.)
-        let start = Measure.now()
-        let child = try ChildProcess(
-            executable: ostack, arguments: ["sync", "--pull-only"], environment: session.environment)
-        var peakKB = 0
-        var status: Int32?
-        while status == nil {
-            peakKB = max(peakKB, Self.highWaterKB(child.pid))
-            status = try? child.waitForExit(timeout: 0.005)
-            if Measure.now() - start > 600 { throw BenchError("pull timed out") }
+        if wanted("pull-1m", only), let pull100k, let scan100k {
+            results += try million(ostack: ostack, pull100k: pull100k, scan100k: scan100k)
         }
-        let pullSeconds = Measure.now() - start
-        precondition(status == 0, "pull failed: \(child.stderrText())")
-        let peakMB = Double(peakKB) / 1024
-        let (rows, item) = try fetchRows(session.server)
-        let insertSeconds = try rawInsert(rows)
-        let pullRate = Double(records) / pullSeconds
-        let insertRate = Double(records) / insertSeconds
-        results.append(
-            BenchResult(
-                name: "pull-100k", value: pullRate, unit: "records/s", baseline: insertRate,
-                ratio: pullRate / insertRate,
-                target: ">= 50 % of raw SQLCipher insert rate", ok: pullRate >= 0.5 * insertRate))
-        results.append(
-            BenchResult(
-                name: "pull-100k-peak-rss", value: peakMB, unit: "MB", baseline: nil, ratio: nil, target: "<= 150 MB",
-                ok: peakMB <= 150))
-
-        // Query.
-        results += try query(rows, item: item)
-
-        // Push.
-        let batched = try pushSeconds(ostack: ostack, serverArguments: [])
-        let single = try pushSeconds(ostack: ostack, serverArguments: ["--batch-cap", "1"])
-        results.append(
-            BenchResult(
-                name: "push-10k-creates", value: batched * 1000, unit: "ms", baseline: single * 1000,
-                ratio: single / batched,
-                target: ">= 10x faster than one request per mutation; <= 5000 ms",
-                ok: single / batched >= 10 && batched <= 5))
+        if wanted("push", only) {
+            let batched = try pushSeconds(ostack: ostack, serverArguments: [])
+            let single = try pushSeconds(ostack: ostack, serverArguments: ["--batch-cap", "1"])
+            results.append(
+                BenchResult(
+                    name: "push-10k-creates", value: batched * 1000, unit: "ms", baseline: single * 1000,
+                    ratio: single / batched,
+                    target: ">= 10x faster than one request per mutation; <= 5000 ms",
+                    ok: single / batched >= 10 && batched <= 5))
+        }
         return results
     }
 
-    /// The seeded records as the server sends them, and the task metadata item.
-    static func fetchRows(_ server: DevServerProcess) throws -> (
-        [(id: String, version: String?, json: [UInt8])], JSONValue
-    ) {
+    /// The 1M rows: one mirror, pulled once, serves the pull, the incremental pull and the queries.
+    static func million(ostack: String, pull100k: (seconds: Double, peakMB: Double), scan100k: Double) throws
+        -> [BenchResult]
+    {
+        var results: [BenchResult] = []
+        let session = try Session(ostack: ostack)
+        try session.server.control("POST", "seed", #"{"object":"task","count":1000000}"#)
+        try session.run(["sync", "track", "task"])
+        let pull = try session.pull()
+        results.append(
+            BenchResult(
+                name: "pull-1m-random", value: pull.seconds, unit: "s", baseline: pull100k.seconds,
+                ratio: pull.seconds / pull100k.seconds, target: "<= 11 x pull-100k-random",
+                ok: pull.seconds <= 11 * pull100k.seconds))
+        results.append(
+            BenchResult(
+                name: "pull-1m-random-peak-rss", value: pull.peakMB, unit: "MB", baseline: pull100k.peakMB,
+                ratio: pull.peakMB / pull100k.peakMB, target: "<= 1.1 x the 100k pull",
+                ok: pull.peakMB <= 1.1 * pull100k.peakMB))
+
+        // Incremental: 1 000 records changed on the server.
         let client = HTTPClient()
+        let token = try signIn(client, session.server)
+        let auth = [("Authorization", "Bearer \(token)")]
+        let newest = try client.send(
+            HTTPRequest(url: session.server.url + "/api/v1/data/task?top=1&count=false&sort=-updated_at", headers: auth)
+        )
+        let cursor = JSONValue.parse(newest.body)?["records"]?.arrayValue?.first?["updated_at"]?.stringValue ?? ""
+        let idle = Measure.median(try (0..<3).map { _ in try session.pull().seconds })
+        let sample = try client.send(
+            HTTPRequest(
+                url: session.server.url + "/api/v1/data/task?top=1000&skip=123456&count=false&select=id", headers: auth)
+        )
+        let ids = (JSONValue.parse(sample.body)?["records"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+        precondition(ids.count == 1000, "sampled \(ids.count) ids")
+        for (index, id) in ids.enumerated() {
+            let response = try client.send(
+                HTTPRequest(
+                    method: .post, url: session.server.url + "/__control__/modify",
+                    headers: [("Content-Type", "application/json")],
+                    body: Array(#"{"object":"task","id":"\#(id)","fields":{"notes":"changed \#(index)"}}"#.utf8)))
+            precondition(response.status == 200, "modify failed")
+        }
+        let filter = #"["updated_at",">","\#(cursor)"]"#
+        let paging = Measure.median(
+            try (0..<5).map { _ in
+                try Measure.time {
+                    let response = try client.send(
+                        HTTPRequest(
+                            url: session.server.url
+                                + "/api/v1/data/task?sort=updated_at,id&top=2000&count=false&filter="
+                                + (filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""),
+                            headers: auth))
+                    let count = JSONValue.parse(response.body)?["records"]?.arrayValue?.count
+                    precondition(count == 1000, "paged \(count ?? -1) changed records")
+                }
+            })
+        let incremental = try session.pull().seconds
+        let own = incremental - idle
+        results.append(
+            BenchResult(
+                name: "pull-incremental-1k-into-1m", value: own * 1000, unit: "ms", baseline: paging * 1000,
+                ratio: own / paging,
+                target:
+                    "<= 2 x paging the 1000 records (pull time \(Int(incremental * 1000)) ms minus an empty pull \(Int(idle * 1000)) ms)",
+                ok: own <= 2 * paging))
+
+        // Queries on 1M: the same records, written through LocalStore.
+        let (rows, item) = try fetchRows(session.server, count: 1_000_000)
+        let queries = try query(rows, item: item, suffix: "1m")
+        for var result in queries {
+            if result.name == "query-compound-scan-1m" {
+                result.baseline = scan100k
+                result.ratio = result.value / scan100k
+                result.target = "<= 10 x query-compound-scan-100k"
+                result.ok = result.value <= 10 * scan100k
+            }
+            results.append(result)
+        }
+        return results
+    }
+
+    static func signIn(_ client: HTTPClient, _ server: DevServerProcess) throws -> String {
         let signIn = try client.send(
             HTTPRequest(
                 method: .post, url: server.url + "/api/v1/auth/sign-in/email",
                 headers: [("Content-Type", "application/json")],
                 body: Array(#"{"email":"alice@example.com","password":"alice-pass"}"#.utf8)))
-        let token = JSONValue.parse(signIn.body)?["token"]?.stringValue ?? ""
-        let auth = [("Authorization", "Bearer \(token)")]
-        var rows: [(id: String, version: String?, json: [UInt8])] = []
+        return JSONValue.parse(signIn.body)?["token"]?.stringValue ?? ""
+    }
+
+    /// The seeded records as the server sends them (keyset pages, like the pull), and the task
+    /// metadata item.
+    static func fetchRows(_ server: DevServerProcess, count: Int) throws -> (Rows, JSONValue) {
+        let client = HTTPClient()
+        let auth = [("Authorization", "Bearer \(try signIn(client, server))")]
+        var rows: Rows = []
+        rows.reserveCapacity(count)
         let scanner = FieldScanner(fields: ["id", "updated_at"])
-        for page in 0..<(records / 2000) {
-            let response = try client.send(
-                HTTPRequest(
-                    url: server.url + "/api/v1/data/task?top=2000&skip=\(page * 2000)&count=false&sort=updated_at,id",
-                    headers: auth))
+        var after: String?
+        while true {
+            var url = server.url + "/api/v1/data/task?top=5000&count=false&sort=updated_at,id"
+            if let after {
+                url +=
+                    "&filter="
+                    + (#"["updated_at",">","\#(after)"]"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)
+                        ?? "")
+            }
+            let response = try client.send(HTTPRequest(url: url, headers: auth))
+            let before = rows.count
             response.body.withUnsafeBytes { raw in
                 for range in FieldScanner.recordRanges(in: raw)?.ranges ?? [] {
                     let slice = UnsafeRawBufferPointer(rebasing: raw[range])
@@ -139,24 +254,42 @@ enum SyncBench {
                     }
                 }
             }
+            if rows.count - before < 5000 { break }
+            after = rows.last?.version
         }
-        precondition(rows.count == records, "fetched \(rows.count) rows")
+        precondition(rows.count == count, "fetched \(rows.count) rows")
         let meta = try client.send(HTTPRequest(url: server.url + "/api/v1/meta/object/task", headers: auth))
         return (rows, JSONValue.parse(meta.body)?["item"] ?? .null)
     }
 
-    /// The floor: the same rows into the same table shape (no expression indexes), prepared
-    /// statement, one transaction per 2 000 rows — what the pull does minus HTTP, parsing and indexes.
-    static func rawInsert(_ rows: [(id: String, version: String?, json: [UInt8])]) throws -> Double {
+    enum Shape {
+        /// The storage floor: a rowid table, no index.
+        case plainRowid
+        /// The mirror before migration 0005: WITHOUT ROWID, clustered by (object, id).
+        case previousMirror
+    }
+
+    /// The same rows inserted with a prepared statement, 2 000 rows per transaction, into a database
+    /// opened like an account database (4 KiB pages, WAL, secure_delete, same cipher and cache).
+    static func insertSeconds(_ rows: Rows, shape: Shape) throws -> Double {
         let directory = TemporaryDirectory(prefix: "ostack-bench-raw")
         var options = Database.Options()
         options.pageSize = 4096  // the page size account databases use
         let database = try Database(path: directory.path + "/raw.db", key: DatabaseKey.generate(), options: options)
-        // Exactly the mirror's table (LocalStore.schema), without the indexes tracking adds.
-        let ddl = LocalStore.schema.components(separatedBy: ";").first { $0.contains("CREATE TABLE records") } ?? ""
-        try database.execute(ddl)
+        try database.execute("PRAGMA cache_size = -32768")
+        switch shape {
+        case .plainRowid:
+            try database.execute(
+                "CREATE TABLE records (object TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, version TEXT)")
+        case .previousMirror:
+            try database.execute(
+                "CREATE TABLE records (object TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, version TEXT, schema_version INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (object, id)) WITHOUT ROWID"
+            )
+        }
         let statement = try database.prepare(
-            "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
+            shape == .plainRowid
+                ? "INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)"
+                : "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
         return try Measure.time {
             for start in stride(from: 0, to: rows.count, by: 2000) {
                 try database.transaction { () throws -> Void in
@@ -172,23 +305,22 @@ enum SyncBench {
         }
     }
 
-    static func query(_ rows: [(id: String, version: String?, json: [UInt8])], item: JSONValue) throws -> [BenchResult]
-    {
+    static func query(_ rows: Rows, item: JSONValue, suffix: String) throws -> [BenchResult] {
         let directory = TemporaryDirectory(prefix: "ostack-bench-query")
         let database = try AccountDatabase.open(
             path: directory.path + "/data.db", key: AccountDataKey(SecureRandom.secret(32)))
         let store = try LocalStore(database: database)
         guard let schema = ObjectSchema(item: item) else { throw BenchError("no task schema") }
         try store.track(schema)
-        for start in stride(from: 0, to: rows.count, by: 5000) {
-            _ = try store.applyPulled("task", Array(rows[start..<min(start + 5000, rows.count)]))
+        for start in stride(from: 0, to: rows.count, by: 20_000) {
+            _ = try store.applyPulled("task", Array(rows[start..<min(start + 20_000, rows.count)]))
         }
-        func median(_ filter: String) throws -> Double {
+        func median(_ filter: String, runs: Int) throws -> Double {
             let condition = try FilterCondition.parse(try FilterParser.parse(filter).wireAST)
             let local = LocalFilter(condition)
             let expect = rows.filter { row in row.json.withUnsafeBytes { local.matches($0) } }.count
             var samples: [Double] = []
-            for _ in 0..<21 {
+            for _ in 0..<runs {
                 var total = 0
                 samples.append(
                     try Measure.time {
@@ -198,36 +330,16 @@ enum SyncBench {
             }
             return Measure.median(samples) * 1000
         }
-        if getenv("OSTACK_BENCH_PLAN") != nil {
-            for row in try database.query(
-                "EXPLAIN QUERY PLAN SELECT data FROM records WHERE object = 'task' AND ostack_field(data, 'title') IN (?) ORDER BY +id",
-                [.text("Seed 77777")])
-            {
-                print(row.values)
-            }
-            for row in try database.query("SELECT name, sql FROM sqlite_master WHERE type = 'index'") {
-                print(row.values)
-            }
-        }
-        let indexed = try median("title = 'Seed 77777'")
-        let compound = try median("status = 'open' and (amount >= 500 or title ends with '7')")
-        var scanSamples: [Double] = []
-        for _ in 0..<21 {
-            scanSamples.append(
-                try Measure.time {
-                    _ = try database.scalarInteger("SELECT count(*) FROM records WHERE object = 'task'")
-                })
-        }
-        let scan = Measure.median(scanSamples) * 1000
+        let runs = rows.count > 200_000 ? 5 : 21
+        let indexed = try median("title = 'Seed 77777'", runs: runs)
+        let compound = try median("status = 'open' and (amount >= 500 or title ends with '7')", runs: runs)
         return [
             BenchResult(
-                name: "query-indexed-equality", value: indexed, unit: "ms (median)", baseline: scan,
-                ratio: indexed / scan,
-                target: "<= 5 ms", ok: indexed <= 5),
+                name: "query-indexed-equality-\(suffix)", value: indexed, unit: "ms (median)", baseline: nil,
+                ratio: nil, target: "<= 5 ms", ok: indexed <= 5),
             BenchResult(
-                name: "query-compound-scan", value: compound, unit: "ms (median)", baseline: scan,
-                ratio: compound / scan,
-                target: "<= 150 ms", ok: compound <= 150),
+                name: "query-compound-scan-\(suffix)", value: compound, unit: "ms (median)", baseline: nil,
+                ratio: nil, target: "information (baseline of the 1m row)", ok: true),
         ]
     }
 

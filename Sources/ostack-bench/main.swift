@@ -32,7 +32,9 @@ do {
     if wanted("unlock") { results += try UnlockBench.run(ostack: ostackBinary) }
     if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
-    if wanted("sync") { results += try SyncBench.run(ostack: ostackBinary) }
+    if selected.map({ $0.contains { ["sync", "pull-100k", "pull-1m", "push"].contains($0) } }) ?? true {
+        results += try SyncBench.run(ostack: ostackBinary, only: selected)
+    }
     if wanted("transport") {
         results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000)
     }

@@ -489,7 +489,7 @@ private struct Fixture {
         return (ids, result.total)
     }
 
-    @Test func trackingCreatesExpressionIndexesForEqualityFields() throws {
+    @Test func trackingIndexesEqualityFieldsInRecordFields() throws {
         try store.track(schema)
         #expect(try store.isTracked("task"))
         #expect(try store.trackedObjects() == ["task"])
@@ -497,23 +497,29 @@ private struct Fixture {
         // References and the name field are indexed; free text and numbers are not.
         #expect(indexed.isSuperset(of: ["project_id", "title"]))
         #expect(indexed.isDisjoint(with: ["notes", "estimate"]))
-        let indexes = try store.database.query(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND name LIKE 'ix_%' ORDER BY name"
-        ).compactMap { $0.text("name") }
-        #expect(indexes == indexed.sorted().map { "ix_task__\($0)" })
-        // The equality on an indexed field is an index lookup.
+        try store.putRecord("task", ["id": "t1", "title": "Alpha", "project_id": "p1", "estimate": 3], version: "v1")
+        let values = try store.database.query(
+            "SELECT field, value FROM record_fields f JOIN records r USING (rid) WHERE r.id = 't1' ORDER BY field"
+        ).map { "\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
+        #expect(values == ["project_id=p1", "title=Alpha"])
+        // The equality on an indexed field is an index lookup; the schema has no custom function.
         let plan = try store.database.query(
-            "EXPLAIN QUERY PLAN SELECT data FROM records WHERE object = 'task' AND ostack_field(data, 'project_id') IN ('p1')"
+            "EXPLAIN QUERY PLAN SELECT rid FROM record_fields WHERE object = 'task' AND field = 'project_id' AND value IN ('p1')"
         ).compactMap { $0.text("detail") }.joined(separator: "\n")
-        #expect(plan.contains("ix_task__project_id"), "\(plan)")
+        #expect(plan.contains("record_fields_value"), "\(plan)")
+        #expect(
+            try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%ostack_field%'") == 0)
+        // A rewrite replaces the values; a deletion drops them.
+        try store.putRecord("task", ["id": "t1", "title": "Beta"], version: "v2")
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 1)
+        try store.deleteRecord("task", "t1")
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 0)
         // Tracking again changes nothing.
         try store.track(schema)
         #expect(try store.indexedFields("task") == indexed)
         try store.untrack("task")
         #expect(try !store.isTracked("task"))
         #expect(try store.indexedFields("task").isEmpty)
-        #expect(
-            try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE name LIKE 'ix_task__%'") == 0)
     }
 
     @Test func indexedEqualitiesAreOnlyNonNumericStrings() throws {
@@ -680,6 +686,48 @@ private struct Fixture {
 }
 
 /// A database written before failures had typed columns (`last_error` prose) is migrated once.
+/// Migration `0005-mirror-rowid` on a database written by the previous schema (0001–0004): the
+/// records, their versions and flags, and the tracked objects' indexed fields survive; the
+/// expression indexes over `ostack_field` are gone.
+@Suite struct MirrorMigrationTests {
+    static func legacyDatabase(_ path: String, _ key: SecretBytes) throws {
+        let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
+        try LocalStore.registerFunctions(database)
+        try Migrator(Array(AccountDatabase.migrator.migrations.prefix(4))).migrate(database)
+        try database.execute("INSERT INTO tracked (object, indexed_fields) VALUES ('task', 'project_id,title')")
+        try database.execute(
+            #"CREATE INDEX "ix_task__title" ON records (object, ostack_field(data, 'title')) WHERE object = 'task'"#)
+        for index in 0..<500 {
+            try database.execute(
+                "INSERT INTO records (object, id, data, version, schema_version, invalid) VALUES ('task', ?, ?, ?, 2, ?)",
+                [
+                    .text("r\(index)"),
+                    .text(#"{"id":"r\#(index)","project_id":"p\#(index % 7)","title":"T\#(index)"}"#),
+                    .text("v\(index)"), .integer(Int64(index % 2)),
+                ])
+        }
+    }
+
+    @Test func previousMirrorIsMigrated() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("account.db")
+        let key = SecretBytes(randomCount: 32)
+        try Self.legacyDatabase(path, key)
+        let store = try LocalStore(database: try AccountDatabase.open(path: path, key: AccountDataKey(key)))
+        #expect(try store.recordCount("task") == 500)
+        #expect(try store.record("task", "r42")?.version == "v42")
+        #expect(try store.rows("SELECT count(*) AS n FROM records WHERE invalid = 1").first?.int("n") == 250)
+        #expect(try store.rows("SELECT count(*) AS n FROM records WHERE schema_version = 2").first?.int("n") == 500)
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 1000)
+        #expect(
+            try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%ostack_field%'") == 0)
+        let condition = try FilterCondition.parse(
+            try #require(JSONValue.parse(Array(#"["project_id","=","p3"]"#.utf8))))
+        #expect(try store.query(.init(object: "task", filter: condition)).total == 71)
+        #expect(try store.database.integrityProblem() == nil)
+    }
+}
+
 @Suite struct QueueFailureMigrationTests {
     @Test func legacyFailureTextBecomesTypedColumns() throws {
         let directory = TemporaryDirectory()

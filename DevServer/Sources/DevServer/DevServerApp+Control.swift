@@ -21,10 +21,17 @@ extension DevServerApp {
             return ok
         case ("POST", "/__control__/seed"):
             guard let object = body["object"]?.stringValue, let count = body["count"]?.numberValue else {
-                return .error(status: 400, code: "VALIDATION_ERROR", message: "seed takes {object, count}")
+                return .error(status: 400, code: "VALIDATION_ERROR", message: "seed takes {object, count, ids?}")
+            }
+            let ids: DataStore.SeedIDs
+            switch body["ids"] {
+            case nil, .null?: ids = .random
+            case .string(let mode)? where DataStore.SeedIDs(rawValue: mode) != nil:
+                ids = DataStore.SeedIDs(rawValue: mode)!
+            default: return .error(status: 400, code: "VALIDATION_ERROR", message: "ids is random or sequential")
             }
             let user = configuration.users.first?.id ?? "usr_seed"
-            let seeded = scoped.seed(object: object, count: Int(count), userId: user)
+            let seeded = scoped.seed(object: object, count: Int(count), userId: user, ids: ids)
             return CoreResponse(status: 200, body: .object([("seeded", .number(Double(seeded)))]))
         case ("POST", "/__control__/faults"):
             return faults.add(body) ? ok : .error(status: 400, code: "VALIDATION_ERROR", message: "bad fault")

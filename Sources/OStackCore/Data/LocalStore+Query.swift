@@ -27,20 +27,24 @@ extension LocalStore {
     }
 
     /// Runs a filter on the mirror. The whole filter is evaluated by `ostack_match`; a top-level
-    /// equality (or `in`) on an indexed field is also given to SQL as an index lookup that narrows
-    /// the rows first (only for comparands where SQL equality and the server's agree).
+    /// equality (or `in`) on an indexed field is also given to SQL as a `record_fields` lookup that
+    /// narrows the rows first (only for comparands where SQL equality and the server's agree).
+    ///
+    /// One pass over the table in storage order (`NOT INDEXED`: never the key index's id order,
+    /// which would visit the table's pages at random) collects the matching rows' `rid`s and sort
+    /// keys; only the requested page's records are then read.
     public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
-        // The object is inlined (a checked identifier) so SQLite can use the object's partial indexes.
-        var sql = "FROM records WHERE object = '\(query.object)'"
+        // The object is inlined (a checked identifier).
+        var sql = "FROM records NOT INDEXED WHERE object = '\(query.object)'"
         var bindings: [SQLValue] = []
-        var narrowed = false
         if let filter = query.filter {
             let indexed = try indexedFields(query.object)
             for (field, values) in Self.indexableEqualities(filter)
             where indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "") {
-                narrowed = true
-                sql += " AND ostack_field(data, '\(field)') IN (\(values.map { _ in "?" }.joined(separator: ", ")))"
+                sql +=
+                    " AND rid IN (SELECT rid FROM record_fields WHERE object = '\(query.object)' AND field = '\(field)'"
+                    + " AND value IN (\(values.map { _ in "?" }.joined(separator: ", "))))"
                 bindings += values.map { .text($0) }
             }
             let compiled = LocalFilter(filter, fieldTypes: query.fieldTypes)
@@ -58,21 +62,28 @@ extension LocalStore {
                 ? "id\(key.descending ? " DESC" : "")"
                 : "ostack_field(data, '\(key.field)')\(key.descending ? " DESC" : "")"
         }
-        // `+id`: when an index narrows the rows, do not let "ORDER BY id" talk SQLite into a full
-        // primary-key scan instead (it has no statistics to know better).
-        order.append(narrowed ? "+id" : "id")
-        // One pass: every match is counted (for `total`), only the requested page is copied out.
-        let page = "SELECT data " + sql + " ORDER BY " + order.joined(separator: ", ")
+        order.append("id")
+        // One pass: every match is counted (for `total`); the sorter holds rids and keys, not records.
+        let page = "SELECT rid " + sql + " ORDER BY " + order.joined(separator: ", ")
         let first = max(0, query.offset)
         let end = query.limit.map { first + $0 } ?? Int.max
         do {
             let statement = try database.prepare(page)
             try statement.bind(bindings)
-            var records: [[UInt8]] = []
+            var rids: [Int64] = []
             var total = 0
             while try statement.step() {
-                if total >= first && total < end { records.append(statement.withColumnBytes(at: 0) { Array($0) }) }
+                if total >= first && total < end, case .integer(let rid) = statement.value(at: 0) { rids.append(rid) }
                 total += 1
+            }
+            let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
+            defer { read.reset() }
+            var records: [[UInt8]] = []
+            records.reserveCapacity(rids.count)
+            for rid in rids {
+                read.reset()
+                try read.bind([.integer(rid)])
+                if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
             }
             return (records, total)
         } catch {

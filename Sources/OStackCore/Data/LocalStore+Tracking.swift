@@ -1,6 +1,6 @@
 import SQLCipherKit
 
-/// Tracked objects: which objects are mirrored, their pull cursors and their expression indexes
+/// Tracked objects: which objects are mirrored, their pull cursors and their indexed fields
 /// (docs/sync.md, "Pull").
 extension LocalStore {
     // MARK: Tracking and indexes
@@ -13,7 +13,7 @@ extension LocalStore {
         try integer("SELECT count(*) FROM tracked WHERE object = ?", [.text(object)]) > 0
     }
 
-    /// Field types worth an expression index: equality on them is selective (references, people,
+    /// Field types worth indexing (`record_fields`): equality on them is selective (references, people,
     /// e-mail addresses; plus the object's name field). Selects and booleans are not: with a handful
     /// of values an index lookup per row is slower than the sequential scan.
     static let indexedTypes: Set<String> = ["lookup", "master_detail", "user", "email"]
@@ -30,14 +30,13 @@ extension LocalStore {
         }
     }
 
+    /// Records the object's indexed fields and copies their values into `record_fields` (the
+    /// lookup index `record_fields_value` serves every object).
     func createIndexes(_ object: String, _ fields: [String]) throws(OStackError) {
-        var created: [String] = []
-        for field in Set(fields).sorted() where ObjectSchema.isIdentifier(field) && ObjectSchema.isIdentifier(object) {
-            try run(
-                "CREATE INDEX IF NOT EXISTS \"ix_\(object)__\(field)\" ON records (object, ostack_field(data, '\(field)')) WHERE object = '\(object)'"
-            )
-            created.append(field)
-        }
+        guard ObjectSchema.isIdentifier(object) else { return }
+        let created = Set(fields).sorted().filter(ObjectSchema.isIdentifier)
+        try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])
+        for field in created { try run(Self.fillFieldSQL(object, field)) }
         try run(
             "UPDATE tracked SET indexed_fields = ? WHERE object = ?",
             [.text(created.joined(separator: ",")), .text(object)])
@@ -45,10 +44,8 @@ extension LocalStore {
 
     public func untrack(_ object: String) throws(OStackError) {
         try transaction { () throws(OStackError) in
-            for field in try indexedFields(object) where ObjectSchema.isIdentifier(object) {
-                try run("DROP INDEX IF EXISTS \"ix_\(object)__\(field)\"")
-            }
             try run("DELETE FROM tracked WHERE object = ?", [.text(object)])
+            try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])
             // Keep records with queued changes (they still need pushing); drop the rest of the mirror.
             try run(
                 "DELETE FROM records WHERE object = ?1 AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.object = ?1 AND q.record_id = records.id)",
@@ -56,17 +53,27 @@ extension LocalStore {
         }
     }
 
-    /// Drops an object's expression indexes for a bulk load (`restoreIndexes` rebuilds them, once,
-    /// which is far cheaper than maintaining them row by row).
+    /// Drops the field lookup index for a bulk load (`restoreIndexes` rebuilds it once, sorted, which
+    /// is far cheaper than inserting a first pull's values into it one by one). The key index
+    /// `records_key` stays: every write and lookup by id relies on it.
     public func suspendIndexes(_ object: String) throws(OStackError) {
-        for field in try indexedFields(object) where ObjectSchema.isIdentifier(object) {
-            try run("DROP INDEX IF EXISTS \"ix_\(object)__\(field)\"")
-        }
+        try run("DROP INDEX IF EXISTS record_fields_value")
     }
 
-    /// (Re)creates the object's expression indexes that are missing.
+    /// (Re)creates the field lookup index if it is missing.
     public func restoreIndexes(_ object: String) throws(OStackError) {
-        try createIndexes(object, Array(try indexedFields(object)))
+        try restoreFieldIndex()
+    }
+
+    /// Builds `record_fields_value` when missing (after a bulk load, or one a crash interrupted).
+    /// The build sorts the values in memory (temp_store=MEMORY): the page cache is shrunk meanwhile
+    /// so that the two do not add up.
+    func restoreFieldIndex() throws(OStackError) {
+        guard try integer("SELECT count(*) FROM sqlite_master WHERE name = 'record_fields_value'") == 0 else { return }
+        let cache = try cacheSizeSetting()
+        try setCacheSize(-4096)
+        defer { try? setCacheSize(cache) }
+        try run("CREATE INDEX IF NOT EXISTS record_fields_value ON record_fields (object, field, value)")
     }
 
     public func indexedFields(_ object: String) throws(OStackError) -> Set<String> {

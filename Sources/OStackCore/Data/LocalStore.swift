@@ -6,10 +6,13 @@ import SQLCipherKit
 /// queries (`LocalStore+Query.swift`) and the metadata cache. Every method is one statement or one
 /// transaction; callers compose writes with `transaction`.
 ///
-/// Records are stored as their canonical JSON (`JSONValue.serialized`, sorted keys). Filters run in
-/// SQL through `ostack_match` (the Swift `LocalFilter`, one evaluator for every query) and fields are
-/// read by `ostack_field`, which also backs per-object expression indexes on equality-friendly
-/// fields (select, lookup, boolean, …), so an indexed equality is an index lookup.
+/// Records are stored as their JSON in a rowid table (`records`, migration `0005-mirror-rowid`,
+/// docs/decisions/0007-mirror-schema.md): new rows are appended, and the unique index
+/// `records_key (object, id)` is the only structure keyed by the (random) ids. Filters run in SQL
+/// through `ostack_match` (the Swift `LocalFilter`, one evaluator for every query); selective fields
+/// (lookups, users, e-mail addresses, the name field) are copied into `record_fields` by ostack when
+/// a record is written, so an indexed equality is an index lookup and the schema needs no custom
+/// SQL function (the stock `sqlcipher` shell can check and export the file).
 public final class LocalStore: @unchecked Sendable {
     // @unchecked: wraps one `Database` connection, used by one thread at a time like the connection.
     public let database: Database
@@ -21,7 +24,9 @@ public final class LocalStore: @unchecked Sendable {
         // `AccountDatabase.open` has registered `ostack_field` (it must exist before anything
         // touches the records' indexes); `ostack_match` is registered per query.
         // A 32 MB page cache: scans and bulk pulls touch tens of thousands of (encrypted) pages.
-        try run("PRAGMA cache_size = -32768")
+        // Recursive triggers: a row deleted by REPLACE also drops its `record_fields` rows.
+        try run("PRAGMA cache_size = -32768; PRAGMA recursive_triggers = ON")
+        try restoreFieldIndex()
     }
 
     // MARK: Schema
@@ -49,6 +54,49 @@ public final class LocalStore: @unchecked Sendable {
             fingerprint TEXT NOT NULL, schema_version INTEGER NOT NULL DEFAULT 1);
         CREATE TABLE meta_documents (kind TEXT PRIMARY KEY NOT NULL, body TEXT NOT NULL, fetched_at REAL NOT NULL);
         """
+
+    /// Migration `0005-mirror-rowid`: the mirror becomes a rowid table with a unique `(object, id)`
+    /// index (random ids no longer split wide clustered pages), and the per-object expression indexes
+    /// over `ostack_field` become rows of `record_fields`, filled here from each tracked object's
+    /// indexed fields. One transaction (the migrator's): a crash leaves the old schema intact.
+    static let mirrorMigrationSQL = """
+        CREATE TABLE records_v5 (
+            rid INTEGER PRIMARY KEY, object TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL, version TEXT,
+            schema_version INTEGER NOT NULL DEFAULT 0, invalid INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO records_v5 (object, id, data, version, schema_version, invalid)
+            SELECT object, id, data, version, schema_version, invalid FROM records;
+        DROP TABLE records;
+        ALTER TABLE records_v5 RENAME TO records;
+        CREATE UNIQUE INDEX records_key ON records (object, id);
+        CREATE TABLE record_fields (
+            rid INTEGER NOT NULL, field TEXT NOT NULL, object TEXT NOT NULL, value TEXT NOT NULL,
+            PRIMARY KEY (rid, field)) WITHOUT ROWID;
+        CREATE INDEX record_fields_value ON record_fields (object, field, value);
+        CREATE TRIGGER records_drop_fields AFTER DELETE ON records
+            BEGIN DELETE FROM record_fields WHERE rid = old.rid; END;
+        """
+
+    static func migrateMirror(_ database: Database) throws {
+        try database.execute(mirrorMigrationSQL)
+        for row in try database.query("SELECT object, indexed_fields FROM tracked") {
+            guard let object = row.text("object"), ObjectSchema.isIdentifier(object) else { continue }
+            for field in (row.text("indexed_fields") ?? "").split(separator: ",").map(String.init)
+            where ObjectSchema.isIdentifier(field) {
+                try database.execute(Self.fillFieldSQL(object, field))
+            }
+        }
+        FailPoint.hit("mirror-migration.before-commit")
+    }
+
+    /// Copies one field of every record of `object` into `record_fields` (text values only: the
+    /// indexed equality is used for non-numeric text comparands, docs/sync.md "Queries").
+    static func fillFieldSQL(_ object: String, _ field: String) -> String {
+        """
+        INSERT OR REPLACE INTO record_fields (rid, field, object, value)
+            SELECT rid, '\(field)', object, v FROM (SELECT rid, object, ostack_field(data, '\(field)') AS v
+            FROM records WHERE object = '\(object)') WHERE typeof(v) = 'text'
+        """
+    }
 
     static func registerFunctions(_ database: Database) throws(OStackError) {
         do {
@@ -165,12 +213,43 @@ public final class LocalStore: @unchecked Sendable {
     /// Writes a record as the server has it (or as a local edit shows it).
     public func putRecord(_ object: String, _ data: JSONValue, version: String?) throws(OStackError) {
         guard let id = data["id"]?.stringValue else { return }
-        try run(
-            "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)",
-            [
-                .text(object), .text(id), .text(String(decoding: data.serialized(), as: UTF8.self)),
-                version.map { .text($0) } ?? .null,
-            ])
+        let fields = try indexedFields(object).sorted()
+        let scanner = FieldScanner(fields: fields)
+        try transaction { () throws(OStackError) in
+            try write(object, id: id, json: data.serialized(), version: version, fields: fields, scanner: scanner)
+        }
+    }
+
+    /// One record into the mirror and its indexed fields into `record_fields`: an existing row is
+    /// updated in place (its `rid`, and so its place in the table, stays), a new one appended.
+    /// Like the REPLACE it stands for, it resets `schema_version` and `invalid`.
+    func write(
+        _ object: String, id: String, json: [UInt8], version: String?, fields: [String], scanner: FieldScanner
+    ) throws(OStackError) {
+        let text = SQLValue.text(String(decoding: json, as: UTF8.self))
+        let versionValue = version.map { SQLValue.text($0) } ?? .null
+        let existing = try integer("SELECT rid FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)])
+        let rid: Int
+        if existing != 0 {
+            rid = existing
+            try run(
+                "UPDATE records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?",
+                [text, versionValue, .integer(Int64(rid))])
+            if !fields.isEmpty { try run("DELETE FROM record_fields WHERE rid = ?", [.integer(Int64(rid))]) }
+        } else {
+            try run(
+                "INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)",
+                [.text(object), .text(id), text, versionValue])
+            rid = Int(database.lastInsertRowID)
+        }
+        guard !fields.isEmpty else { return }
+        let values = json.withUnsafeBytes { raw in scanner.scan(raw) }
+        for (field, value) in zip(fields, values) {
+            guard case .string(let string) = value else { continue }
+            try run(
+                "INSERT OR REPLACE INTO record_fields (rid, field, object, value) VALUES (?, ?, ?, ?)",
+                [.integer(Int64(rid)), .text(field), .text(object), .text(string)])
+        }
     }
 
     public func deleteRecord(_ object: String, _ id: String) throws(OStackError) {
@@ -193,28 +272,25 @@ public final class LocalStore: @unchecked Sendable {
     public func applyPulled(_ object: String, _ records: [(id: String, version: String?, json: [UInt8])])
         throws(OStackError) -> Int
     {
-        try transaction { () throws(OStackError) -> Int in
+        let fields = try indexedFields(object).sorted()
+        let scanner = FieldScanner(fields: fields)
+        return try transaction { () throws(OStackError) -> Int in
             // Records with a queued change are skipped (usually none: one query per page).
             let queued = try queuedRecordIDs(object)
-            do {
-                let statement = try statement(
-                    "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)", [])
-                var written = 0
-                for record in records where !queued.contains(record.id) {
-                    try statement.bind([
-                        .text(object), .text(record.id), .text(String(decoding: record.json, as: UTF8.self)),
-                        record.version.map { .text($0) } ?? .null,
-                    ])
-                    _ = try statement.step()
-                    written += 1
-                }
-                statement.reset()
-                return written
-            } catch {
-                throw Self.storage(error)
+            var written = 0
+            for record in records where !queued.contains(record.id) {
+                try write(
+                    object, id: record.id, json: record.json, version: record.version, fields: fields, scanner: scanner)
+                written += 1
             }
+            return written
         }
     }
+
+    /// `PRAGMA cache_size` as set (negative: KiB).
+    func cacheSizeSetting() throws(OStackError) -> Int { try integer("PRAGMA cache_size") }
+
+    func setCacheSize(_ value: Int) throws(OStackError) { try run("PRAGMA cache_size = \(value)") }
 
     // MARK: Account-level values
 

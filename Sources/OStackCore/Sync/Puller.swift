@@ -3,7 +3,8 @@ import Dispatch
 /// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
 /// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
 /// the `Reconciler` when due. Pipelined: while one page is written, the next is already being
-/// fetched. The first pull is a bulk load: the object's indexes are built once, at the end.
+/// fetched; several pages share one transaction. The first pull is a bulk load: the field lookup
+/// index is built once, at the end.
 struct Puller {
     let store: LocalStore
     let api: DataAPI
@@ -14,30 +15,51 @@ struct Puller {
 
     typealias Page = [(id: String, version: String?, json: [UInt8])]
 
+    /// Records written per transaction (several pages): each commit writes every index page the
+    /// transaction touched, and random ids touch index pages all over `records_key`, so fewer,
+    /// larger commits write far fewer pages (docs/decisions/0007-mirror-schema.md).
+    var recordsPerCommit = 20_000
+    /// The page cache while pulling (KiB): large enough to keep `records_key` of a million records.
+    var pullCacheKiB = 65_536
+
     func pull(_ object: String, reconcile forceReconcile: Bool) throws(OStackError) -> PullReport {
         var report = PullReport()
         guard var state = try store.trackState(object) else { return report }
         // A first pull brings every record, so it needs no deletion reconciliation right after.
         let initial = state.cursorVersion == nil
-        if initial { try store.suspendIndexes(object) }
         _ = api.directory.discovery  // routes resolved here, not on the fetching thread
         var pending = fetchPage(object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } })
-        while true {
-            let page = try pending.wait()
-            if page.isEmpty { break }
-            let last = page.last!
-            let more = page.count >= pageSize && last.version != nil
-            if more { pending = fetchPage(object, after: (last.version!, last.id)) }
+        var page = try pending.wait()
+        // A first pull of more than one page is a bulk load: the field lookup index is built once,
+        // at the end.
+        if initial && page.count >= pageSize { try store.suspendIndexes(object) }
+        let cache = try store.cacheSizeSetting()
+        try store.setCacheSize(-pullCacheKiB)
+        defer { try? store.setCacheSize(cache) }
+        var more = !page.isEmpty
+        while more {
+            // One transaction for several pages; the next page is fetched while this one is written.
             try store.transaction { () throws(OStackError) in
-                report.pulled += try store.applyPulled(object, page)
-                if let version = last.version {
-                    try store.advanceCursor(object, version: version, id: last.id)
-                    state.cursorVersion = version
-                    state.cursorID = last.id
+                var written = 0
+                while more && written < recordsPerCommit {
+                    let last = page.last!
+                    more = page.count >= pageSize && last.version != nil
+                    if more { pending = fetchPage(object, after: (last.version!, last.id)) }
+                    let applied = try store.applyPulled(object, page)
+                    report.pulled += applied
+                    written += page.count
+                    if let version = last.version {
+                        try store.advanceCursor(object, version: version, id: last.id)
+                        state.cursorVersion = version
+                        state.cursorID = last.id
+                    }
+                    progress?(object, report.pulled)
+                    if more {
+                        page = try pending.wait()
+                        more = !page.isEmpty
+                    }
                 }
             }
-            progress?(object, report.pulled)
-            if !more { break }
         }
         try store.restoreIndexes(object)
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
