@@ -167,7 +167,7 @@ import Testing
 
     @Test func pullIsIncrementalKeepsLocalChangesAndFindsDeletions() throws {
         let (server, ostack) = try signedIn()
-        try server.control("POST", "seed", #"{"object":"task","count":2500}"#)
+        try server.control("POST", "seed", #"{"object":"task","count":2500,"ids":"sequential"}"#)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         let first = try ostack.run(["sync", "--json"])
         #expect(first.stdout.contains("\"pulled\":2500"), "\(first.stdout)")
@@ -241,7 +241,7 @@ import Testing
     @Test(arguments: [[], ["--conditional-batch"]])
     func conditionalUpdatesAndDeletesSettlePerRow(_ flags: [String]) throws {
         let (server, ostack) = try signedIn(flags)
-        try server.control("POST", "seed", #"{"object":"task","count":20}"#)
+        try server.control("POST", "seed", #"{"object":"task","count":20,"ids":"sequential"}"#)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         #expect(try ostack.run(["sync"]).status == 0)
         for index in 1...8 {
@@ -273,7 +273,8 @@ import Testing
 
     /// `sync --watch` without `--interval` takes the `sync.interval` setting.
     @Test func watchFollowsTheSyncIntervalSetting() throws {
-        let (_, ostack) = try signedIn()
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
         #expect(try ostack.run(["config", "set", "sync.interval", "1s"]).status == 0)
         let watch = try ostack.start(["sync", "--watch", "--json"])
         var cycles = 0

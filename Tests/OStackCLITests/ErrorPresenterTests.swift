@@ -7,10 +7,11 @@ import Testing
 
     /// The exit codes docs/errors.md fixes for each code.
     static let specExitCodes: [OStackError.Code: Int32] = [
-        .internal: 1, .notSignedIn: 3, .sessionExpired: 3, .locked: 4, .pinLockedOut: 4, .wrongPIN: 4,
+        .internal: 1, .notSignedIn: 3, .passwordExpired: 3, .mfaRequired: 3, .twoFactorRequired: 3,
+        .wrongTwoFactorCode: 3, .sessionExpired: 3, .locked: 4, .pinLockedOut: 4, .wrongPIN: 4,
         .offline: 5, .tls: 5, .timeout: 5, .conflict: 6, .notFound: 7, .unknownAccount: 7, .unknownObject: 7,
         .forbidden: 8, .validation: 9, .invalidFilter: 9, .keyringUnavailable: 10, .keyringLocked: 10,
-        .storageUnreadable: 10, .serverError: 11, .rateLimited: 11,
+        .storageUnreadable: 10, .storageMissing: 10, .unsafeStorage: 10, .serverError: 11, .rateLimited: 11,
     ]
 
     @Test(arguments: OStackError.Code.allCases)
@@ -46,7 +47,13 @@ import Testing
 
     @Test(arguments: [
         ("plain", "plain"), ("a\u{1B}[31mred\u{1B}[0m", "ared"), ("tab\there", "tabhere"),
-        ("c1\u{9B}x", "c1x"), ("bell\u{07}", "bell"), ("ünïcødé ok", "ünïcødé ok"),
+        // A C1 CSI (0x9B) introduces a sequence as ESC [ does: it is removed with its final byte.
+        ("c1\u{9B}2Jx", "c1x"), ("bell\u{07}", "bell"), ("ünïcødé ok", "ünïcødé ok"),
+        // OSC payloads go with their sequence (BEL- or ST-terminated), so no title text remains.
+        ("a\u{1B}]0;pwned\u{07}b", "ab"), ("a\u{1B}]8;;http://x\u{1B}\\link\u{1B}]8;;\u{1B}\\b", "alinkb"),
+        ("a\u{9D}0;pwned\u{9C}b", "ab"), ("a\u{1B}P1$r\u{1B}\\b", "ab"),
+        // Bidirectional overrides and isolates cannot reorder what the user reads.
+        ("file\u{202E}txt.exe", "filetxt.exe"), ("a\u{2066}b\u{2069}c", "abc"),
     ])
     func sanitizeRemovesEscapesAndControls(input: String, expected: String) {
         #expect(ErrorPresenter.sanitize(input) == expected)
@@ -59,5 +66,15 @@ import Testing
     @Test func validationNamesFieldLabels() {
         let error = OStackError(.validation, context: .init(fields: ["Title", "Due date"]))
         #expect(presenter.present(error, referenceID: "R").message == "The data is not valid: Title, Due date.")
+    }
+
+    @Test func jsonEscapesWhatTerminalsWouldInterpret() {
+        struct Document: Encodable { var value: String }
+        let json = JSONOutput.encode(Document(value: "a\u{9B}31mb\u{202E}c\u{7F}d\u{1B}e"))
+        #expect(
+            !json.unicodeScalars.contains {
+                $0.value == 0x9B || $0.value == 0x202E || $0.value == 0x7F || $0.value == 0x1B
+            })
+        #expect(json.contains("\\u009b") && json.contains("\\u202e") && json.contains("\\u007f"))
     }
 }

@@ -52,7 +52,7 @@ import Testing
             status: 400, body: #"{"code":"VALIDATION_FAILED","index":9}"#, operation: .create, count: 5,
             expected: .failed(.validation(fields: []))),
         // 401 (after the keeper's refresh), 403, 404, 405
-        Whole(status: 401, body: #"{"code":"UNAUTHENTICATED"}"#, operation: .update, expected: .signedOut),
+        Whole(status: 401, body: #"{"code":"UNAUTHENTICATED"}"#, operation: .update, expected: .stop(.sessionExpired)),
         Whole(status: 403, body: #"{"code":"PERMISSION_DENIED"}"#, operation: .update, expected: .failed(.forbidden)),
         Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .update, expected: .failed(.notFound)),
         Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .delete, expected: .alreadyGone),
@@ -69,7 +69,25 @@ import Testing
         Whole(
             status: 409, body: #"{"code":"UNIQUE_VIOLATION","field":"id"}"#, operation: .create,
             expected: .failed(.idTaken)),
-        Whole(status: 409, body: #"{"code":"UNIQUE_VIOLATION"}"#, operation: .create, expected: .failed(.idTaken)),
+        // A unique violation that names no field (composite or index-named constraint): one lookup by id.
+        Whole(status: 409, body: #"{"code":"UNIQUE_VIOLATION"}"#, operation: .create, expected: .lookUp),
+        Whole(
+            status: 409, body: #"{"code":"UNIQUE_VIOLATION","declaredCode":"DUPLICATE_RECORD"}"#, operation: .create,
+            expected: .failed(.duplicate(field: nil))),
+        Whole(
+            status: 409, body: #"{"error":{"code":"DUPLICATE_RECORD","field":"code"}}"#, operation: .update,
+            expected: .failed(.duplicate(field: "code"))),
+        // The auth-policy gate stops the account like a 401 does.
+        Whole(
+            status: 403, body: #"{"error":{"code":"PASSWORD_EXPIRED","message":"x"}}"#, operation: .create, count: 100,
+            expected: .stop(.passwordExpired)),
+        Whole(
+            status: 403, body: #"{"error":{"code":"MFA_REQUIRED","message":"x"}}"#, operation: .update,
+            expected: .stop(.mfaRequired)),
+        // INVALID_FIELD names its field in a singular `field`.
+        Whole(
+            status: 400, body: #"{"code":"INVALID_FIELD","field":"amount","object":"task"}"#, operation: .update,
+            expected: .failed(.validation(fields: ["amount"]))),
         Whole(
             status: 409, body: #"{"code":"UNIQUE_VIOLATION"}"#, operation: .update,
             expected: .failed(.duplicate(field: nil))),
@@ -95,6 +113,50 @@ import Testing
             status: 409, body: #"{"code":42}"#, operation: .update,
             expected: .failed(.unexpected(status: 409, code: nil))),
     ]
+
+    /// Numbers from the wire out of range never trap, and a nonsense cap is not learnt.
+    static let hostileNumbers: [Whole] = [
+        Whole(
+            status: 400, body: #"{"code":"BATCH_TOO_LARGE","max":-5}"#, operation: .create, count: 10,
+            expected: .batchTooLarge(max: nil)),
+        Whole(
+            status: 400, body: #"{"code":"BATCH_TOO_LARGE","max":1e19}"#, operation: .create, count: 10,
+            expected: .batchTooLarge(max: nil)),
+        Whole(
+            status: 400, body: #"{"code":"VALIDATION_FAILED","index":1e19}"#, operation: .create, count: 5,
+            expected: .failed(.validation(fields: []))),
+        Whole(
+            status: 400, body: #"{"code":"VALIDATION_FAILED","index":-1}"#, operation: .create, count: 5,
+            expected: .failed(.validation(fields: []))),
+        Whole(
+            status: 400, body: #"{"code":"VALIDATION_FAILED","index":2.5}"#, operation: .create, count: 5,
+            expected: .failed(.validation(fields: []))),
+    ]
+
+    @Test(arguments: hostileNumbers)
+    func hostileNumbersNeverTrap(_ row: Whole) {
+        let verdict = PushClassifier.classify(
+            status: row.status, body: Self.json(row.body), retryAfter: row.retryAfter, operation: row.operation,
+            count: row.count)
+        #expect(verdict == row.expected)
+        #expect(
+            PushClassifier.classifyRow(
+                Self.json(#"{"success":false,"errors":[{"httpStatus":1e300}]}"#), operation: .update)
+                == .failed(.validation(fields: [])))
+    }
+
+    @Test func retryAfterTakesSecondsOrAnHTTPDate() {
+        func seconds(_ headers: [(String, String)]) -> Int? {
+            ServerError.retryAfterSeconds(TransportResponse(status: 503, headers: headers))
+        }
+        #expect(seconds([("Retry-After", "30")]) == 30)
+        #expect(seconds([("Retry-After", "-4")]) == 0)
+        #expect(seconds([("Retry-After", "999999999")]) == 86_400)
+        #expect(
+            seconds([("Date", "Wed, 21 Oct 2026 07:28:00 GMT"), ("Retry-After", "Wed, 21 Oct 2026 07:29:30 GMT")]) == 90
+        )
+        #expect(seconds([("Retry-After", "soon")]) == nil)
+    }
 
     @Test(arguments: whole)
     func wholeAnswers(_ row: Whole) {

@@ -8,6 +8,8 @@ struct AccountDocument: Encodable {
     var server: String
     var userId: String
     var email: String
+    /// `session` (a signed-in user) or `api-key`.
+    var credential: String
     var isDefault: Bool
     var signedIn: Bool
     var locked: Bool
@@ -19,6 +21,7 @@ struct AccountDocument: Encodable {
         server = summary.account.server.absoluteString
         userId = summary.account.userID
         email = summary.account.email
+        credential = summary.account.credentialKind.rawValue
         isDefault = summary.isDefault
         signedIn = summary.signedIn
         locked = summary.locked

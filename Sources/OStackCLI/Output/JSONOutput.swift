@@ -8,7 +8,26 @@ public enum JSONOutput {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         guard let data = try? encoder.encode(value) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+        return escapeTerminalControls(String(decoding: data, as: UTF8.self))
+    }
+
+    /// JSONEncoder escapes C0 controls only: DEL, C1 controls (`0x9B` starts a CSI on many
+    /// terminals), line and paragraph separators and bidirectional controls are escaped too, as
+    /// `\uXXXX`. They can only occur inside strings, so the document means the same.
+    static func escapeTerminalControls(_ json: String) -> String {
+        var result = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            let value = scalar.value
+            if value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029
+                || ErrorPresenter.isBidiControl(value)
+            {
+                let hex = String(value, radix: 16, uppercase: false)
+                result.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+            } else {
+                result.append(scalar)
+            }
+        }
+        return String(result)
     }
 
     /// The error document printed on stderr for a failing command under `--json`.

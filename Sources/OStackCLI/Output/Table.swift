@@ -1,5 +1,5 @@
 /// A plain aligned table for human output: a header row and left-aligned columns separated by two
-/// spaces. Cell values are sanitised (no control characters) before they reach the terminal.
+/// spaces. Headers and cells are sanitised (`ErrorPresenter.sanitize`) before they reach the terminal.
 public struct Table: Sendable {
     public var headers: [String]
     public var rows: [[String]]
@@ -11,6 +11,7 @@ public struct Table: Sendable {
 
     public func render(terminal: Terminal? = nil) -> String {
         let clean = rows.map { $0.map { ErrorPresenter.sanitize($0, maxLength: 120) } }
+        let headers = headers.map { ErrorPresenter.sanitize($0, maxLength: 60) }
         var widths = headers.map(\.count)
         for row in clean {
             for (index, cell) in row.enumerated() where index < widths.count {

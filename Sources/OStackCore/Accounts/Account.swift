@@ -36,6 +36,13 @@ public struct Account: Sendable, Equatable, Codable {
     public var sessionExpiresAt: Date?
     /// When the session was last confirmed or refreshed with the server.
     public var sessionRefreshedAt: Date?
+    /// The server's routes as its discovery document gave them at sign-in (nil: ObjectStack's
+    /// defaults under `/api/v1`). For an account in an environment, that environment's scoped routes.
+    public var routes: ServerRoutes?
+    /// The environment (`login --environment`) and organization (`login --organization`) this account
+    /// works in; each pair of them is a context of its own (own id, keyring namespace, database).
+    public var environment: String?
+    public var organization: String?
 
     public init(
         id: AccountID, alias: String, server: ServerURL, userID: String, email: String, displayName: String,

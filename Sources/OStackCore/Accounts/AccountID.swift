@@ -15,6 +15,24 @@ public struct AccountID: Sendable, Hashable, Codable, Comparable, CustomStringCo
         rawValue = "\(server.authority)::\(userID)"
     }
 
+    /// The id of an account scoped to an environment and/or organization: the scope is part of the
+    /// host side (`crm.example.com/env:staging/org:acme::usr_9f2c`), so each scope is its own account.
+    public init(server: ServerURL, userID: String, environment: String?, organization: String?) throws(OStackError) {
+        var scoped = try AccountID(server: server, userID: userID).rawValue
+        var scope = ""
+        for (label, value) in [("env", environment), ("org", organization)] {
+            guard let value else { continue }
+            guard Self.isValidUserID(value), !value.contains("/"), value.count <= 100 else {
+                throw OStackError(.invalidInput, detail: "unusable \(label) id")
+            }
+            scope += "/\(label):\(value)"
+        }
+        if !scope.isEmpty {
+            scoped = server.authority + scope + "::" + userID
+        }
+        rawValue = scoped
+    }
+
     /// Parses a stored id. Returns nil when it is not of the form `<host>::<userId>`.
     public init?(rawValue: String) {
         guard let separator = rawValue.firstRange(of: "::"), separator.lowerBound != rawValue.startIndex else {

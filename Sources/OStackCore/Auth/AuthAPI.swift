@@ -22,24 +22,51 @@ public struct SignInResult: Sendable {
     public var user: RemoteUser
 }
 
+/// A password sign-in: done, or waiting for a second factor.
+public enum SignInOutcome: Sendable {
+    case signedIn(SignInResult)
+    /// The methods the server offers, and the challenge (the `better-auth.two_factor` cookie).
+    case twoFactor(methods: [String], challenge: SecretBytes)
+}
+
+/// The second factors ostack can complete (the route under `{auth}/two-factor/`).
+public enum TwoFactorMethod: String, Sendable {
+    case totp = "verify-totp"
+    case backupCode = "verify-backup-code"
+}
+
 /// Discovery, sign-in, session and sign-out calls of the ObjectStack protocol (docs/protocol.md).
 /// Every failure is mapped to `OStackError`; server text never passes through.
 public struct AuthAPI: Sendable {
     public let server: ServerURL
     public let transport: any HTTPTransport
+    /// The server's routes (its discovery document's); ObjectStack's defaults until discovered.
+    public let routes: ServerRoutes
 
-    public init(server: ServerURL, transport: any HTTPTransport) {
+    public init(server: ServerURL, transport: any HTTPTransport, routes: ServerRoutes = ServerRoutes()) {
         self.server = server
         self.transport = transport
+        self.routes = routes
     }
 
-    /// Checks that the URL serves ObjectStack: bare `/api/v1/discovery`, or the wrapped
-    /// `/.well-known/objectstack` at the origin. Both need `routes.data` and `routes.metadata`.
+    /// For a registered account: its server and the routes recorded at sign-in.
+    public init(account: Account, transport: any HTTPTransport) {
+        self.init(server: account.server, transport: transport, routes: account.routes ?? ServerRoutes())
+    }
+
+    /// Checks that the URL serves ObjectStack: its discovery route (`/api/v1/discovery` by default),
+    /// or the wrapped `/.well-known/objectstack` at the origin (which a server with another API path
+    /// also serves). Both need `routes.data` and `routes.metadata`.
+    /// With `wellKnown: false` only the discovery route is asked (an environment's scoped document:
+    /// the origin's would name another environment's routes).
     @discardableResult
-    public func discover() throws(OStackError) -> (discovery: Discovery, document: JSONValue) {
-        let first = try send(TransportRequest(method: "GET", url: server.url(ServerRoutes().discovery)))
+    public func discover(wellKnown: Bool = true) throws(OStackError) -> (discovery: Discovery, document: JSONValue) {
+        let first = try send(TransportRequest(method: "GET", url: server.url(routes.discovery)))
         if first.status == 200, let json = JSONValue.parse(first.body), let discovery = Discovery(document: json) {
             return (discovery, json)
+        }
+        guard wellKnown else {
+            throw OStackError(.notObjectStack, context: .init(host: server.authority), detail: "no scoped discovery")
         }
         let origin = "\(server.scheme.rawValue)://\(server.authority)"
         let second = try send(TransportRequest(method: "GET", url: origin + "/.well-known/objectstack"))
@@ -51,19 +78,21 @@ public struct AuthAPI: Sendable {
 
     /// The server's clock, from the `Date` header of its discovery route (nil: no answer or no date).
     public func serverDate() -> Date? {
-        guard let response = try? send(TransportRequest(method: "GET", url: server.url(ServerRoutes().discovery))),
+        guard let response = try? send(TransportRequest(method: "GET", url: server.url(routes.discovery))),
             let date = response.header("Date")
         else { return nil }
         return HTTPDate.parse(date)
     }
 
-    /// `POST /api/v1/auth/sign-in/email`. Wrong credentials → `wrong-credentials`.
-    public func signIn(email: String, password: SecretBytes) throws(OStackError) -> SignInResult {
+    /// `POST {auth}/sign-in/email`. Wrong credentials → `wrong-credentials`. A user with two-factor
+    /// sign-in gets no session yet: the answer names the methods, and the pending challenge is the
+    /// `better-auth.two_factor` cookie, which `verifyTwoFactor` sends back.
+    public func signIn(email: String, password: SecretBytes) throws(OStackError) -> SignInOutcome {
         var body = Self.signInBody(email: email, password: password)
         defer { SecretBytes.wipe(&body) }
         let response = try send(
             TransportRequest(
-                method: "POST", url: server.url("/api/v1/auth/sign-in/email"),
+                method: "POST", url: server.url(routes.auth + "/sign-in/email"),
                 headers: [("Content-Type", "application/json"), ("Accept", "application/json")], body: body))
         switch response.status {
         case 200, 201: break
@@ -72,14 +101,148 @@ public struct AuthAPI: Sendable {
         default:
             throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
         }
-        guard let json = JSONValue.parse(response.body), let user = Self.user(json["user"]) else {
+        guard let json = JSONValue.parse(response.body) else {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "sign-in body")
+        }
+        if json["twoFactorRedirect"]?.boolValue == true {
+            let methods = (json["twoFactorMethods"]?.arrayValue ?? []).compactMap(\.stringValue).filter(
+                Self.isMethodName)
+            guard let challenge = Self.twoFactorCookie(response) else {
+                throw OStackError(
+                    .unexpectedResponse, context: .init(host: server.authority), detail: "two-factor without a cookie")
+            }
+            return .twoFactor(methods: methods, challenge: challenge)
+        }
+        return .signedIn(try Self.session(response, json: json, host: server.authority))
+    }
+
+    /// Completes a two-factor sign-in: `POST {auth}/two-factor/verify-totp` (or `verify-backup-code`)
+    /// with the code and the challenge cookie. A wrong or expired code → `wrong-two-factor-code`.
+    public func verifyTwoFactor(_ method: TwoFactorMethod, code: SecretBytes, challenge: SecretBytes)
+        throws(OStackError) -> SignInResult
+    {
+        var body = Array("{\"code\":".utf8)
+        code.withUnsafeBytes { body += Self.jsonString(Array($0)) }
+        body += Array("}".utf8)
+        defer { SecretBytes.wipe(&body) }
+        let cookie = challenge.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let response = try send(
+            TransportRequest(
+                method: "POST", url: server.url(routes.auth + "/two-factor/" + method.rawValue),
+                headers: [
+                    ("Content-Type", "application/json"), ("Accept", "application/json"), ("Cookie", cookie),
+                ], body: body))
+        switch response.status {
+        case 200, 201: break
+        case 400, 401, 403:
+            throw OStackError(.wrongTwoFactorCode, context: .init(host: server.authority), detail: "two-factor refused")
+        default:
+            throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
+        }
+        guard let json = JSONValue.parse(response.body) else {
+            throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "two-factor body")
+        }
+        return try Self.session(response, json: json, host: server.authority)
+    }
+
+    /// The token and user of a completed sign-in.
+    static func session(_ response: TransportResponse, json: JSONValue, host: String) throws(OStackError)
+        -> SignInResult
+    {
+        guard let user = Self.user(json["user"]) else {
+            throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "sign-in body")
         }
         let tokenText = response.header("set-auth-token") ?? json["token"]?.stringValue
         guard let tokenText, Self.isPlausibleToken(tokenText) else {
-            throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "no token")
+            throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "no token")
         }
         return SignInResult(token: SessionCredential(SecretBytes(copying: Array(tokenText.utf8))), user: user)
+    }
+
+    /// `name=value` of the `better-auth.two_factor` cookie (any cookie-name prefix), from Set-Cookie.
+    static func twoFactorCookie(_ response: TransportResponse) -> SecretBytes? {
+        for (name, value) in response.headers where name.lowercased() == "set-cookie" {
+            let pair = value.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
+            guard let equals = pair.firstIndex(of: "="), pair[..<equals].hasSuffix("two_factor"),
+                pair.count <= 4096
+            else { continue }
+            return SecretBytes(copying: Array(pair.utf8))
+        }
+        return nil
+    }
+
+    /// A method name the server may list (`totp`, `otp`, `backup-code`, …): a short lower-case token.
+    static func isMethodName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 32
+            && name.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "_"
+            }
+    }
+
+    // MARK: Environments and organizations
+
+    /// The discovery document of one environment (`{base}/environments/ID/discovery`): its scoped
+    /// routes. An environment the server does not have → `invalid-input`.
+    public func discoverEnvironment(_ id: String) throws(OStackError) -> Discovery {
+        guard ServerRoutes.isPlainPath("/" + id), !id.contains("/") else {
+            throw OStackError(
+                .invalidInput, context: .init(suggestion: "An environment id is letters, digits, - and _."))
+        }
+        let response = try send(
+            TransportRequest(
+                method: "GET", url: server.url(routes.base + "/environments/" + id + "/discovery"),
+                headers: [("Accept", "application/json")]))
+        guard response.status == 200, let discovery = Discovery(document: JSONValue.parse(response.body)) else {
+            if response.status == 404 {
+                throw OStackError(
+                    .invalidInput,
+                    context: .init(host: server.authority, suggestion: "The server has no such environment."),
+                    detail: "unknown environment")
+            }
+            throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
+        }
+        return discovery
+    }
+
+    /// `POST {auth}/organization/set-active`: the session's active organization.
+    public func setActiveOrganization(_ id: String, token: SessionCredential) throws(OStackError) {
+        var body = Array("{\"organizationId\":".utf8)
+        body += Self.jsonString(Array(id.utf8))
+        body += Array("}".utf8)
+        let response = try send(
+            TransportRequest(
+                method: "POST", url: server.url(routes.auth + "/organization/set-active"),
+                headers: [
+                    Self.authorization(token), ("Content-Type", "application/json"), ("Accept", "application/json"),
+                ],
+                body: body))
+        switch response.status {
+        case 200..<300: return
+        case 400, 403, 404:
+            throw OStackError(
+                .invalidInput,
+                context: .init(host: server.authority, suggestion: "You are not a member of that organization."),
+                detail: "set-active refused")
+        default: throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
+        }
+    }
+
+    /// `GET {auth}/organization/list`: the organizations of the session's user (id and name).
+    public func organizations(token: SessionCredential) throws(OStackError) -> [(id: String, name: String)] {
+        let response = try send(
+            TransportRequest(
+                method: "GET", url: server.url(routes.auth + "/organization/list"),
+                headers: [Self.authorization(token), ("Accept", "application/json")]))
+        guard response.status == 200 else {
+            throw ServerError(response: response).asOStackError(account: nil, host: server.authority)
+        }
+        guard let list = JSONValue.parse(response.body)?.arrayValue else {
+            throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "organization list")
+        }
+        return list.compactMap { item in
+            guard let id = item["id"]?.stringValue, AccountID.isValidUserID(id), id.count <= 100 else { return nil }
+            return (id, item["name"]?.stringValue ?? id)
+        }
     }
 
     /// `GET /api/v1/auth/get-session`. Returns nil when the server says the token is not signed in
@@ -87,7 +250,7 @@ public struct AuthAPI: Sendable {
     public func getSession(token: SessionCredential) throws(OStackError) -> RemoteSession? {
         let response = try send(
             TransportRequest(
-                method: "GET", url: server.url("/api/v1/auth/get-session"),
+                method: "GET", url: server.url(routes.auth + "/get-session"),
                 headers: [Self.authorization(token), ("Accept", "application/json")]))
         if response.status == 401 { return nil }
         guard response.status == 200 else {
@@ -129,7 +292,7 @@ public struct AuthAPI: Sendable {
     public func signOut(token: SessionCredential) throws(OStackError) {
         let response = try send(
             TransportRequest(
-                method: "POST", url: server.url("/api/v1/auth/sign-out"),
+                method: "POST", url: server.url(routes.auth + "/sign-out"),
                 headers: [Self.authorization(token), ("Content-Type", "application/json")], body: Array("{}".utf8)))
         if response.status >= 400 && response.status != 401 {
             throw ServerError(response: response).asOStackError(account: nil, host: server.authority)

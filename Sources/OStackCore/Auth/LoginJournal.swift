@@ -26,6 +26,10 @@ struct LoginJournal: Codable, Equatable {
     var email: String?
     var displayName: String?
     var expiresAt: Date?
+    // The account's routes and scope (an environment, an organization), known before sign-in:
+    var routes: ServerRoutes?
+    var environment: String?
+    var organization: String?
 
     static func path(_ layout: FileLayout) -> String { layout.stateDirectory + "/login-journal.json" }
 

@@ -117,7 +117,7 @@ public struct SessionKeeper: Sendable {
             }
             if !force && !needsRefresh(latest) { return token }
 
-            let api = AuthAPI(server: latest.server, transport: environment.transport)
+            let api = AuthAPI(account: latest, transport: environment.transport)
             guard let session = try api.getSession(token: token) else {
                 try markExpired(latest)
                 throw OStackError(.sessionExpired, context: .init(account: latest.alias), detail: "get-session: none")
@@ -198,5 +198,13 @@ public struct SessionKeeper: Sendable {
             accounts[index].sessionState = .expired
         }
         environment.audit(account, "session.expired", outcome: "failed")
+    }
+}
+
+extension SessionKeeper {
+    /// The organizations of the account's user (`org list`), asked with the account's session.
+    public func organizations(of account: Account) throws(OStackError) -> [(id: String, name: String)] {
+        let token = try credential(for: account)
+        return try AuthAPI(account: account, transport: environment.transport).organizations(token: token)
     }
 }

@@ -22,7 +22,36 @@ public struct Setting: Sendable, Equatable {
         Setting(
             key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
             isValid: { Setting.duration($0) != nil }),
+        Setting(
+            key: "locale",
+            summary: "Language of labels from the server, sent as Accept-Language (auto: from LANG; e.g. de, fr-CA).",
+            defaultValue: "auto", isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),
     ]
+
+    /// A BCP 47-like language tag (`de`, `fr-CA`, `zh-Hant-TW`), normalised; nil when it is not one.
+    public static func languageTag(_ text: String) -> String? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard let first = parts.first, (2...8).contains(first.count), first.allSatisfy({ $0.isASCII && $0.isLetter }),
+            parts.count <= 4,
+            parts.dropFirst().allSatisfy({
+                (1...8).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+            })
+        else { return nil }
+        return parts.joined(separator: "-")
+    }
+
+    /// The locale for `Accept-Language`: the setting, or with `auto` the process's `LC_ALL`, `LC_MESSAGES`
+    /// or `LANG` (`de_DE.UTF-8` → `de-DE`; `C` and `POSIX` → none).
+    public static func acceptLanguage(setting: String, environment: [String: String]) -> String? {
+        if setting != "auto" { return languageTag(setting) }
+        for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
+            guard let value = environment[key], !value.isEmpty else { continue }
+            let base = value.split(separator: ".").first.map(String.init) ?? value
+            if base == "C" || base == "POSIX" { return nil }
+            return languageTag(base.replacing("_", with: "-"))
+        }
+        return nil
+    }
 
     public static func named(_ key: String) throws(OStackError) -> Setting {
         guard let setting = all.first(where: { $0.key == key }) else {

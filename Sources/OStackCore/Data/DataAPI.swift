@@ -9,11 +9,16 @@ public struct DataAPI: Sendable {
     public let account: Account
     public let keeper: SessionKeeper
     public let directory: ServerDirectory
+    /// Sent as `Accept-Language` (labels in metadata come translated).
+    public let locale: String?
 
-    public init(account: Account, keeper: SessionKeeper, directory: ServerDirectory = ServerDirectory()) {
+    public init(
+        account: Account, keeper: SessionKeeper, directory: ServerDirectory = ServerDirectory(), locale: String? = nil
+    ) {
         self.account = account
         self.keeper = keeper
         self.directory = directory
+        self.locale = locale
     }
 
     /// A response the caller must classify (sync) rather than throw on.
@@ -43,6 +48,7 @@ public struct DataAPI: Sendable {
         let method = endpoint.method
         let response = try keeper.send(account) { authorization in
             var all = [authorization, ("Accept", "application/json")] + headers
+            if let locale { all.append(("Accept-Language", locale)) }
             if bytes != nil { all.append(("Content-Type", "application/json")) }
             return TransportRequest(method: method, url: target, headers: all, body: bytes)
         }

@@ -14,6 +14,18 @@ public struct MetadataCache: Sendable {
         self.api = api
     }
 
+    /// Labels come translated for the request's `Accept-Language`: when the locale changes, the
+    /// cached metadata (in the previous language) is dropped.
+    public func useLocale(_ locale: String?) throws(OStackError) {
+        let current = locale ?? ""
+        guard try store.value("meta.locale") != current else { return }
+        try store.transaction { () throws(OStackError) in
+            try store.run("DELETE FROM meta_objects")
+            try store.run("DELETE FROM meta_documents WHERE kind IN ('objects', 'apps')")
+            try store.setValue("meta.locale", current)
+        }
+    }
+
     public struct Cached: Sendable {
         public var schema: ObjectSchema
         public var schemaVersion: Int
@@ -107,9 +119,12 @@ public struct MetadataCache: Sendable {
         try document(.objects, kind: "objects")
     }
 
-    /// The apps the user may enter (`apps list`).
+    /// The apps the user may enter (`apps list`). ObjectStack resolves `/me/apps` through a session
+    /// only, so for an API key it answers an empty list that says nothing about the key's access:
+    /// that answer is never cached as the truth.
     public func apps() throws(OStackError) -> (json: JSONValue, stale: Bool) {
-        try document(.apps, kind: "apps")
+        if let api, api.account.credentialKind == .apiKey { return (try api.call(.apps), false) }
+        return try document(.apps, kind: "apps")
     }
 
     /// A cached document: fresh within the TTL, else fetched, stale offline.

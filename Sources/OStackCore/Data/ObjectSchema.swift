@@ -42,11 +42,34 @@ public struct ObjectSchema: Sendable, Equatable {
         self.fields = fields
     }
 
+    /// A label: a string, or a locale map (`{"en": "Task", "de": "Aufgabe"}`) from which the entry of
+    /// `preferredLocale` (or its language), else English, else the first is taken.
+    static func text(_ value: JSONValue?) -> String? {
+        if let text = value?.stringValue { return text }
+        guard let map = value?.objectValue, !map.isEmpty else { return nil }
+        let wanted = [preferredLocale, preferredLocale?.split(separator: "-").first.map(String.init), "en"]
+        for key in wanted.compactMap({ $0 }) {
+            if let text = map.first(where: { $0.key.lowercased() == key.lowercased() })?.value.stringValue {
+                return text
+            }
+        }
+        return map.sorted { $0.key < $1.key }.compactMap(\.value.stringValue).first
+    }
+
+    /// The user's locale for locale-map labels (set once per process from the `locale` setting).
+    nonisolated(unsafe) public static var preferredLocale: String?
+
+    /// A count from metadata (a length, a scale): a whole number from 0 up to 2^31, else nothing.
+    static func count(_ value: JSONValue?) -> Int? {
+        guard let number = value?.doubleValue, number.isFinite, number >= 0, number <= 2_147_483_647 else { return nil }
+        return Int(number)
+    }
+
     /// Parses a metadata `item`; `fields` is a name-keyed map (or, in older servers, an array).
     public init?(item: JSONValue) {
         guard let name = item["name"]?.stringValue, Self.isIdentifier(name) else { return nil }
         self.name = name
-        label = item["label"]?.stringValue ?? name
+        label = Self.text(item["label"]) ?? name
         nameField = item["nameField"]?.stringValue
         var parsed: [FieldSchema] = []
         var entries: [(String, JSONValue)] = []
@@ -57,18 +80,18 @@ public struct ObjectSchema: Sendable, Equatable {
         }
         for (key, field) in entries where Self.isIdentifier(key) {
             var schema = FieldSchema(
-                name: key, type: field["type"]?.stringValue ?? "text", label: field["label"]?.stringValue ?? key)
+                name: key, type: field["type"]?.stringValue ?? "text", label: Self.text(field["label"]) ?? key)
             schema.required = field["required"]?.boolValue ?? false
             schema.readonly = field["readonly"]?.boolValue ?? false
-            schema.minLength = field["minLength"]?.doubleValue.map { Int($0) }
-            schema.maxLength = field["maxLength"]?.doubleValue.map { Int($0) }
-            schema.min = field["min"]?.doubleValue
-            schema.max = field["max"]?.doubleValue
-            schema.scale = field["scale"]?.doubleValue.map { Int($0) }
+            schema.minLength = Self.count(field["minLength"])
+            schema.maxLength = Self.count(field["maxLength"])
+            schema.min = field["min"]?.doubleValue.flatMap { $0.isFinite ? $0 : nil }
+            schema.max = field["max"]?.doubleValue.flatMap { $0.isFinite ? $0 : nil }
+            schema.scale = Self.count(field["scale"]).map { min($0, 30) }
             for option in field["options"]?.arrayValue ?? [] {
                 if let value = option["value"]?.stringValue {
                     schema.options.append(value)
-                    schema.optionLabels.append(option["label"]?.stringValue ?? value)
+                    schema.optionLabels.append(Self.text(option["label"]) ?? value)
                 } else if let value = option.stringValue {
                     schema.options.append(value)
                     schema.optionLabels.append(value)

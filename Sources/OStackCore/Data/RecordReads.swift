@@ -71,7 +71,7 @@ public struct RecordReads {
         }
         return ListResult(
             source: .remote, records: records.map { Self.select($0, request.fields) },
-            total: json["total"]?.doubleValue.map { Int($0) }, lastPullAt: nil, tracked: tracked)
+            total: json["total"]?.intValue.flatMap { $0 >= 0 ? $0 : nil }, lastPullAt: nil, tracked: tracked)
     }
 
     /// One record, and whether it has changes not yet on the server.

@@ -9,7 +9,7 @@ struct ConflictResolver {
     func resolveConcurrent(_ entry: QueueEntry, theirs: JSONValue?, version: String?, _ report: inout PushReport)
         throws(OStackError)
     {
-        guard let theirsRecord = theirs?.objectValue else {
+        guard let theirsRecord = theirs?.objectValue.map({ visible($0, object: entry.object) }) else {
             try store.markConflict(entry, theirs: nil, version: version)
             report.conflicts += 1
             return
@@ -34,6 +34,13 @@ struct ConflictResolver {
                 report.conflicts += 1
             }
         }
+    }
+
+    /// A 409's `currentRecord` is read by the server with system rights: only the fields the object's
+    /// cached metadata lists (and the system fields) are merged or stored.
+    func visible(_ record: [String: JSONValue], object: String) -> [String: JSONValue] {
+        guard let schema = try? MetadataCache(store: store, api: nil).object(object).schema else { return record }
+        return record.filter { schema.isKnown($0.key) }
     }
 
     /// `conflicts resolve ID --keep mine|theirs`: mine is re-queued over the server's version;

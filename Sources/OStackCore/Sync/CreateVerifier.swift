@@ -43,10 +43,7 @@ struct CreateVerifier {
                 }
                 // Ours only if it holds what we sent; a different record with the same id is a
                 // collision, never silently taken for our delivery.
-                let ours = (entry.payload ?? [:]).allSatisfy { key, value in
-                    ObjectSchema.systemFields.contains(key) || record[key] == nil || record[key] == value
-                }
-                if ours {
+                if Self.holds(record, entry) {
                     try store.complete(entry, serverRecord: record)
                     report.pushed += 1
                 } else {
@@ -55,6 +52,50 @@ struct CreateVerifier {
                     report.conflicts += 1
                 }
             }
+        }
+    }
+}
+
+extension CreateVerifier {
+    /// A create refused as a duplicate of something unnamed: looked up by id once, now. Found and
+    /// holding what we sent → our own earlier delivery; found otherwise → an id collision (conflict);
+    /// not found → the change itself duplicates another record (a validation failure, not retried).
+    func settleDuplicate(_ entry: QueueEntry, _ report: inout PushReport) throws(OStackError) {
+        let filter: JSONValue = .array([.string("id"), .string("="), .string(entry.recordID)])
+        let json: JSONValue
+        do {
+            json = try api.call(
+                .list(object: entry.object),
+                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", "1")])
+        } catch  where !error.stopsTheAccount {
+            try store.fail(entry, .duplicate(field: nil))
+            report.failed += 1
+            return
+        } catch {
+            try store.release(entry, delivered: true)
+            throw error
+        }
+        let found = json["records"]?.arrayValue?.first { $0["id"]?.stringValue == entry.recordID }
+        try store.transaction { () throws(OStackError) in
+            guard let record = found else {
+                try store.fail(entry, .duplicate(field: nil))
+                report.failed += 1
+                return
+            }
+            if Self.holds(record, entry) {
+                try store.complete(entry, serverRecord: record)
+                report.pushed += 1
+            } else {
+                try store.markConflict(entry, theirs: record.objectValue, version: record["updated_at"]?.stringValue)
+                report.conflicts += 1
+            }
+        }
+    }
+
+    /// Whether the server's record holds what the create sent (then it is our delivery).
+    static func holds(_ record: JSONValue, _ entry: QueueEntry) -> Bool {
+        (entry.payload ?? [:]).allSatisfy { key, value in
+            ObjectSchema.systemFields.contains(key) || record[key] == nil || record[key] == value
         }
     }
 }
@@ -76,7 +117,8 @@ extension OStackError {
     /// Failures that stop a whole account's sync (no connection, no session, locked): entries are
     /// left as they are and the command reports why.
     var stopsTheAccount: Bool {
-        [.offline, .timeout, .tls, .sessionExpired, .notSignedIn, .locked].contains(code)
+        [.offline, .timeout, .tls, .sessionExpired, .notSignedIn, .locked, .passwordExpired, .mfaRequired]
+            .contains(code)
     }
 }
 

@@ -18,8 +18,13 @@ public indirect enum PushVerdict: Sendable, Equatable {
     case refusedRow(index: Int, PushVerdict)
     /// Not processed (a row `NOT_ATTEMPTED` or `ROLLED_BACK`, or no result for it): try again.
     case notAttempted(possiblyDelivered: Bool)
-    /// 401 after the session keeper's one refresh: the account is signed out; nothing was processed.
-    case signedOut
+    /// The account cannot push now and nothing was processed: 401 after the session keeper's one
+    /// refresh (`session-expired`), or the server's auth policy (`password-expired`, `mfa-required`).
+    /// The whole account stops; every change stays pending.
+    case stop(OStackError.Code)
+    /// A create refused as a duplicate without saying of what (a unique 409 with no `field`): one
+    /// lookup by id decides whether it is our own earlier delivery or the change's own failure.
+    case lookUp
 }
 
 /// Classifies answers to pushed changes (docs/sync.md, "Push"): the single place where protocol
@@ -41,12 +46,12 @@ public enum PushClassifier {
             default: return .perRow(body?["results"]?.arrayValue ?? [])
             }
         case 400 where code == "BATCH_TOO_LARGE" && count > 1:
-            return .batchTooLarge(max: body?["max"]?.doubleValue.map { Int($0) })
+            return .batchTooLarge(max: body?["max"]?.intValue.flatMap { $0 > 0 ? $0 : nil })
         default: break
         }
         let failure = classifyFailure(
             status: status, code: code, body: body, retryAfter: retryAfter.map(Double.init), operation: operation)
-        if count > 1, let index = body?["index"]?.doubleValue.map({ Int($0) }), (0..<count).contains(index) {
+        if count > 1, let index = body?["index"]?.intValue, (0..<count).contains(index) {
             return .refusedRow(index: index, failure)
         }
         return failure
@@ -56,19 +61,29 @@ public enum PushClassifier {
     static func classifyFailure(
         status: Int, code: String?, body: JSONValue?, retryAfter: Double?, operation: QueueEntry.Operation
     ) -> PushVerdict {
+        let declared = (body?["declaredCode"] ?? body?["error"]?["declaredCode"])?.stringValue
+        let field = (body?["field"] ?? body?["error"]?["field"])?.stringValue
+        let duplicate = code == "DUPLICATE_RECORD" || declared == "DUPLICATE_RECORD"
         switch status {
-        case 401: return .signedOut
+        case 401: return .stop(.sessionExpired)
+        case 403 where code == "PASSWORD_EXPIRED": return .stop(.passwordExpired)
+        case 403 where code == "MFA_REQUIRED": return .stop(.mfaRequired)
         case 409 where code == "CONCURRENT_UPDATE":
             return .concurrent(theirs: body?["currentRecord"], version: body?["currentVersion"]?.stringValue)
-        case 409
-        where operation == .create && code == "UNIQUE_VIOLATION" && body?["field"]?.stringValue != nil
-            && body?["field"]?.stringValue != "id":
+        case 409 where operation == .create && code == "UNIQUE_VIOLATION" && field == "id" && !duplicate:
+            // The id is taken: most likely our own earlier delivery (looked up by id next round).
+            return .failed(.idTaken)
+        case 409 where operation == .create && (code == "UNIQUE_VIOLATION" || duplicate) && (field != nil || duplicate):
             // Another record has this value in a unique field: a validation problem of this change.
-            return .failed(.duplicate(field: body?["field"]?.stringValue.flatMap(identifier)))
+            return .failed(.duplicate(field: field.flatMap(identifier)))
+        case 409 where operation == .create && code == "UNIQUE_VIOLATION":
+            // A duplicate of something unnamed (a composite or index-named constraint), perhaps our id.
+            return .lookUp
         case 409 where operation == .create:
             // The id is taken: most likely our own earlier delivery (looked up by id next round).
             return .failed(.idTaken)
-        case 409 where code == "UNIQUE_VIOLATION": return .failed(.duplicate(field: nil))
+        case 409 where code == "UNIQUE_VIOLATION" || duplicate:
+            return .failed(.duplicate(field: field.flatMap(identifier)))
         case 409 where code == "DELETE_RESTRICTED": return .failed(.restricted)
         case 404 where operation == .delete: return .alreadyGone
         case 404: return .failed(.notFound)
@@ -97,7 +112,7 @@ public enum PushClassifier {
         case "RECORD_NOT_FOUND": return .failed(.notFound)
         case "NOT_ATTEMPTED", "ROLLED_BACK": return .notAttempted(possiblyDelivered: false)
         default:
-            let status = rowError?["httpStatus"]?.doubleValue.map { Int($0) } ?? 400
+            let status = rowError?["httpStatus"]?.intValue ?? 400
             if status == 429 || status >= 500 { return .failed(.serverError(status: status, retryAfter: nil)) }
             return .failed(.validation(fields: []))
         }
@@ -116,7 +131,12 @@ public enum PushClassifier {
     /// is server text and dropped).
     static func fieldNames(_ body: JSONValue?) -> [String] {
         let list = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
-        return list.compactMap { $0["field"]?.stringValue.flatMap(identifier) }
+        let named = list.compactMap { $0["field"]?.stringValue.flatMap(identifier) }
+        // `INVALID_FIELD` names its one field in a singular `field`.
+        if named.isEmpty, let single = (body?["field"] ?? body?["error"]?["field"])?.stringValue {
+            return identifier(single).map { [$0] } ?? []
+        }
+        return named
     }
 
     static func identifier(_ name: String) -> String? { ObjectSchema.isIdentifier(name) ? name : nil }

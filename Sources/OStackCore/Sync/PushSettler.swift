@@ -21,7 +21,7 @@ struct PushSettler {
         case .perRow(let results):
             for (index, entry) in chunk.enumerated() {
                 let result =
-                    results.first { $0["index"]?.doubleValue.map { Int($0) } == index }
+                    results.first { $0["index"]?.intValue == index }
                     ?? results.first { $0["id"]?.stringValue == entry.recordID }
                 try settle(entry, PushClassifier.classifyRow(result, operation: entry.operation), &report)
             }
@@ -63,9 +63,11 @@ struct PushSettler {
             if failure != .idTaken { report.failed += 1 }
         case .notAttempted(let possiblyDelivered):
             try store.release(entry, delivered: possiblyDelivered)
-        case .signedOut:
+        case .stop:
+            // Handled for the whole chunk by the pusher; a row alone is simply left pending.
             try store.release(entry, delivered: false)
-            throw OStackError(.sessionExpired, detail: "401 on push")
+        case .lookUp:
+            try store.fail(entry, .idTaken)
         case .deliveredAll, .perRow, .batchTooLarge, .refusedRow:
             try settle([entry], verdict, &report)
         }

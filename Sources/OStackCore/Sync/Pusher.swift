@@ -20,7 +20,7 @@ struct Pusher {
             let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
             let due = try store.due()
             if due.isEmpty { break }
-            do {
+            do throws(OStackError) {
                 // Possibly-delivered creates first: find out whether they arrived.
                 let unsure = due.filter { $0.sent && $0.operation == .create }
                 if !unsure.isEmpty {
@@ -36,7 +36,9 @@ struct Pusher {
                 }
                 for key in order {
                     let entries = groups[key]!
-                    let size = entries[0].operation == .create || conditionalBatches ? cap : 1
+                    let batchable = entries[0].operation == .create || conditionalBatches
+                    let single = try singleWritesOnly(entries[0].object)
+                    let size = batchable && !single ? cap : 1
                     for chunk in entries.chunked(size) { try send(Array(chunk), &report) }
                 }
             } catch let stop where stop.stopsTheAccount {
@@ -67,9 +69,57 @@ struct Pusher {
         }
         let verdict = PushClassifier.classify(
             status: outcome.response.status, body: outcome.json,
-            retryAfter: ServerError.retryAfterSeconds(outcome.response),
-            operation: chunk[0].operation, count: chunk.count)
-        let settler = PushSettler(store: store)
-        try store.transaction { () throws(OStackError) in try settler.settle(chunk, verdict, &report) }
+            retryAfter: ServerError.retryAfterSeconds(outcome.response), operation: chunk[0].operation,
+            count: chunk.count)
+        switch verdict {
+        case .stop(let code):
+            // Nothing was processed and nothing will be until the user acts: every change stays pending.
+            for entry in chunk { try store.release(entry, delivered: false) }
+            throw OStackError(code, context: .init(account: api.account.alias), detail: "push stopped: \(code)")
+        case .failed(.unexpected(405, let code)) where chunk.count > 1:
+            // The object takes single writes only (its `bulk` API method is disabled): remember it for
+            // this account and send each change alone.
+            try store.setValue(Self.singleWritesKey(chunk[0].object), code ?? "405")
+            try retry(chunk, split: chunk.count, &report)
+        case .failed(let failure) where chunk.count > 1 && chunk[0].operation == .create && failure.isolatable:
+            // `createMany` is all-or-abort and names no row: nothing was created. Halving finds the bad
+            // rows in O(log n) requests, and every good row is pushed.
+            try retry(chunk, split: 2, &report)
+        case .lookUp where chunk.count > 1:
+            try retry(chunk, split: 2, &report)
+        case .lookUp:
+            try CreateVerifier(store: store, api: api, batchCap: 1).settleDuplicate(chunk[0], &report)
+        default:
+            let settler = PushSettler(store: store)
+            try store.transaction { () throws(OStackError) in try settler.settle(chunk, verdict, &report) }
+        }
+    }
+
+    /// Sends a refused chunk again in `split` parts (each change alone when `split` is its size). The
+    /// refused request created nothing, so the changes are released as undelivered and re-read.
+    func retry(_ chunk: [QueueEntry], split: Int, _ report: inout PushReport) throws(OStackError) {
+        for entry in chunk { try store.release(entry, delivered: false) }
+        var fresh: [QueueEntry] = []
+        for entry in chunk { if let current = try store.entry(entry.id) { fresh.append(current) } }
+        let size = Swift.max(1, (fresh.count + split - 1) / split)
+        for part in fresh.chunked(size) { try send(Array(part), &report) }
+    }
+
+    static func singleWritesKey(_ object: String) -> String { "sync.single-writes." + object }
+
+    /// Whether the server refused a batch of this object's writes (`405`): then each goes alone.
+    func singleWritesOnly(_ object: String) throws(OStackError) -> Bool {
+        try store.value(Self.singleWritesKey(object)) != nil
+    }
+}
+
+extension PushFailure {
+    /// A failure of a whole `createMany` that one of its rows may have caused alone.
+    var isolatable: Bool {
+        switch self {
+        case .validation, .duplicate, .idTaken: true
+        case .unexpected(let status, _): (400..<500).contains(status) && status != 405
+        default: false
+        }
     }
 }

@@ -45,7 +45,7 @@ public enum Endpoint: Sendable, Equatable {
 
 /// Where a server keeps its routes: its discovery document's `routes`, each an absolute path on the
 /// server's origin, falling back to ObjectStack's defaults under `/api/v1`.
-public struct ServerRoutes: Sendable, Equatable {
+public struct ServerRoutes: Sendable, Equatable, Codable {
     public var base = "/api/v1"
     public var data = "/api/v1/data"
     public var metadata = "/api/v1/meta"

@@ -68,6 +68,15 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
         return nil
     }
 
+    /// A whole number within ±2^53 (what JSON numbers hold exactly); nil for anything else, so a
+    /// number from the wire can never trap a conversion.
+    public var intValue: Int? {
+        guard case .number(let value) = self, value.isFinite, value.rounded() == value,
+            abs(value) <= 9_007_199_254_740_992
+        else { return nil }
+        return Int(value)
+    }
+
     public var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil

@@ -23,6 +23,10 @@ public struct ServerError: Sendable, Equatable {
         code = body?["code"]?.stringValue ?? body?["error"]?["code"]?.stringValue
         let fieldList = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
         fields = fieldList.compactMap { $0["field"]?.stringValue }.map { String($0.prefix(100)) }
+        // `INVALID_FIELD` (and a unique violation) name their one field in a singular `field`.
+        if fields.isEmpty, let single = (body?["field"] ?? body?["error"]?["field"])?.stringValue {
+            fields = [String(single.prefix(100))]
+        }
         retryAfterSeconds = Self.retryAfterSeconds(response)
         requestID = response.header("X-Request-Id").map { String($0.prefix(64)) }
         currentVersion = body?["currentVersion"]?.stringValue
@@ -34,8 +38,14 @@ public struct ServerError: Sendable, Equatable {
 
     /// Seconds from `Retry-After` / `X-Retry-After` (delta-seconds form only), at most a day.
     public static func retryAfterSeconds(_ response: TransportResponse) -> Int? {
-        let retry = response.header("Retry-After") ?? response.header("X-Retry-After")
-        return retry.flatMap { Int($0.trimmingWhitespace()) }.map { max(0, min($0, 86_400)) }
+        guard let retry = (response.header("Retry-After") ?? response.header("X-Retry-After"))?.trimmingWhitespace()
+        else { return nil }
+        if let seconds = Int(retry) { return max(0, min(seconds, 86_400)) }
+        // The HTTP-date form: seconds from the answer's own `Date` (or from now) to that date.
+        guard let when = HTTPDate.parse(retry) else { return nil }
+        let now = response.header("Date").flatMap(HTTPDate.parse) ?? Date()
+        let seconds = when.timeIntervalSince(now)
+        return seconds.isFinite ? Int(max(0, min(seconds.rounded(.up), 86_400))) : nil
     }
 
     /// Maps to the core error for a call on behalf of `account` (an alias) at `host`.
@@ -46,6 +56,9 @@ public struct ServerError: Sendable, Equatable {
         let detail = "HTTP \(status) \(code ?? "-")"
         switch status {
         case 401: return OStackError(.sessionExpired, context: context, detail: detail)
+        case 403 where code == "PASSWORD_EXPIRED":
+            return OStackError(.passwordExpired, context: context, detail: detail)
+        case 403 where code == "MFA_REQUIRED": return OStackError(.mfaRequired, context: context, detail: detail)
         case 403: return OStackError(.forbidden, context: context, detail: detail)
         case 404:
             return OStackError(

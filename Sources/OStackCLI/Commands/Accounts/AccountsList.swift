@@ -27,6 +27,7 @@ struct AccountsList: AsyncParsableCommand {
 
     static func state(_ summary: AccountSummary) -> String {
         var parts = [summary.account.sessionState.rawValue]
+        if summary.account.credentialKind == .apiKey { parts.append("API key") }
         if summary.locked { parts.append("locked") }
         return parts.joined(separator: ", ")
     }

@@ -66,6 +66,7 @@ struct Status: AsyncParsableCommand {
             rows.append(["selected by", rule])
         }
         var session = document.session.state
+        if document.account.credential == "api-key" { session += ", API key" }
         if let expiry = document.session.expiresAt { session += ", expires \(expiry.formatted(.iso8601))" }
         rows.append(["session", session])
         rows.append(["lock", document.account.hasPin ? (document.account.locked ? "locked" : "unlocked") : "no PIN"])

@@ -56,7 +56,7 @@ struct ObjectsCommand: AsyncParsableCommand {
                 let document = Document(
                     name: schema.name, label: schema.label, fields: fields, schemaVersion: cached.schemaVersion)
                 context.emit(json: document) {
-                    "\(schema.label) (\(schema.name))\n"
+                    ErrorPresenter.sanitize("\(schema.label) (\(schema.name))") + "\n"
                         + Table(
                             headers: ["field", "type", "label", "required", "constraints"],
                             rows: schema.fields.map { field in
@@ -98,8 +98,12 @@ struct AppsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let (json, stale) = try context.selectedSession().metadata.apps()
+                let session = try context.selectedSession()
+                let (json, stale) = try session.metadata.apps()
                 if stale { context.note("Offline: showing the cached list.") }
+                if session.account.credentialKind == .apiKey && (json["apps"]?.arrayValue ?? []).isEmpty {
+                    context.note("The server lists apps for signed-in users only, not for API keys.")
+                }
                 struct App: Encodable {
                     var name, label: String
                     var isDefault: Bool

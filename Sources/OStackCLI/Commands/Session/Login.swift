@@ -21,6 +21,15 @@ struct Login: AsyncParsableCommand {
     @Flag(name: .customLong("no-switch"), help: "Do not make this the default account.") var noSwitch = false
     @Flag(name: .customLong("allow-insecure-http"), help: "Allow plain http:// to a non-local server.")
     var allowInsecureHTTP = false
+    @Option(
+        name: .customLong("totp"),
+        help: "A two-factor code from your authenticator app (asked for on a terminal when needed).")
+    var totp: String?
+    @Option(name: .customLong("backup-code"), help: "A two-factor backup code (each works once).")
+    var backupCode: String?
+    @Option(help: "Work in this environment of the server (its own account context).") var environment: String?
+    @Option(help: "Work in this organization (its own account context); see `ostack org list`.")
+    var organization: String?
     @Flag(
         name: .customLong("rebuild-local-data"),
         help: "After a PIN lockout: rebuild this account's local data from the server (unsynced changes are lost).")
@@ -29,6 +38,10 @@ struct Login: AsyncParsableCommand {
     func validate() throws {
         if passwordStdin && apiKeyStdin {
             throw ValidationError("Use either --password-stdin or --api-key-stdin, not both.")
+        }
+        if totp != nil && backupCode != nil { throw ValidationError("Pass --totp or --backup-code, not both.") }
+        if apiKeyStdin && (totp != nil || backupCode != nil) {
+            throw ValidationError("An API key needs no two-factor code.")
         }
     }
 
@@ -60,6 +73,16 @@ struct Login: AsyncParsableCommand {
             var request = LoginService.Request(
                 server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch)
             request.rebuildLockedOutData = rebuildLocalData
+            request.environment = self.environment
+            request.organization = organization
+            request.twoFactor = TwoFactorInput(
+                totp: totp.map { SecretBytes(copying: Array($0.utf8)) },
+                backupCode: backupCode.map { SecretBytes(copying: Array($0.utf8)) })
+            let noInput = global.noInput
+            let who = address
+            request.twoFactor.prompt = { _ in
+                try? SecretInput.prompt("Two-factor code for \(who) (authenticator app): ", noInput: noInput)
+            }
             let account: Account
             do {
                 account = try LoginService(environment: environment).login(request)
@@ -89,7 +112,9 @@ struct Login: AsyncParsableCommand {
             struct Document: Encodable { var account: AccountDocument }
             context.emit(
                 json: Document(account: AccountDocument(summary)),
-                human: "Signed in to \(account.server.authority) as \(account.email) (account \(account.alias)).")
+                human: ErrorPresenter.sanitize(
+                    "Signed in to \(account.server.authority) as \(account.email) (account \(account.alias)).",
+                    maxLength: 400))
         }
     }
 }

@@ -1,0 +1,164 @@
+import OStackTestSupport
+import Testing
+
+/// ostack against behaviour a real ObjectStack deployment has and a lenient dev server would hide
+/// (issue 13): API-key accounts, all-or-abort batches, objects without bulk writes, unnamed unique
+/// violations and the auth-policy gate — all on the dev server's faithful default.
+@Suite(.serialized) struct RealProtocolEndToEndTests {
+    func signedIn(_ arguments: [String] = []) throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess(arguments: arguments)
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        return (server, ostack)
+    }
+
+    /// Requests of one kind the server counted (`"POST /api/v1/data/contact":N`).
+    func requests(_ server: DevServerProcess, _ key: String) throws -> Int {
+        let counters = try server.control("GET", "counters")
+        guard let range = counters.firstRange(of: "\"\(key)\":") else { return 0 }
+        return Int(counters[range.upperBound...].prefix { $0.isNumber }) ?? 0
+    }
+
+    func count(_ server: DevServerProcess, _ object: String) throws -> Int {
+        let body = try server.control("GET", "record?object=\(object)&id=")
+        guard let range = body.firstRange(of: "\"count\":") else { return -1 }
+        return Int(body[range.upperBound...].prefix { $0.isNumber }) ?? -1
+    }
+
+    @Test func anAPIKeyAccountWorksAlthoughGetSessionIgnoresKeys() throws {
+        let key = "osk_e2eAbCdEf1234567890"
+        let server = try DevServerProcess(arguments: ["--api-key", "bob@example.com:\(key)"])
+        let ostack = OStackRunner()
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--api-key-stdin", "--alias", "bot", "--json"], stdin: key + "\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(!login.stdout.contains(key) && !login.stderr.contains(key))
+        // The account's identity is made from the key's visible prefix, never the secret.
+        #expect(login.stdout.contains("apikey-e2eAbC"), "\(login.stdout)")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"credential\":\"api-key\""))
+        #expect(try ostack.run(["status"]).stdout.contains("API key"))
+        #expect(try ostack.run(["records", "list", "task"]).status == 0)
+        let created = try ostack.run(["records", "create", "task", "--set", "title=By key"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try count(server, "task") == 1)
+        // A wrong key is wrong credentials, and leaves no account behind.
+        let wrong = try ostack.run(
+            ["login", "--server", server.url, "--api-key-stdin", "--alias", "bad"], stdin: "osk_not_a_key\n")
+        #expect(wrong.status == 3, "\(wrong.stderr)")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"bad\"") == false)
+    }
+
+    /// Five queued creates, one of which the server refuses (a unique e-mail): the other four land,
+    /// the bad one is failed with its field named, in at most 1 + 2·⌈log₂ 5⌉ requests.
+    @Test func oneRefusedRowOfABatchCostsAtMostLogNRequests() throws {
+        let (server, ostack) = try signedIn()
+        #expect(
+            try ostack.run(["records", "create", "contact", "--set", "name=First", "--set", "email=taken@example.com"])
+                .status == 0)
+        let before = try requests(server, "POST /api/v1/data/contact")
+        let rows = (1...5).map { index in
+            #"{"name":"C\#(index)","email":"\#(index == 3 ? "taken" : "c\(index)")@example.com"}"#
+        }
+        let queued = try ostack.run([
+            "records", "create", "contact", "--data", "[" + rows.joined(separator: ",") + "]", "--offline",
+        ])
+        #expect(queued.status == 0, "\(queued.stderr)")
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.stdout.contains("\"pushed\":4") && sync.stdout.contains("\"failed\":1"), "\(sync.stdout)")
+        #expect(try count(server, "contact") == 5)
+        let list = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(list.contains("\"lastError\":\"validation: email\""), "\(list)")
+        #expect(try requests(server, "POST /api/v1/data/contact") - before <= 7)
+    }
+
+    /// The same on an object whose `bulk` API method is disabled (405): single writes, remembered;
+    /// a unique violation that names no field is looked up once and then is the change's own failure.
+    @Test func anObjectWithoutBulkWritesTakesThemOneByOne() throws {
+        let (server, ostack) = try signedIn()
+        #expect(
+            try ostack.run(["records", "create", "note", "--set", "title=Same", "--set", "task_id=t1"]).status == 0)
+        let rows = (1...5).map { index in #"{"title":"\#(index == 2 ? "Same" : "N\(index)")","task_id":"t1"}"# }
+        #expect(
+            try ostack.run([
+                "records", "create", "note", "--data", "[" + rows.joined(separator: ",") + "]", "--offline",
+            ]).status == 0)
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.stdout.contains("\"pushed\":4") && sync.stdout.contains("\"failed\":1"), "\(sync.stdout)")
+        #expect(try count(server, "note") == 5)
+        #expect(try requests(server, "POST /api/v1/data/note") == 1 + 1 + 5)  // the first create, one 405, five
+        // Remembered: the next batch goes one by one at once.
+        #expect(
+            try ostack.run([
+                "records", "create", "note", "--data", #"[{"title":"A","task_id":"t2"},{"title":"B","task_id":"t2"}]"#,
+                "--offline",
+            ]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 11)  // the failed duplicate is still there
+        #expect(try requests(server, "POST /api/v1/data/note") == 7 + 2)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"lastError\":\"validation\""))
+    }
+
+    /// A 409 whose producer's code survives only as `declaredCode: "DUPLICATE_RECORD"` (ObjectStack
+    /// demotes an unregistered thrown code to that sibling, rest/src/error-response.ts) is the change's
+    /// own duplicate: failed at once, never taken for our earlier delivery, never retried.
+    @Test func aDeclaredDuplicateIsTheChangesOwnFailure() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Dup", "--offline"]).status == 0)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":409,"count":1,"match":{"method":"POST"},"body":{"error":"x","code":"RESOURCE_CONFLICT","declaredCode":"DUPLICATE_RECORD"}}"#
+        )
+        let gets = try requests(server, "GET /api/v1/data/task")
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.stdout.contains("\"failed\":1"), "\(sync.stdout)")
+        #expect(try requests(server, "GET /api/v1/data/task") == gets)  // no lookup by id
+        let queue = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queue.contains("\"lastError\":\"validation\"") && queue.contains("\"attempts\":1"), "\(queue)")
+        #expect(try count(server, "task") == 0)
+    }
+
+    /// Labels come in the user's language: the `locale` setting (or LANG) is sent as Accept-Language,
+    /// and cached metadata in another language is dropped when it changes.
+    @Test func labelsFollowTheLocaleSetting() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let shown = try ostack.run(["objects", "show", "task", "--json"], environment: ["LANG": "C"])
+        let english = shown.stdout
+        #expect(english.contains("\"label\":\"Task\"") && english.contains("\"label\":\"Title\""), "\(shown.stderr)")
+        #expect(try ostack.run(["config", "set", "locale", "de"]).status == 0)
+        let german = try ostack.run(["objects", "show", "task", "--json"]).stdout
+        #expect(german.contains("\"label\":\"Aufgabe\"") && german.contains("\"label\":\"Titel\""), "\(german)")
+        #expect(try ostack.run(["config", "set", "locale", "auto"]).status == 0)
+        let fromLang = try ostack.run(["objects", "show", "task", "--json"], environment: ["LANG": "de_DE.UTF-8"])
+            .stdout
+        #expect(fromLang.contains("\"label\":\"Aufgabe\""), "\(fromLang)")
+        #expect(try ostack.run(["config", "set", "locale", "not a tag"]).status == 9)
+    }
+
+    /// `403 PASSWORD_EXPIRED` during a sync of 100 queued changes: exit 3, all 100 still pending; after
+    /// the gate is lifted one sync pushes all 100.
+    @Test func anExpiredPasswordStopsTheAccountAndKeepsEveryChange() throws {
+        let (server, ostack) = try signedIn()
+        let rows = (1...100).map { #"{"title":"Gated \#($0)"}"# }
+        #expect(
+            try ostack.run([
+                "records", "create", "task", "--data", "[" + rows.joined(separator: ",") + "]", "--offline",
+            ]).status == 0)
+        try server.control("POST", "auth-gate", #"{"email":"alice@example.com","gate":"PASSWORD_EXPIRED"}"#)
+        let gated = try ostack.run(["sync"])
+        #expect(gated.status == 3, "\(gated.stderr)")
+        #expect(gated.stderr.contains("password") && gated.stderr.contains("expired"), "\(gated.stderr)")
+        let status = try ostack.run(["sync", "status", "--json"]).stdout
+        #expect(status.contains("\"pending\":100") && status.contains("\"failed\":0"), "\(status)")
+        try server.control("POST", "auth-gate", #"{"email":"alice@example.com","gate":"MFA_REQUIRED"}"#)
+        let mfa = try ostack.run(["records", "list", "task", "--remote"])
+        #expect(mfa.status == 3 && mfa.stderr.contains("multi-factor"), "\(mfa.stderr)")
+        try server.control("POST", "auth-gate", #"{"email":"alice@example.com","gate":null}"#)
+        let after = try ostack.run(["sync", "--json"])
+        #expect(after.status == 0, "\(after.stdout) \(after.stderr)")
+        #expect(after.stdout.contains("\"pushed\":100"))
+        #expect(try count(server, "task") == 100)
+    }
+}
