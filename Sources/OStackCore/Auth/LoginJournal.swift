@@ -34,38 +34,14 @@ struct LoginJournal: Codable, Equatable {
     static func path(_ layout: FileLayout) -> String { layout.stateDirectory + "/login-journal.json" }
 
     static func load(_ layout: FileLayout) throws(OStackError) -> LoginJournal? {
-        let bytes: [UInt8]?
-        do {
-            bytes = try SecureFileSystem.readFile(path(layout))
-        } catch {
-            throw OStackError(.storageFailure, detail: "reading the login journal: \(error)")
-        }
-        guard let bytes else { return nil }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard let journal = try? decoder.decode(LoginJournal.self, from: Data(bytes)) else {
-            throw OStackError(.unsupportedFormat, detail: "the login journal is not readable")
-        }
-        return journal
+        try JournalFile.read(LoginJournal.self, at: path(layout), name: "login journal")
     }
 
     func save(_ layout: FileLayout) throws(OStackError) {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.sortedKeys]
-        do {
-            try SecureFileSystem.createDirectory(layout.stateDirectory)
-            try SecureFileSystem.writeAtomically(Array(encoder.encode(self)), to: Self.path(layout))
-        } catch {
-            throw OStackError(.storageFailure, detail: "writing the login journal: \(error)")
-        }
+        try JournalFile.write(self, to: Self.path(layout), in: layout.stateDirectory, name: "login journal")
     }
 
     static func clear(_ layout: FileLayout) throws(OStackError) {
-        do {
-            try SecureFileSystem.removeFile(path(layout))
-        } catch {
-            throw OStackError(.storageFailure, detail: "clearing the login journal: \(error)")
-        }
+        try JournalFile.clear(path(layout), name: "login journal")
     }
 }

@@ -35,35 +35,21 @@ public struct PINJournal: Codable, Equatable, Sendable {
     }
 
     static func load(_ environment: AuthEnvironment, _ account: Account) throws(OStackError) -> PINJournal? {
-        let bytes: [UInt8]?
-        do {
-            bytes = try SecureFileSystem.readFile(path(environment, account))
-        } catch {
-            throw OStackError(.storageFailure, detail: "reading the PIN journal: \(error)")
-        }
-        guard let bytes else { return nil }
-        guard let journal = try? JSONDecoder().decode(PINJournal.self, from: Data(bytes)), journal.version == 1 else {
+        let journal = try JournalFile.read(PINJournal.self, at: path(environment, account), name: "PIN journal")
+        guard journal == nil || journal?.version == 1 else {
             throw OStackError(.unsupportedFormat, detail: "the PIN journal is not readable")
         }
         return journal
     }
 
     func save(_ environment: AuthEnvironment, _ account: Account) throws(OStackError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        do {
-            try SecureFileSystem.writeAtomically(Array(encoder.encode(self)), to: Self.path(environment, account))
-        } catch {
-            throw OStackError(.storageFailure, detail: "writing the PIN journal: \(error)")
-        }
+        let path = Self.path(environment, account)
+        try JournalFile.write(
+            self, to: path, in: environment.layout.accountDirectory(account.dataDirectory), name: "PIN journal")
     }
 
     static func clear(_ environment: AuthEnvironment, _ account: Account) throws(OStackError) {
-        do {
-            try SecureFileSystem.removeFile(path(environment, account))
-        } catch {
-            throw OStackError(.storageFailure, detail: "clearing the PIN journal: \(error)")
-        }
+        try JournalFile.clear(path(environment, account), name: "PIN journal")
     }
 
     /// Finishes or undoes every interrupted `pin set` / `pin remove` (one `stat` per account when

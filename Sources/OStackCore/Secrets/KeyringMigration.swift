@@ -43,36 +43,20 @@ public struct KeyringMigration: Sendable {
         static func path(_ layout: FileLayout) -> String { layout.stateDirectory + "/keyring-migration.json" }
 
         static func load(_ layout: FileLayout) throws(OStackError) -> Journal? {
-            let bytes: [UInt8]?
-            do {
-                bytes = try SecureFileSystem.readFile(path(layout))
-            } catch {
-                throw OStackError(.storageFailure, detail: "reading the keyring migration journal: \(error)")
-            }
-            guard let bytes else { return nil }
-            guard let journal = try? JSONDecoder().decode(Journal.self, from: Data(bytes)), journal.version == 1 else {
+            let journal = try JournalFile.read(Journal.self, at: path(layout), name: "keyring migration journal")
+            guard journal == nil || journal?.version == 1 else {
                 throw OStackError(.unsupportedFormat, detail: "the keyring migration journal is not readable")
             }
             return journal
         }
 
         func save(_ layout: FileLayout) throws(OStackError) {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            do {
-                try SecureFileSystem.createDirectory(layout.stateDirectory)
-                try SecureFileSystem.writeAtomically(Array(encoder.encode(self)), to: Self.path(layout))
-            } catch {
-                throw OStackError(.storageFailure, detail: "writing the keyring migration journal: \(error)")
-            }
+            try JournalFile.write(
+                self, to: Self.path(layout), in: layout.stateDirectory, name: "keyring migration journal")
         }
 
         static func clear(_ layout: FileLayout) throws(OStackError) {
-            do {
-                try SecureFileSystem.removeFile(path(layout))
-            } catch {
-                throw OStackError(.storageFailure, detail: "clearing the keyring migration journal: \(error)")
-            }
+            try JournalFile.clear(path(layout), name: "keyring migration journal")
         }
     }
 

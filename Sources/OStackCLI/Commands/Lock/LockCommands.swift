@@ -16,7 +16,7 @@ struct Lock: AsyncParsableCommand {
                 context.emit(json: ["locked": "all"], human: "Locked every account.")
                 return
             }
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             try service.lock(account)
             context.emit(json: ["locked": account.id.rawValue], human: "Locked \(account.alias).")
         }
@@ -40,7 +40,7 @@ struct Unlock: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             if recoveryKeyStdin {
                 try service.unlock(account, recoveryKey: try RecoveryKey(parsing: SecretInput.fromStdin()))
                 context.emit(

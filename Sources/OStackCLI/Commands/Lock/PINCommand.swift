@@ -40,7 +40,7 @@ struct PINSet: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             let pin = try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("New PIN: ", confirm: true)
             // Staged first; the PIN takes effect only after its recovery key was shown (a crash in
             // between leaves the account without the PIN, as before).
@@ -75,7 +75,7 @@ struct PINChange: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             let input = PINInput(fromStdin: pinStdin, noInput: global.noInput)
             let old = try input.read("Current PIN: ")
             let new = try input.read("New PIN: ", confirm: true)
@@ -94,7 +94,7 @@ struct PINRemove: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             try service.removePIN(
                 account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("PIN: "))
             context.emit(json: ["removed": true], human: "PIN removed for \(account.alias).")

@@ -19,7 +19,7 @@ struct AuthRefresh: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            guard let account = try context.accounts(target: selection.target, all: false).first else { return }
+            let account = try selection.account(context)
             let refreshed = try SessionKeeper(environment: environment).refreshNow(account)
             let session = AccountsService.sessionStatus(of: refreshed, now: environment.clock.now())
             let service = context.accountsService()
