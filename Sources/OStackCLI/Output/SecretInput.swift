@@ -23,15 +23,17 @@ enum SecretInput {
                 context: .init(suggestion: "No terminal: pass the secret on stdin with the *-stdin flag."))
         }
         defer { close(fd) }
-        _ = text.withCString { write(fd, $0, strlen($0)) }
         var original = termios()
         let haveTerminal = tcgetattr(fd, &original) == 0
         if haveTerminal {
+            // Echo goes off before the prompt is shown: what is typed as soon as it appears is
+            // neither echoed nor discarded (TCSAFLUSH drops only what was typed before).
             var silent = original
             silent.c_lflag &= ~tcflag_t(ECHO)
             silent.c_lflag |= tcflag_t(ICANON)
             tcsetattr(fd, TCSAFLUSH, &silent)
         }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
         defer {
             if haveTerminal { tcsetattr(fd, TCSAFLUSH, &original) }
             _ = "\n".withCString { write(fd, $0, 1) }
