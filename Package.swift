@@ -63,7 +63,8 @@ let package = Package(
         .target(name: "OStackTestSupport", dependencies: ["PlatformKit", "CPlatform"]),
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "SQLCipherKitTests", dependencies: ["SQLCipherKit", "SodiumKit", "OStackTestSupport"]),
-        .testTarget(name: "KeyringKitTests", dependencies: ["KeyringKit", "SodiumKit", "OStackTestSupport"]),
+        .testTarget(
+            name: "KeyringKitTests", dependencies: ["KeyringKit", "CSecretShims", "SodiumKit", "OStackTestSupport"]),
         .testTarget(name: "CurlKitTests", dependencies: ["CurlKit", "OStackTestSupport"]),
         .testTarget(name: "PlatformKitTests", dependencies: ["PlatformKit", "OStackTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["OStackTestSupport"]),

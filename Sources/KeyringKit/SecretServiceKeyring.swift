@@ -213,6 +213,19 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     private func call<R>(
         _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) throws(KeyringError) -> R
     ) throws(KeyringError) -> R {
+        do {
+            return try callOnce(body)
+        } catch .other(let reason) where reason == Self.staleSession {
+            // The service dropped the transfer session libsecret keeps (KWallet does): open a new one
+            // and try once more.
+            csecret_reset_service()
+            return try callOnce(body)
+        }
+    }
+
+    private func callOnce<R>(
+        _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) throws(KeyringError) -> R
+    ) throws(KeyringError) -> R {
         if let earlier = unresponsive.withLock({ $0 }) { throw earlier }
         return try lock.withLock { _ throws(KeyringError) -> R in
             let cancellable = g_cancellable_new()!
@@ -235,12 +248,15 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         }
     }
 
+    static let staleSession = "stale-session"
+
     static func classify(_ error: UnsafeMutablePointer<GError>) -> KeyringError {
         switch Int32(csecret_classify(error)) {
         case Int32(CSECRET_ERROR_LOCKED): return .locked
         case Int32(CSECRET_ERROR_NO_SERVICE): return .noService
         case Int32(CSECRET_ERROR_TIMEOUT): return .timeout
         case Int32(CSECRET_ERROR_DENIED): return .denied
+        case Int32(CSECRET_ERROR_STALE_SESSION): return .other(staleSession)
         default:
             let domain = String(cString: g_quark_to_string(error.pointee.domain))
             return .other("\(domain):\(error.pointee.code)")

@@ -30,7 +30,13 @@ enum {
     CSECRET_ERROR_NO_SERVICE = 2,
     CSECRET_ERROR_TIMEOUT = 3,
     CSECRET_ERROR_DENIED = 4,
+    /// The service no longer knows the transfer session libsecret opened (KWallet drops sessions:
+    /// "Can't find session …" as org.qtproject.QtDBus.Error.InvalidObjectPath).
+    CSECRET_ERROR_STALE_SESSION = 5,
 };
+
+/// Forgets libsecret's cached service proxy and transfer session, so the next call opens new ones.
+void csecret_reset_service(void);
 
 /// Classifies a GError from libsecret / GDBus into one of the CSECRET_ERROR_* values.
 int csecret_classify(const GError *error);

@@ -1,0 +1,41 @@
+import CSecretShims
+import Testing
+
+@testable import KeyringKit
+
+/// How GErrors from libsecret map to KeyringError. KWallet drops the transfer session libsecret
+/// opened and answers "Can't find session …"; libsecret strips the remote error name on the way, so
+/// the message is all that is left. Those errors must be recognised as a stale session (retried once
+/// with a new session), never as an unavailable keyring.
+@Suite struct SecretErrorClassificationTests {
+    func classify(_ make: () -> UnsafeMutablePointer<GError>) -> KeyringError {
+        let error = make()
+        defer { g_error_free(error) }
+        return SecretServiceKeyring.classify(error)
+    }
+
+    @Test func kwalletsDroppedSessionIsStaleWhateverTheDomain() {
+        let stripped = classify {
+            g_error_new_literal(g_io_error_quark(), 0, "Can't find session /org/freedesktop/secrets/session/7")
+        }
+        #expect(stripped == .other(SecretServiceKeyring.staleSession))
+        let remote = classify {
+            g_dbus_error_new_for_dbus_error("org.qtproject.QtDBus.Error.InvalidObjectPath", "no such object")
+        }
+        #expect(remote == .other(SecretServiceKeyring.staleSession))
+    }
+
+    @Test func otherErrorsKeepTheirMeaning() {
+        #expect(
+            classify { g_dbus_error_new_for_dbus_error("org.freedesktop.Secret.Error.IsLocked", "locked") } == .locked)
+        #expect(
+            classify { g_dbus_error_new_for_dbus_error("org.freedesktop.DBus.Error.ServiceUnknown", "gone") }
+                == .noService)
+        #expect(
+            classify {
+                g_error_new_literal(g_io_error_quark(), gint(G_IO_ERROR_TIMED_OUT.rawValue), "Timeout was reached")
+            } == .timeout)
+        let unrelated = classify { g_error_new_literal(g_io_error_quark(), 0, "session closed by peer") }
+        #expect(unrelated != .other(SecretServiceKeyring.staleSession))
+    }
+}
