@@ -55,9 +55,13 @@ int csecret_classify(const GError *error) {
     if (error->domain == SECRET_ERROR && error->code == SECRET_ERROR_IS_LOCKED) return CSECRET_ERROR_LOCKED;
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) return CSECRET_ERROR_TIMEOUT;
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) return CSECRET_ERROR_TIMEOUT;
-    // libsecret strips the remote error name: KWallet's dropped transfer session is known only by its
-    // message ("Can't find session …"). Matched here, never shown.
-    if (error->message && strstr(error->message, "Can't find session") != NULL) return CSECRET_ERROR_STALE_SESSION;
+    // libsecret strips the remote error name, so two KWallet transfer-session failures are known only
+    // by their message (matched here, never shown): a dropped session ("Can't find session …"), and
+    // an OpenSession refused because libsecret sent its DH public key without leading zero bytes
+    // (about one key in 256; KWallet wants exactly 128 bytes). A new session fixes both.
+    if (error->message && (strstr(error->message, "Can't find session") != NULL ||
+                           strstr(error->message, "Client public key size is invalid") != NULL))
+        return CSECRET_ERROR_STALE_SESSION;
     if (g_dbus_error_is_remote_error(error)) {
         gchar *name = g_dbus_error_get_remote_error(error);
         int result = CSECRET_ERROR_OTHER;

@@ -23,6 +23,8 @@ import Testing
             g_dbus_error_new_for_dbus_error("org.qtproject.QtDBus.Error.InvalidObjectPath", "no such object")
         }
         #expect(remote == .other(SecretServiceKeyring.staleSession))
+        let shortKey = classify { g_error_new_literal(g_io_error_quark(), 0, "Client public key size is invalid") }
+        #expect(shortKey == .other(SecretServiceKeyring.staleSession))
     }
 
     @Test func otherErrorsKeepTheirMeaning() {

@@ -30,8 +30,8 @@ enum {
     CSECRET_ERROR_NO_SERVICE = 2,
     CSECRET_ERROR_TIMEOUT = 3,
     CSECRET_ERROR_DENIED = 4,
-    /// The service no longer knows the transfer session libsecret opened (KWallet drops sessions:
-    /// "Can't find session …" as org.qtproject.QtDBus.Error.InvalidObjectPath).
+    /// The transfer session failed in a way a new session fixes: KWallet dropped it ("Can't find
+    /// session …", org.qtproject.QtDBus.Error.InvalidObjectPath) or refused a short DH public key.
     CSECRET_ERROR_STALE_SESSION = 5,
 };
 
