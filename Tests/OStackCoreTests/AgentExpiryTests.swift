@@ -12,11 +12,7 @@ import Testing
 
     @Test func theServingLoopWipesAnIdleKeyAndExits() throws {
         let directory = TemporaryDirectory()
-        let layout = FileLayout(
-            configDirectory: directory.appending("config"), dataDirectory: directory.appending("data"),
-            stateDirectory: directory.appending("state"), runtimeDirectory: directory.appending("run"))
-        var client = AgentClient(layout: layout, namespaces: KeyringNamespaces(prefix: "test"))
-        client.executable = "/bin/false"  // never start a real agent
+        let client = AgentClient.forTests(in: directory)
         let server = ExpiryBox(try AgentServer(socketPath: client.socketPath))
         let account = AccountID(rawValue: "crm.example.com::u1")!
         let dek = AccountDataKey.generate()

@@ -94,11 +94,7 @@ import Testing
     /// A real agent on a socket in this process: store, read back, forget; the agent then exits.
     @Test func aClientStoresReadsAndForgetsAKeyOverTheSocket() throws {
         let directory = TemporaryDirectory()
-        let layout = FileLayout(
-            configDirectory: directory.appending("config"), dataDirectory: directory.appending("data"),
-            stateDirectory: directory.appending("state"), runtimeDirectory: directory.appending("run"))
-        var client = AgentClient(layout: layout, namespaces: KeyringNamespaces(prefix: "test"))
-        client.executable = "/bin/false"  // never start a real agent
+        let client = AgentClient.forTests(in: directory)
         let server = UncheckedBox(try AgentServer(socketPath: client.socketPath))
         let finished = DispatchSemaphore(value: 0)
         DispatchQueue(label: "agent-under-test").async {  // its own thread, even when the pool is busy
@@ -121,4 +117,16 @@ import Testing
 private final class UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+extension AgentClient {
+    /// A client whose socket lives in `directory`; it never starts a real agent (`/bin/false`).
+    static func forTests(in directory: TemporaryDirectory) -> AgentClient {
+        let layout = FileLayout(
+            configDirectory: directory.appending("config"), dataDirectory: directory.appending("data"),
+            stateDirectory: directory.appending("state"), runtimeDirectory: directory.appending("run"))
+        var client = AgentClient(layout: layout, namespaces: KeyringNamespaces(prefix: "test"))
+        client.executable = "/bin/false"
+        return client
+    }
 }
