@@ -216,9 +216,10 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         do {
             return try callOnce(body)
         } catch .other(let reason) where reason == Self.staleSession {
-            // The service dropped the transfer session libsecret keeps (KWallet does): open a new one
+            // The transfer session failed in a way a new one fixes (KWallet dropped it, or refused a
+            // short DH key): forget libsecret's cached service, never while a call of ours uses it,
             // and try once more.
-            csecret_reset_service()
+            lock.withLock { _ in csecret_reset_service() }
             return try callOnce(body)
         }
     }
