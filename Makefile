@@ -24,14 +24,14 @@ devserver: deps
 
 # The keyring suites against KWallet (kwalletd5's Secret Service): the Secret Service tests of
 # KeyringKitTests and the end-to-end suites of the main job (accounts, sign-in, PIN lock, keyring
-# backends). Not yet part of `make test`: under the load of the whole suite a few calls to kwalletd
-# exceed the keyring deadline (docs/keyring.md, "KWallet").
+# backends). `make test` runs them after the whole suite has run against gnome-keyring.
 KWALLET_SUITES := SecretServiceKeyringTests|AccountsEndToEndTests|LoginFailureEndToEndTests|PINLockEndToEndTests|KeyringBackendEndToEndTests
 
-## test: all tests, inside a private D-Bus session with an unlocked gnome-keyring
+## test: all tests against gnome-keyring, then the keyring suites against KWallet (each in a private D-Bus session)
 test: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-keyring.sh $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+	./scripts/with-kwallet.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
 	@if [ -f $(DEVSERVER_DIR)/Package.swift ]; then $(SWIFT) test --package-path $(DEVSERVER_DIR) $(SWIFT_BUILD_FLAGS); fi
 
 ## test-kwallet: the keyring suites again with KWallet as the Secret Service

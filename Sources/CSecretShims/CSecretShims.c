@@ -56,9 +56,10 @@ int csecret_classify(const GError *error) {
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) return CSECRET_ERROR_TIMEOUT;
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) return CSECRET_ERROR_TIMEOUT;
     // libsecret strips the remote error name, so two KWallet transfer-session failures are known only
-    // by their message (matched here, never shown): a dropped session ("Can't find session …"), and
-    // an OpenSession refused because libsecret sent its DH public key without leading zero bytes
-    // (about one key in 256; KWallet wants exactly 128 bytes). A new session fixes both.
+    // by their message (matched here, never shown): a secret kwalletd could not decrypt because it
+    // derived a different session key ("Can't find session …"), and an OpenSession refused because
+    // libsecret sent its DH public key without leading zero bytes (about one key in 256; KWallet
+    // wants exactly 128 bytes). A new session fixes both (docs/keyring.md).
     if (error->message && (strstr(error->message, "Can't find session") != NULL ||
                            strstr(error->message, "Client public key size is invalid") != NULL))
         return CSECRET_ERROR_STALE_SESSION;

@@ -99,9 +99,14 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             }
             if let failure = error { throw Self.classify(failure) }
             // NULL without an error: not found — or present but locked, or in a collection that is
-            // not loaded. Ask a search, then the collection (docs/security.md#kr-3).
+            // not loaded, or present but its value did not survive the transfer. Ask a search, then
+            // the collection (docs/security.md#kr-3).
             let found = try self.search(attributes, cancellable: cancellable, error: &error)
             if found.contains(where: { $0.locked }) { throw KeyringError.locked }
+            // Present and unlocked, yet no value: libsecret could not decrypt what the provider sent.
+            // KWallet derives a different session key for about one session in 170 (docs/keyring.md,
+            // "KWallet's transfer sessions"); a new session fixes it. Never "not found".
+            if !found.isEmpty { throw KeyringError.other(Self.staleSession) }
             try self.requireUsableCollection(cancellable, &error)
             return nil
         }
@@ -123,6 +128,18 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             let stored = secret_password_storev_binary_sync(
                 csecret_schema(), attributes, nil, label, value, cancellable, &error)
             if stored == 0 { throw error.map(Self.classify) ?? KeyringError.other("store refused") }
+            // Read it back: a provider that decrypted the transfer with a different session key
+            // (KWallet, rarely) stores garbage without an error. A mismatch is retried with a new
+            // session, which rewrites the item.
+            guard let back = secret_password_lookupv_binary_sync(csecret_schema(), attributes, cancellable, &error)
+            else { throw error.map(Self.classify) ?? KeyringError.other(Self.staleSession) }
+            defer { secret_value_unref(UnsafeMutableRawPointer(back)) }
+            var length = 0
+            let bytes = secret_value_get(back, &length)
+            let same = secret.withUnsafeBytes { expected in
+                UnsafeRawBufferPointer(start: bytes, count: bytes == nil ? 0 : length).elementsEqual(expected)
+            }
+            if !same { throw KeyringError.other(Self.staleSession) }
         }
     }
 
@@ -213,15 +230,27 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     private func call<R>(
         _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) throws(KeyringError) -> R
     ) throws(KeyringError) -> R {
-        do {
-            return try callOnce(body)
-        } catch .other(let reason) where reason == Self.staleSession {
-            // The transfer session failed in a way a new one fixes (KWallet dropped it, or refused a
-            // short DH key): forget libsecret's cached service, never while a call of ours uses it,
-            // and try once more.
-            lock.withLock { _ in csecret_reset_service() }
-            return try callOnce(body)
+        var attempt = 1
+        while true {
+            do {
+                return try callOnce(body)
+            } catch .other(let reason) where reason == Self.staleSession && attempt < Self.sessionAttempts {
+                // The transfer session failed in a way a new one fixes (KWallet refused a short DH
+                // key, or derived a different key): forget libsecret's cached service, never while a
+                // call of ours uses it, and try again with a new session.
+                lock.withLock { _ in csecret_reset_service() }
+                attempt += 1
+            }
         }
+    }
+
+    /// Sessions tried per call. A bad KWallet session is about 1 in 170, independent per session,
+    /// so three attempts fail together about once in five million calls.
+    static let sessionAttempts = 3
+
+    /// Drops libsecret's cached service so the next call opens a new transfer session (tests).
+    func resetTransferSession() {
+        lock.withLock { _ in csecret_reset_service() }
     }
 
     private func callOnce<R>(

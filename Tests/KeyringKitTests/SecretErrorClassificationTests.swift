@@ -3,10 +3,10 @@ import Testing
 
 @testable import KeyringKit
 
-/// How GErrors from libsecret map to KeyringError. KWallet drops the transfer session libsecret
-/// opened and answers "Can't find session …"; libsecret strips the remote error name on the way, so
-/// the message is all that is left. Those errors must be recognised as a stale session (retried once
-/// with a new session), never as an unavailable keyring.
+/// How GErrors from libsecret map to KeyringError. KWallet answers "Can't find session …" when it
+/// could not decrypt a secret sent over a session whose key it derived wrongly; libsecret strips the
+/// remote error name on the way, so the message is all that is left. Those errors must be recognised
+/// as a failed transfer session (retried with a new session), never as an unavailable keyring.
 @Suite struct SecretErrorClassificationTests {
     func classify(_ make: () -> UnsafeMutablePointer<GError>) -> KeyringError {
         let error = make()
