@@ -14,6 +14,11 @@ import Testing
         var operation: QueueEntry.Operation
         var count = 1
         var expected: PushVerdict
+        /// The records the request carried: `r1` alone, or `a`, `b`, `c`, … in a batch.
+        var ids: [String] {
+            count == 1
+                ? ["r1"] : (0..<count).map { String(UnicodeScalar(UInt8(97 + $0 % 26))) + ($0 < 26 ? "" : String($0)) }
+        }
         var testDescription: String { "\(operation) ×\(count) → \(status) \(body.prefix(60))" }
     }
 
@@ -114,6 +119,65 @@ import Testing
             expected: .failed(.unexpected(status: 409, code: nil))),
     ]
 
+    /// A success status is proof only with the record in it (docs/sync.md, "Acknowledgement"); an
+    /// empty, HTML or list body, a record without an id or with another record's id leave the change
+    /// queued as unconfirmed. A create may come back with an id the server assigned.
+    static let unproven: [Whole] = [
+        Whole(status: 201, body: "", operation: .create, expected: .failed(.unconfirmed(status: 201))),
+        Whole(status: 200, body: "<html>ok</html>", operation: .create, expected: .failed(.unconfirmed(status: 200))),
+        Whole(status: 200, body: #"{"records":[]}"#, operation: .create, expected: .failed(.unconfirmed(status: 200))),
+        Whole(
+            status: 201, body: #"{"record":{"title":"a"}}"#, operation: .create,
+            expected: .failed(.unconfirmed(status: 201))),
+        Whole(
+            status: 201, body: #"{"record":{"id":"\u001b[2J"}}"#, operation: .create,
+            expected: .failed(.unconfirmed(status: 201))),
+        Whole(
+            status: 201, body: #"{"record":{"id":"srv_9","title":"a"}}"#, operation: .create,
+            expected: .delivered(json(#"{"id":"srv_9","title":"a"}"#))),
+        Whole(status: 200, body: "", operation: .update, expected: .failed(.unconfirmed(status: 200))),
+        Whole(
+            status: 200, body: #"{"record":{"id":"other"}}"#, operation: .update,
+            expected: .failed(.unconfirmed(status: 200))),
+        Whole(status: 204, body: "", operation: .delete, expected: .failed(.unconfirmed(status: 204))),
+        Whole(
+            status: 200, body: #"{"id":"r1","success":false}"#, operation: .delete,
+            expected: .failed(.unconfirmed(status: 200))),
+        // createMany: every row, ours in order or all assigned by the server
+        Whole(
+            status: 201, body: #"{"records":[{"id":"a"}]}"#, operation: .create, count: 2,
+            expected: .failed(.unconfirmed(status: 201))),
+        Whole(
+            status: 201, body: #"{"records":[{"id":"b"},{"id":"a"}]}"#, operation: .create, count: 2,
+            expected: .failed(.unconfirmed(status: 201))),
+        Whole(
+            status: 201, body: #"{"records":[{"id":"x1"},{"id":"x2"}]}"#, operation: .create, count: 2,
+            expected: .deliveredAll([json(#"{"id":"x1"}"#)!, json(#"{"id":"x2"}"#)!])),
+        Whole(status: 200, body: "", operation: .update, count: 3, expected: .failed(.unconfirmed(status: 200))),
+    ]
+
+    @Test(arguments: unproven)
+    func successWithoutProofIsUnconfirmed(_ row: Whole) {
+        let verdict = PushClassifier.classify(
+            status: row.status, body: Self.json(row.body), retryAfter: nil, operation: row.operation, ids: row.ids)
+        #expect(verdict == row.expected)
+    }
+
+    @Test func aSuccessRowMustNameItsRecord() {
+        #expect(
+            PushClassifier.classifyRow(Self.json(#"{"id":"b","success":true}"#), id: "a", operation: .update)
+                == .failed(.unconfirmed(status: 200)))
+        #expect(
+            PushClassifier.classifyRow(Self.json(#"{"success":true,"index":0}"#), id: "a", operation: .delete)
+                == .failed(.unconfirmed(status: 200)))
+        #expect(
+            PushClassifier.classifyRow(
+                Self.json(#"{"id":"a","success":true,"data":{"id":"z"}}"#), id: "a", operation: .update)
+                == .delivered(nil))
+        #expect(PushFailure.unconfirmed(status: 201).retryable)
+        #expect(PushFailure.unconfirmed(status: 201).userError(account: nil, object: nil).code == .unconfirmed)
+    }
+
     /// Numbers from the wire out of range never trap, and a nonsense cap is not learnt.
     static let hostileNumbers: [Whole] = [
         Whole(
@@ -137,11 +201,11 @@ import Testing
     func hostileNumbersNeverTrap(_ row: Whole) {
         let verdict = PushClassifier.classify(
             status: row.status, body: Self.json(row.body), retryAfter: row.retryAfter, operation: row.operation,
-            count: row.count)
+            ids: row.ids)
         #expect(verdict == row.expected)
         #expect(
             PushClassifier.classifyRow(
-                Self.json(#"{"success":false,"errors":[{"httpStatus":1e300}]}"#), operation: .update)
+                Self.json(#"{"success":false,"errors":[{"httpStatus":1e300}]}"#), id: "a", operation: .update)
                 == .failed(.validation(fields: [])))
     }
 
@@ -162,7 +226,7 @@ import Testing
     func wholeAnswers(_ row: Whole) {
         let verdict = PushClassifier.classify(
             status: row.status, body: Self.json(row.body), retryAfter: row.retryAfter, operation: row.operation,
-            count: row.count)
+            ids: row.ids)
         #expect(verdict == row.expected)
     }
 
@@ -215,7 +279,9 @@ import Testing
 
     @Test(arguments: rows)
     func perRowAnswers(_ row: Row) {
-        #expect(PushClassifier.classifyRow(row.result.flatMap(Self.json), operation: row.operation) == row.expected)
+        #expect(
+            PushClassifier.classifyRow(row.result.flatMap(Self.json), id: "a", operation: row.operation)
+                == row.expected)
     }
 
     @Test func failuresSayWhetherTheyAreRetriedAndHowTheyAreShown() {

@@ -114,6 +114,11 @@ final class DevServerApp: @unchecked Sendable {
                 _ = route(request)  // commits (and records an idempotent response, if honoured) first
                 return (.drop(commit: true), delay)
             case .delay: delay += fault.delayMilliseconds
+            case .answerAfter:
+                _ = route(request)
+                return (.respond(Self.injected(fault)), delay)
+            case .status where fault.text != nil:
+                return (.respond(Self.injected(fault)), delay)
             case .status:
                 var response =
                     fault.body.map { CoreResponse(status: fault.status, body: $0) }
@@ -129,6 +134,16 @@ final class DevServerApp: @unchecked Sendable {
             }
         }
         return (.respond(route(request)), delay)
+    }
+
+    /// The answer a fault rule gives: its status with its JSON body, raw text, or nothing.
+    static func injected(_ fault: FaultInjector.Rule) -> CoreResponse {
+        var response = CoreResponse(status: fault.status, body: fault.body)
+        if let text = fault.text {
+            response.rawBody = Array(text.utf8)
+            response.headers.append(("Content-Type", fault.contentType ?? "text/html"))
+        }
+        return response
     }
 
     /// The dispatcher's wrapped success envelope (docs/protocol.md#errors).

@@ -8,6 +8,9 @@ final class FaultInjector: @unchecked Sendable {
         case status, delay
         case dropBefore = "drop-before"
         case dropAfter = "drop-after"
+        /// Carries the request out, then answers with `status` and `body`/`text` instead of the
+        /// real answer (a success without proof, a lying server).
+        case answerAfter = "answer-after"
     }
 
     struct Rule {
@@ -19,11 +22,15 @@ final class FaultInjector: @unchecked Sendable {
         var retryAfter: Int?
         var delayMilliseconds = 0
         var body: JSONValue?
+        /// A raw body (not JSON), sent with `contentType`.
+        var text: String?
+        var contentType: String?
     }
 
     let rules = Mutex<[Rule]>([])
 
-    /// Parses `{"match":{"method","pathPrefix"},"count","action","status","retryAfter","delayMs","body"}`.
+    /// Parses `{"match":{"method","pathPrefix"},"count","action","status","retryAfter","delayMs","body",
+    /// "text","contentType"}`.
     func add(_ json: JSONValue) -> Bool {
         guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else {
             return false
@@ -36,6 +43,8 @@ final class FaultInjector: @unchecked Sendable {
         if let retry = json["retryAfter"]?.numberValue { rule.retryAfter = Int(retry) }
         if let delay = json["delayMs"]?.numberValue { rule.delayMilliseconds = Int(delay) }
         rule.body = json["body"]
+        rule.text = json["text"]?.stringValue
+        rule.contentType = json["contentType"]?.stringValue
         rules.withLock { $0.append(rule) }
         return true
     }

@@ -114,9 +114,11 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, head: HTTPRequestHead, response: CoreResponse) {
-        let bytes = response.body?.serialized() ?? []
+        let bytes = response.rawBody ?? response.body?.serialized() ?? []
         var headers = HTTPHeaders()
-        if response.body != nil { headers.add(name: "Content-Type", value: "application/json") }
+        if response.body != nil && response.rawBody == nil {
+            headers.add(name: "Content-Type", value: "application/json")
+        }
         headers.add(name: "Content-Length", value: String(bytes.count))
         headers.add(name: "Date", value: Self.httpDate())
         for (name, value) in response.headers { headers.add(name: name, value: value) }

@@ -30,6 +30,8 @@ public struct CoreResponse: Sendable {
     public var headers: [(String, String)]
     /// nil: empty body (304).
     public var body: JSONValue?
+    /// Bytes sent instead of `body` (fault injection: HTML, truncated or empty bodies).
+    public var rawBody: [UInt8]?
 
     public init(status: Int, headers: [(String, String)] = [], body: JSONValue?) {
         self.status = status

@@ -179,6 +179,10 @@ public struct ErrorPresenter: Sendable {
             return make("The server is limiting requests.", wait, 11)
         case .unexpectedResponse:
             return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+        case .unconfirmed:
+            return make(
+                "The server answered without confirming the change. It is saved and queued.",
+                "`ostack sync` checks whether it arrived and sends it again only if not.", 11)
         }
     }
 

@@ -56,6 +56,8 @@ public struct OStackError: Error, Sendable {
         case serverError = "server-error"
         case rateLimited = "rate-limited"
         case unexpectedResponse = "unexpected-response"
+        /// A write answered with success but without the record: saved and kept queued.
+        case unconfirmed = "unconfirmed"
     }
 
     /// Values that may be shown to the user. Everything here is either ours (an alias the user

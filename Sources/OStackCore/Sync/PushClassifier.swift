@@ -31,20 +31,16 @@ public indirect enum PushVerdict: Sendable, Equatable {
 /// status codes and error codes become queue outcomes. Pure and table-tested
 /// (`Tests/OStackCoreTests/PushClassifierTests.swift`).
 public enum PushClassifier {
-    /// One answer to a whole request carrying `count` changes of `operation`.
+    /// One answer to a whole request carrying the changes of `operation` to the records `ids` (in
+    /// request order).
     public static func classify(
-        status: Int, body: JSONValue?, retryAfter: Int?, operation: QueueEntry.Operation, count: Int
+        status: Int, body: JSONValue?, retryAfter: Int?, operation: QueueEntry.Operation, ids: [String]
     ) -> PushVerdict {
         let code = errorCode(body)
+        let count = ids.count
         switch status {
         case 200..<300:
-            switch (operation, count) {
-            case (.create, 1): return .delivered(body?["record"])
-            case (.create, _): return .deliveredAll(body?["records"]?.arrayValue ?? [body?["record"] ?? .null])
-            case (.update, 1): return .delivered(body?["record"])
-            case (.delete, 1): return .delivered(nil)
-            default: return .perRow(body?["results"]?.arrayValue ?? [])
-            }
+            return acknowledged(body, operation: operation, ids: ids) ?? .failed(.unconfirmed(status: status))
         case 400 where code == "BATCH_TOO_LARGE" && count > 1:
             return .batchTooLarge(max: body?["max"]?.intValue.flatMap { $0 > 0 ? $0 : nil })
         default: break
@@ -55,6 +51,46 @@ public enum PushClassifier {
             return .refusedRow(index: index, failure)
         }
         return failure
+    }
+
+    /// A success is proof only with the record in it (docs/sync.md, "Acknowledgement"): a create's
+    /// record with an id (ours, or one the server assigned, adopted by position in a batch); an
+    /// update's record with our id; a delete's answer naming our id; a batch's results. Anything
+    /// else — an empty or HTML body, a redirect answered by a list — is nil: not delivered.
+    static func acknowledged(_ body: JSONValue?, operation: QueueEntry.Operation, ids: [String]) -> PushVerdict? {
+        switch (operation, ids.count) {
+        case (.create, 1):
+            guard let record = body?["record"], recordID(record) != nil else { return nil }
+            return .delivered(record)
+        case (.create, _):
+            guard let records = body?["records"]?.arrayValue, records.count == ids.count else { return nil }
+            let returned = records.compactMap(recordID)
+            // Our ids in our order, or ids the server assigned (none of ours): anything else could
+            // pair a record with the wrong change.
+            guard returned.count == ids.count, returned == ids || Set(returned).isDisjoint(with: ids) else {
+                return nil
+            }
+            return .deliveredAll(records)
+        case (.update, 1):
+            guard let record = body?["record"], recordID(record) == ids[0] else { return nil }
+            return .delivered(record)
+        case (.delete, 1):
+            let named = (body?["id"] ?? body?["record"]?["id"])?.stringValue
+            guard named == ids[0], body?["success"]?.boolValue != false else { return nil }
+            return .delivered(nil)
+        default:
+            guard let results = body?["results"]?.arrayValue else { return nil }
+            return .perRow(results)
+        }
+    }
+
+    /// A record's id, when it is one ostack can keep: a non-empty string of at most 255 characters
+    /// without control characters.
+    static func recordID(_ record: JSONValue) -> String? {
+        guard record.objectValue != nil, let id = record["id"]?.stringValue, (1...255).contains(id.count),
+            !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else { return nil }
+        return id
     }
 
     /// Everything but success: shared by whole answers and the rows of a batch.
@@ -95,11 +131,16 @@ public enum PushClassifier {
         }
     }
 
-    /// One row of a `updateMany`/`deleteMany` answer (`BatchUpdateResponse.results[]`).
-    public static func classifyRow(_ result: JSONValue?, operation: QueueEntry.Operation) -> PushVerdict {
+    /// One row of a `updateMany`/`deleteMany` answer (`BatchUpdateResponse.results[]`) for the
+    /// change to record `id`. A success row is proof only when it names that id.
+    public static func classifyRow(_ result: JSONValue?, id: String, operation: QueueEntry.Operation) -> PushVerdict {
         guard let result else { return .notAttempted(possiblyDelivered: true) }
         if result["success"]?.boolValue == true {
-            return .delivered(operation == .delete ? nil : result["data"] ?? result["record"])
+            guard result["id"]?.stringValue == id else { return .failed(.unconfirmed(status: 200)) }
+            let record = result["data"] ?? result["record"]
+            // A returned record must be this one; a row without it is still a proven delivery.
+            guard operation != .delete, let record, record["id"]?.stringValue == id else { return .delivered(nil) }
+            return .delivered(record)
         }
         let rowError = result["errors"]?.arrayValue?.first
         let code = rowError?["code"]?.stringValue

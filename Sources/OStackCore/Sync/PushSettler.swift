@@ -23,7 +23,8 @@ struct PushSettler {
                 let result =
                     results.first { $0["index"]?.intValue == index }
                     ?? results.first { $0["id"]?.stringValue == entry.recordID }
-                try settle(entry, PushClassifier.classifyRow(result, operation: entry.operation), &report)
+                try settle(
+                    entry, PushClassifier.classifyRow(result, id: entry.recordID, operation: entry.operation), &report)
             }
         case .batchTooLarge(let max):
             // Learn the cap (kept for this account) and send again in smaller batches.
@@ -61,6 +62,7 @@ struct PushSettler {
             try store.fail(entry, failure)
             // A taken id is not a failure yet: the next round looks it up.
             if failure != .idTaken { report.failed += 1 }
+            if case .unconfirmed = failure { report.unconfirmed += 1 }
         case .notAttempted(let possiblyDelivered):
             try store.release(entry, delivered: possiblyDelivered)
         case .stop:
@@ -92,6 +94,8 @@ public struct PushReport: Sendable, Equatable {
     public var failed = 0
     public var conflicts = 0
     public var merged = 0
+    /// Answered with success but without proof (kept queued; docs/sync.md, "Acknowledgement").
+    public var unconfirmed = 0
     /// Set when the push stopped early: offline, signed out, …
     public var stoppedBy: OStackError.Code?
     public var stoppedError: OStackError?

@@ -70,7 +70,7 @@ struct Pusher {
         let verdict = PushClassifier.classify(
             status: outcome.response.status, body: outcome.json,
             retryAfter: ServerError.retryAfterSeconds(outcome.response), operation: chunk[0].operation,
-            count: chunk.count)
+            ids: chunk.map(\.recordID))
         switch verdict {
         case .stop(let code):
             // Nothing was processed and nothing will be until the user acts: every change stays pending.

@@ -55,11 +55,14 @@ public enum PushFailure: Sendable, Equatable {
     case serverError(status: Int, retryAfter: Double?)
     /// An answer the protocol does not allow here (with the status, 0 when there was none).
     case unexpected(status: Int, code: String?)
+    /// A success status without proof: the answer did not carry the record (or every row) with the
+    /// id we sent or one the server assigned. Kept queued; a create is looked up by id first.
+    case unconfirmed(status: Int)
 
     /// Whether the queue tries again by itself (with backoff) after this failure.
     public var retryable: Bool {
         switch self {
-        case .idTaken, .rateLimited, .serverError: true
+        case .idTaken, .rateLimited, .serverError, .unconfirmed: true
         default: false
         }
     }
@@ -85,6 +88,7 @@ public enum PushFailure: Sendable, Equatable {
         case .rateLimited: "rate-limited"
         case .serverError: "server-error"
         case .unexpected: "unexpected-response"
+        case .unconfirmed: "unconfirmed"
         }
     }
 
@@ -113,6 +117,7 @@ public enum PushFailure: Sendable, Equatable {
             return OStackError(.rateLimited, context: limited, detail: "push failed: rate limited")
         case .restricted, .serverError, .idTaken, .unexpected:
             return OStackError(.serverError, context: context, detail: "push failed: \(summary)")
+        case .unconfirmed: return OStackError(.unconfirmed, context: context, detail: "push unconfirmed")
         }
     }
 

@@ -76,6 +76,7 @@ extension LocalStore {
         case "not-found": return .notFound
         case "rate-limited": return .rateLimited(retryAfter: retryAfter)
         case "server-error": return .serverError(status: status ?? 500, retryAfter: retryAfter)
+        case "unconfirmed": return .unconfirmed(status: status ?? 200)
         default: return .unexpected(status: status ?? 0, code: row.text("failure_code"))
         }
     }
@@ -105,6 +106,9 @@ extension LocalStore {
             kind = "unexpected"
             status = value
             code = serverCode
+        case .unconfirmed(let value):
+            kind = "unconfirmed"
+            status = value
         }
         return [
             .text(kind), fieldsValue, status.map { .integer(Int64($0)) } ?? .null, code.map { .text($0) } ?? .null,
