@@ -116,4 +116,70 @@ import Testing
         #expect(try self.server(server).count == before + 3)
         try settles(ostack, server, expected: before + 3)
     }
+
+    /// A fault whose answer is `text` (sent as JSON), for the next `count` GETs of tasks that carry
+    /// `query`.
+    func listFault(_ server: DevServerProcess, text: String, count: Int, query: String? = nil) throws {
+        let escaped = text.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+        let match = query.map { #","query":"\#($0)""# } ?? ""
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"text":"\#(escaped)","contentType":"application/json","count":\#(count),"match":{"method":"GET","pathPrefix":"/api/v1/data/task"\#(match)}}"#
+        )
+    }
+
+    /// GET requests the server answered for the task family.
+    func listRequests(_ server: DevServerProcess) throws -> Int {
+        let counters = try server.control("GET", "counters")
+        guard let range = counters.firstRange(of: "\"GET /api/v1/data/task\":") else { return 0 }
+        return Int(counters[range.upperBound...].prefix { $0.isNumber }) ?? -1
+    }
+
+    /// Defect 6: a server that answers every page with the same full page, or reconciliation with
+    /// `hasMore: true` for ever, is asked a bounded number of times and the sync says so.
+    @Test func aRepeatedPageStopsThePullAndReconciliation() throws {
+        let (server, ostack) = try signedIn()
+        let records = (0..<2000).map { #"{"id":"rep\#($0)","title":"R","updated_at":"2026-01-01T00:00:00.000Z"}"# }
+        try listFault(server, text: #"{"records":[\#(records.joined(separator: ","))],"total":2000}"#, count: 1000)
+        let before = try listRequests(server)
+        let pull = try ostack.run(["sync"])
+        #expect(pull.status == 11, "\(pull.stderr)")
+        #expect(pull.stderr.contains("does not understand"))
+        #expect(try listRequests(server) - before <= 3)
+        _ = try server.control("DELETE", "faults")
+        #expect(try ostack.run(["sync"]).status == 0)
+
+        let ids = (0..<50).map { #"{"id":"loop\#($0)"}"# }.joined(separator: ",")
+        try listFault(server, text: #"{"records":[\#(ids)],"hasMore":true}"#, count: 1000, query: "select=id")
+        let start = try listRequests(server)
+        let reconcile = try ostack.run(["sync", "--reconcile"])
+        #expect(reconcile.status == 11, "\(reconcile.stderr)")
+        #expect(try listRequests(server) - start <= 4)
+        _ = try server.control("DELETE", "faults")
+        #expect(try ostack.run(["sync", "--reconcile"]).status == 0)
+    }
+
+    /// Defect 7: a pulled record that is not valid JSON, nests too deep or holds a number out of
+    /// range is named and left out; the others are stored, and the sync exits non-zero.
+    @Test func aRecordThatCannotBeStoredIsReportedNotHidden() throws {
+        let (server, ostack) = try signedIn()
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        let page = [
+            #"{"id":"good1","title":"Fine","updated_at":"2030-01-01T00:00:00.000Z"}"#,
+            #"{"id":"bad1","title":tru,"updated_at":"2030-01-01T00:00:01.000Z"}"#,
+            #"{"id":"bad2","amount":1e400,"updated_at":"2030-01-01T00:00:02.000Z"}"#,
+            #"{"id":"bad3","amount":NaN,"updated_at":"2030-01-01T00:00:03.000Z"}"#,
+            #"{"id":"bad4","deep":\#(deep),"updated_at":"2030-01-01T00:00:04.000Z"}"#,
+            #"{"id":"good2","title":"Also fine","updated_at":"2030-01-01T00:00:05.000Z"}"#,
+        ]
+        try listFault(server, text: #"{"records":[\#(page.joined(separator: ","))]}"#, count: 1)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 11, "\(sync.stderr)")
+        #expect(sync.stderr.contains("4 records of task from the server could not be stored"), "\(sync.stderr)")
+        #expect(sync.stderr.contains("bad1, bad2, bad3, bad4"))
+        #expect(sync.stdout.contains("4 not stored"))
+        for id in ["good1", "good2"] {
+            #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+        }
+    }
 }

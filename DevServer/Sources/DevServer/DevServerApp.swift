@@ -107,7 +107,7 @@ final class DevServerApp: @unchecked Sendable {
             return (.respond(control(request)), 0)
         }
         var delay = configuration.latencyMilliseconds
-        if let fault = faults.take(method: request.method, path: request.path) {
+        if let fault = faults.take(method: request.method, path: request.path, query: request.query) {
             switch fault.action {
             case .dropBefore: return (.drop(commit: false), delay)
             case .dropAfter:

@@ -16,6 +16,8 @@ final class FaultInjector: @unchecked Sendable {
     struct Rule {
         var method: String?
         var pathPrefix: String?
+        /// A query parameter the request must carry (`name` or `name=value`).
+        var query: String?
         var remaining: Int
         var action: Action
         var status = 503
@@ -29,7 +31,7 @@ final class FaultInjector: @unchecked Sendable {
 
     let rules = Mutex<[Rule]>([])
 
-    /// Parses `{"match":{"method","pathPrefix"},"count","action","status","retryAfter","delayMs","body",
+    /// Parses `{"match":{"method","pathPrefix","query"},"count","action","status","retryAfter","delayMs","body",
     /// "text","contentType"}`.
     func add(_ json: JSONValue) -> Bool {
         guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else {
@@ -37,7 +39,7 @@ final class FaultInjector: @unchecked Sendable {
         }
         var rule = Rule(
             method: json["match"]?["method"]?.stringValue?.uppercased(),
-            pathPrefix: json["match"]?["pathPrefix"]?.stringValue,
+            pathPrefix: json["match"]?["pathPrefix"]?.stringValue, query: json["match"]?["query"]?.stringValue,
             remaining: Int(json["count"]?.numberValue ?? 1), action: action)
         if let status = json["status"]?.numberValue { rule.status = Int(status) }
         if let retry = json["retryAfter"]?.numberValue { rule.retryAfter = Int(retry) }
@@ -52,12 +54,15 @@ final class FaultInjector: @unchecked Sendable {
     func clear() { rules.withLock { $0.removeAll() } }
 
     /// The fault for this request, consuming one use of the first matching rule.
-    func take(method: String, path: String) -> Rule? {
+    func take(method: String, path: String, query: [(String, String)] = []) -> Rule? {
         rules.withLock { rules in
             guard
                 let index = rules.firstIndex(where: { rule in
                     (rule.method == nil || rule.method == method)
                         && (rule.pathPrefix.map { path.hasPrefix($0) } ?? true)
+                        && (rule.query.map { wanted in
+                            query.contains { $0.0 == wanted || "\($0.0)=\($0.1)" == wanted }
+                        } ?? true)
                         && rule.remaining > 0
                 })
             else { return nil }

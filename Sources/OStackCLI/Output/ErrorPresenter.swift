@@ -179,6 +179,16 @@ public struct ErrorPresenter: Sendable {
             return make("The server is limiting requests.", wait, 11)
         case .unexpectedResponse:
             return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+        case .rejectedRecords:
+            let count = context.count ?? max(1, context.recordIDs.count)
+            let shown = context.recordIDs.prefix(5).map { Self.sanitize($0, maxLength: 64) }
+            let list =
+                shown.isEmpty ? "" : ": " + shown.joined(separator: ", ") + (context.recordIDs.count > 5 ? ", …" : "")
+            let what = context.object.map { " of \(Self.sanitize($0))" } ?? ""
+            return make(
+                "\(count) \(count == 1 ? "record" : "records")\(what) from the server could not be stored "
+                    + "(not valid JSON, nested too deep, or a number out of range)\(list).",
+                "The other records synced; these stay out of the local copy until they change on the server.", 11)
         case .unconfirmed:
             return make(
                 "The server answered without confirming the change. It is saved and queued.",

@@ -13,9 +13,11 @@ public struct SyncService {
         public var failed = 0
         public var conflicts = 0
         public var merged = 0
+        /// Pulled records that could not be stored, by object (ids; nil when unusable).
+        public var rejected: [(object: String, id: String?)] = []
         /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
         public var error: OStackError?
-        public var ok: Bool { error == nil && failed == 0 && conflicts == 0 }
+        public var ok: Bool { error == nil && failed == 0 && conflicts == 0 && rejected.isEmpty }
 
         /// The error a command exits with for this account: why it stopped, else its conflicts, else
         /// its failed changes; nil when it synced cleanly.
@@ -27,6 +29,11 @@ public struct SyncService {
             if failed > 0 {
                 return OStackError(
                     .serverError, context: .init(account: account, count: failed), detail: "failed entries")
+            }
+            if let first = rejected.first {
+                var context = OStackError.Context(account: account, object: first.object, count: rejected.count)
+                context.recordIDs = rejected.compactMap(\.id)
+                return OStackError(.rejectedRecords, context: context, detail: "pull: records not stored")
             }
             return nil
         }
@@ -55,6 +62,7 @@ public struct SyncService {
                         let pulled = try engine.pull(object, reconcile: reconcile)
                         report.pulled += pulled.pulled
                         report.deleted += pulled.deleted
+                        report.rejected += pulled.rejected.map { (object, $0) }
                     } catch {
                         report.error = error
                         return
@@ -77,6 +85,7 @@ public struct SyncService {
         ]
         if report.merged > 0 { details["merged"] = String(report.merged) }
         if report.deleted > 0 { details["removed"] = String(report.deleted) }
+        if !report.rejected.isEmpty { details["rejected"] = String(report.rejected.count) }
         if let error = report.error { details["stopped"] = error.code.rawValue }
         let kind = push && pull ? "sync" : (push ? "sync.push" : "sync.pull")
         try? session.audit.append(kind, outcome: report.error == nil ? "ok" : "failed", details: details)

@@ -58,6 +58,9 @@ public struct OStackError: Error, Sendable {
         case unexpectedResponse = "unexpected-response"
         /// A write answered with success but without the record: saved and kept queued.
         case unconfirmed = "unconfirmed"
+        /// Pulled records that are not valid JSON (or nest too deep, or hold a number out of
+        /// range): left out of the mirror and named.
+        case rejectedRecords = "rejected-records"
     }
 
     /// Values that may be shown to the user. Everything here is either ours (an alias the user
@@ -74,6 +77,8 @@ public struct OStackError: Error, Sendable {
         public var retryAfterSeconds: Int?
         public var httpStatus: Int?
         public var requestID: String?
+        /// Ids of records the server sent (shown sanitised, a few at most).
+        public var recordIDs: [String] = []
 
         public init(
             account: String? = nil, host: String? = nil, object: String? = nil, fields: [String] = [],

@@ -13,7 +13,17 @@ struct Puller {
     var reconcileInterval: Double = 900
     var progress: (@Sendable (_ object: String, _ done: Int) -> Void)?
 
-    typealias Page = [(id: String, version: String?, json: [UInt8])]
+    /// One list page: the records to store, and the ones that cannot be stored.
+    struct Page {
+        var records: [(id: String, version: String?, json: [UInt8])] = []
+        /// Records that are not valid JSON, nest too deep or carry a number out of range: their ids
+        /// (nil when unusable), reported instead of stored (docs/sync.md, "Pull").
+        var rejected: [String?] = []
+        /// The keyset position of the page's last record, stored or not: the cursor moves past it.
+        var last: (version: String?, id: String)?
+        /// Records on the page, stored or not.
+        var count = 0
+    }
 
     /// Records written per transaction (several pages): each commit writes every index page the
     /// transaction touched, and random ids touch index pages all over `records_key`, so fewer,
@@ -36,27 +46,41 @@ struct Puller {
         let cache = try store.cacheSizeSetting()
         try store.setCacheSize(-pullCacheKiB)
         defer { try? store.setCacheSize(cache) }
-        var more = !page.isEmpty
+        var more = page.count > 0
+        // Loop guard: every page must move the cursor to a place it has not been (a server that
+        // repeats a page, or cycles, would otherwise be asked forever).
+        var visited = Set<String>()
+        if let version = state.cursorVersion, let id = state.cursorID {
+            visited.insert(version + "\u{0}" + id)
+            if let first = page.last, first.version == version, first.id == id {
+                throw malformed("list page repeated: the cursor did not advance")
+            }
+        }
         while more {
             // One transaction for several pages; the next page is fetched while this one is written.
             try store.transaction { () throws(OStackError) in
                 var written = 0
                 while more && written < recordsPerCommit {
-                    let last = page.last!
+                    guard let last = page.last else { throw malformed("list page without ids") }
                     more = page.count >= pageSize && last.version != nil
                     if more { pending = fetchPage(object, after: (last.version!, last.id)) }
-                    let applied = try store.applyPulled(object, page)
+                    let applied = try store.applyPulled(object, page.records)
                     report.pulled += applied
+                    report.rejected.append(contentsOf: page.rejected)
                     written += page.count
                     if let version = last.version {
                         try store.advanceCursor(object, version: version, id: last.id)
                         state.cursorVersion = version
                         state.cursorID = last.id
+                        visited.insert(version + "\u{0}" + last.id)
                     }
                     progress?(object, report.pulled)
                     if more {
                         page = try pending.wait()
-                        more = !page.isEmpty
+                        more = page.count > 0
+                        if more, let next = page.last, visited.contains((next.version ?? "") + "\u{0}" + next.id) {
+                            throw malformed("list page repeated: the cursor did not advance")
+                        }
                     }
                 }
             }
@@ -102,28 +126,45 @@ struct Puller {
         return fetch
     }
 
-    /// A list page's records as (id, version, raw JSON), found without decoding the page.
+    /// A list page's records as (id, version, raw JSON), found without decoding the page; each
+    /// record's syntax is checked strictly (`JSONSyntax`) before it may be stored.
     static func parsePage(_ body: [UInt8]) -> Page? {
         let scanner = FieldScanner(fields: ["id", "updated_at"])
         return body.withUnsafeBytes { raw -> Page? in
             guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
-            var page: Page = []
-            page.reserveCapacity(found.ranges.count)
+            var page = Page()
+            page.records.reserveCapacity(found.ranges.count)
+            page.count = found.ranges.count
             for range in found.ranges {
                 let slice = UnsafeRawBufferPointer(rebasing: raw[range])
                 let values = scanner.scan(slice)
-                guard case .string(let id) = values[0] else { return nil }
+                guard case .string(let id) = values[0], PushClassifier.recordID(.object(["id": .string(id)])) != nil
+                else {
+                    page.rejected.append(nil)
+                    continue
+                }
                 let version: String? = if case .string(let v) = values[1] { v } else { nil }
-                page.append((id, version, Array(slice)))
+                page.last = (version, id)
+                if JSONSyntax.isValidObject(slice) {
+                    page.records.append((id, version, Array(slice)))
+                } else {
+                    page.rejected.append(id)
+                }
             }
             return page
         }
+    }
+
+    func malformed(_ detail: String) -> OStackError {
+        OStackError(.unexpectedResponse, context: .init(host: api.account.server.authority), detail: detail)
     }
 }
 
 public struct PullReport: Sendable {
     public var pulled = 0
     public var deleted = 0
+    /// Records the server sent that could not be stored (their ids; nil when unusable).
+    public var rejected: [String?] = []
 }
 
 /// One page being fetched in the background; `wait` blocks until it arrives.

@@ -9,6 +9,8 @@ struct Reconciler {
     func reconcile(_ object: String) throws(OStackError) -> Int {
         var remote = Set<String>()
         var after: String?
+        // The server cannot hold many more records than the mirror just pulled from it.
+        let bound = 2 * (try store.recordCount(object)) + 100_000
         let scanner = FieldScanner(fields: ["id"])
         while true {
             var query: [(String, String)] = [
@@ -33,19 +35,26 @@ struct Reconciler {
                     return (ids, found.hasMore)
                 }
             }
-            guard let page else {
-                throw OStackError(
-                    .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "id page malformed"
-                )
-            }
+            guard let page else { throw malformed("id page malformed") }
+            let known = remote.count
             remote.formUnion(page.ids)
             if page.ids.isEmpty || !(page.hasMore ?? (page.ids.count >= pageSize)) { break }
-            after = page.ids.last
+            // Loop guards: a page that says "more" must bring ids not seen yet and move the keyset
+            // on, and the whole walk stays within a bound set by the mirror's size.
+            guard remote.count > known, let next = page.ids.last, next != after else {
+                throw malformed("id page repeated: the cursor did not advance")
+            }
+            if remote.count > bound { throw malformed("id pages do not end") }
+            after = next
         }
         let gone = try store.settledIDs(object).subtracting(remote)
         try store.transaction { () throws(OStackError) in
             for id in gone { try store.deleteRecord(object, id) }
         }
         return gone.count
+    }
+
+    func malformed(_ detail: String) -> OStackError {
+        OStackError(.unexpectedResponse, context: .init(host: api.account.server.authority), detail: detail)
     }
 }

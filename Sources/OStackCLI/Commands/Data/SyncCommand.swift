@@ -19,6 +19,8 @@ struct SyncCommand: AsyncParsableCommand {
         var deleted: Int
         var failed: Int
         var conflicts: Int
+        /// Records the server sent that could not be stored (docs/sync.md, "Pull").
+        var rejected = 0
         var ok: Bool
         var error: String?
     }
@@ -85,6 +87,7 @@ struct SyncCommand: AsyncParsableCommand {
                     report.deleted = result.deleted
                     report.failed = result.failed
                     report.conflicts = result.conflicts
+                    report.rejected = result.rejected.count
                     report.ok = result.ok
                     report.error = result.error?.code.rawValue
                     if let error = result.exitError(account: account.alias) { firstError = firstError ?? error }
@@ -101,6 +104,7 @@ struct SyncCommand: AsyncParsableCommand {
                     if report.deleted > 0 { line += ", removed \(report.deleted)" }
                     if report.failed > 0 { line += ", \(report.failed) failed" }
                     if report.conflicts > 0 { line += ", \(report.conflicts) in conflict" }
+                    if report.rejected > 0 { line += ", \(report.rejected) not stored" }
                     if let error = report.error { line += " — not synced (\(error))" }
                     return line
                 }.joined(separator: "\n")

@@ -1,0 +1,182 @@
+/// A strict, allocation-free syntax check of one JSON value, for records pulled from the wire before
+/// they are stored as they came (docs/sync.md, "Pull"). The mirror keeps a record's bytes, and every
+/// later reader decodes them; a record that is not valid JSON, nests deeper than `maxDepth` or holds
+/// a number no `Double` can carry (`1e400`) would be stored and then be unreadable — found here and
+/// reported instead.
+public enum JSONSyntax {
+    public static let maxDepth = 64
+
+    /// Whether `bytes` is exactly one valid JSON object (with optional surrounding whitespace).
+    public static func isValidObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var checker = Checker(bytes: bytes)
+        checker.skipSpace()
+        guard checker.current == UInt8(ascii: "{"), checker.value(depth: 0) else { return false }
+        checker.skipSpace()
+        return checker.index == bytes.count
+    }
+
+    struct Checker {
+        let bytes: UnsafeRawBufferPointer
+        var index = 0
+
+        var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+        mutating func skipSpace() {
+            while let byte = current, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
+        }
+
+        mutating func consume(_ byte: UInt8) -> Bool {
+            guard current == byte else { return false }
+            index += 1
+            return true
+        }
+
+        mutating func value(depth: Int) -> Bool {
+            guard let byte = current else { return false }
+            switch byte {
+            case UInt8(ascii: "{"):
+                guard depth < JSONSyntax.maxDepth else { return false }
+                index += 1
+                skipSpace()
+                if consume(UInt8(ascii: "}")) { return true }
+                while true {
+                    skipSpace()
+                    guard string() else { return false }
+                    skipSpace()
+                    guard consume(UInt8(ascii: ":")) else { return false }
+                    skipSpace()
+                    guard value(depth: depth + 1) else { return false }
+                    skipSpace()
+                    if consume(UInt8(ascii: ",")) { continue }
+                    return consume(UInt8(ascii: "}"))
+                }
+            case UInt8(ascii: "["):
+                guard depth < JSONSyntax.maxDepth else { return false }
+                index += 1
+                skipSpace()
+                if consume(UInt8(ascii: "]")) { return true }
+                while true {
+                    skipSpace()
+                    guard value(depth: depth + 1) else { return false }
+                    skipSpace()
+                    if consume(UInt8(ascii: ",")) { continue }
+                    return consume(UInt8(ascii: "]"))
+                }
+            case UInt8(ascii: "\""): return string()
+            case UInt8(ascii: "t"): return literal("true")
+            case UInt8(ascii: "f"): return literal("false")
+            case UInt8(ascii: "n"): return literal("null")
+            default: return number()
+            }
+        }
+
+        mutating func literal(_ word: StaticString) -> Bool {
+            let count = word.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return false }
+            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
+            index += count
+            return true
+        }
+
+        /// A string: no raw control characters, only JSON's escapes, `\u` with four hex digits.
+        mutating func string() -> Bool {
+            guard consume(UInt8(ascii: "\"")) else { return false }
+            while let byte = current {
+                index += 1
+                switch byte {
+                case UInt8(ascii: "\""): return true
+                case 0..<0x20: return false
+                case UInt8(ascii: "\\"):
+                    guard let escape = current else { return false }
+                    index += 1
+                    switch escape {
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                        UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                        continue
+                    case UInt8(ascii: "u"):
+                        for _ in 0..<4 {
+                            guard let hex = current, hex.isHexDigit else { return false }
+                            index += 1
+                        }
+                    default: return false
+                    }
+                case 0x80...: guard utf8Sequence(lead: byte) else { return false }
+                default: continue
+                }
+            }
+            return false
+        }
+
+        /// The rest of a UTF-8 sequence whose lead byte was just read: well-formed (no overlong
+        /// forms, no surrogates, nothing above U+10FFFF).
+        mutating func utf8Sequence(lead: UInt8) -> Bool {
+            let length: Int
+            var lower: UInt8 = 0x80
+            var upper: UInt8 = 0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 1
+            case 0xE0:
+                length = 2
+                lower = 0xA0
+            case 0xE1...0xEC, 0xEE...0xEF: length = 2
+            case 0xED:
+                length = 2
+                upper = 0x9F
+            case 0xF0:
+                length = 3
+                lower = 0x90
+            case 0xF1...0xF3: length = 3
+            case 0xF4:
+                length = 3
+                upper = 0x8F
+            default: return false
+            }
+            for position in 0..<length {
+                guard let byte = current else { return false }
+                let (low, high) = position == 0 ? (lower, upper) : (0x80, 0xBF)
+                guard byte >= low && byte <= high else { return false }
+                index += 1
+            }
+            return true
+        }
+
+        /// JSON's number grammar, and a value a `Double` holds (`1e400` and `1e-400` are refused).
+        mutating func number() -> Bool {
+            let start = index
+            _ = consume(UInt8(ascii: "-"))
+            guard let first = current, first.isDigit else { return false }
+            index += 1
+            if first != UInt8(ascii: "0") { while let next = current, next.isDigit { index += 1 } }
+            var simple = true
+            if consume(UInt8(ascii: ".")) {
+                guard let next = current, next.isDigit else { return false }
+                while let next = current, next.isDigit { index += 1 }
+            }
+            if let next = current, next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
+                simple = false
+                index += 1
+                if let sign = current, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { index += 1 }
+                guard let digit = current, digit.isDigit else { return false }
+                while let next = current, next.isDigit { index += 1 }
+            }
+            // Without an exponent only a very long number can leave Double's range.
+            if simple && index - start < 300 { return true }
+            let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            guard let value = Double(text), value.isFinite else { return false }
+            // Nor one that vanishes: a non-zero mantissa that underflows to zero or a subnormal.
+            if value.magnitude < Double.leastNormalMagnitude {
+                let mantissa = text.prefix { $0 != "e" && $0 != "E" }
+                return !mantissa.contains { ("1"..."9").contains($0) }
+            }
+            return true
+        }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
+    fileprivate var isHexDigit: Bool {
+        isDigit || (self >= UInt8(ascii: "a") && self <= UInt8(ascii: "f"))
+            || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "F"))
+    }
+}
