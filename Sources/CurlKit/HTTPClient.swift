@@ -130,11 +130,10 @@ public final class HTTPClient: @unchecked Sendable {
         set(ccurl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()))
 
         // libcurl re-sends a request once, on a new connection, when a reused keep-alive connection
-        // closes before any response byte. That is only safe for writes the server can deduplicate:
-        // a POST or PATCH without an Idempotency-Key gets a fresh connection, so it is never re-sent.
-        if (request.method == .post || request.method == .patch)
-            && !request.headers.contains(where: { $0.0.lowercased() == "idempotency-key" })
-        {
+        // closes before any response byte. For a write that is a second write the server may carry
+        // out (ObjectStack reads no Idempotency-Key), so a POST or PATCH always gets a fresh
+        // connection and is never re-sent; the sync core decides what to send again.
+        if request.method == .post || request.method == .patch {
             set(ccurl_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1))
         }
         switch request.method {

@@ -105,6 +105,20 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         }
     }
 
+    /// libcurl re-sends a request whose reused connection closed before any answer. For a POST or
+    /// PATCH that is a second write the server may carry out twice (ObjectStack reads no
+    /// Idempotency-Key), so writes never ride a reused connection, whatever their headers.
+    @Test(arguments: [HTTPRequest.Method.post, .patch])
+    func aDroppedWriteIsNeverSentTwice(_ method: HTTPRequest.Method) throws {
+        _ = try client.send(HTTPRequest(url: server.url("/echo")))  // a keep-alive connection to reuse
+        #expect(throws: HTTPError.connectionDropped) {
+            try client.send(
+                HTTPRequest(method: method, url: server.url("/drop"), headers: [("Idempotency-Key", "k1")], body: [1]))
+        }
+        let counts = try json(try client.send(HTTPRequest(url: server.url("/connections"))))
+        #expect(counts["drops"] as? Int == 1, "\(counts)")
+    }
+
     @Test func sameOriginRedirectKeepsCredentials() throws {
         let target = server.url("/echo")
         let response = try client.send(

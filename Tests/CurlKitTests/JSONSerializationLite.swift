@@ -8,6 +8,7 @@ enum JSONSerializationLite {
         var headers: [String: String]?
         var body: String?
         var connections: Int?
+        var drops: Int?
     }
 
     static func object(_ bytes: [UInt8]) throws -> [String: Any] {
@@ -18,6 +19,7 @@ enum JSONSerializationLite {
         if let headers = echo.headers { result["headers"] = headers }
         if let body = echo.body { result["body"] = body }
         if let connections = echo.connections { result["connections"] = connections }
+        if let drops = echo.drops { result["drops"] = drops }
         return result
     }
 }

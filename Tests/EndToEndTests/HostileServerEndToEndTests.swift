@@ -182,4 +182,49 @@ import Testing
             #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
         }
     }
+
+    /// Defect 2: a server that assigns its own ids. What a create prints is the server's id, the id
+    /// first shown keeps working, and a create whose answer was lost is found by its fields instead
+    /// of being sent twice (with libcurl's own resend off).
+    @Test func aServerThatAssignsItsOwnIdsGetsNoDuplicates() throws {
+        let server = try DevServerProcess(arguments: ["--assign-ids"])
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Assigned", "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let shown = try #require(recordID(in: created.stdout))
+        #expect(try self.server(server, id: shown).record.contains("\"title\":\"Assigned\""), "\(created.stdout)")
+        #expect(try ostack.run(["records", "get", "task", shown, "--remote"]).status == 0)
+
+        let before = try self.server(server).count
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        let lost = try ostack.run(["records", "create", "task", "--set", "title=Lost answer", "--json"])
+        #expect(lost.status == 5, "\(lost.stderr)")
+        let clientID = try #require(recordID(in: lost.stdout))
+        #expect(try self.server(server).count == before + 1)
+        let sync = try ostack.run(["sync", "--reconcile"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try self.server(server).count == before + 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+        let followed = try ostack.run(["records", "get", "task", clientID, "--json"])
+        #expect(followed.status == 0, "\(followed.stderr)")
+        #expect(followed.stdout.contains("Lost answer"))
+
+        for title in ["One", "Two", "Three"] {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=\(title)", "--offline"]).status == 0)
+        }
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task/createMany"}}"#)
+        #expect(try ostack.run(["sync"]).status == 5)
+        #expect(try self.server(server).count == before + 4)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try self.server(server).count == before + 4)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+    }
 }

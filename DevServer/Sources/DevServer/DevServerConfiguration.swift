@@ -38,6 +38,8 @@ public struct DevServerConfiguration: Sendable {
     /// `--conditional-batch` (invented): updateMany/deleteMany/batch honour per-row expected versions
     /// and discovery advertises `capabilities.conditionalBatch`. Off: they are ignored, as for real.
     public var conditionalBatch = false
+    /// `--assign-ids` (another server's behaviour): creates ignore the client's `id` and get a new one.
+    public var assignIDs = false
     /// `--user-totp EMAIL:BASE32`: users with two-factor (TOTP) enabled.
     public var totpSecrets: [String: String] = [:]
     /// `--user-backup-codes EMAIL:CODE,CODE`: single-use two-factor backup codes.

@@ -67,7 +67,7 @@ extension DataStore {
                     throw WriteFailure(
                         response: .error(status: 400, code: "VALIDATION_ERROR", message: "id must be a string"))
                 }
-                requestedID = id
+                requestedID = assignsIDs ? nil : id
             } else if ObjectDefinition.systemFields.contains(key) || definition.field(key)?.readonly == true {
                 dropped.append(key)
             } else {

@@ -67,9 +67,14 @@ public final class DataStore: @unchecked Sendable {
         var clock = VersionClock()
     }
 
-    public init(objects: [ObjectDefinition] = ObjectDefinition.seeded, batchCap: Int = 200) {
+    /// `--assign-ids`: creates ignore the client's `id` and get one the server makes (a server
+    /// that does not keep client ids; the real one keeps them).
+    public let assignsIDs: Bool
+
+    public init(objects: [ObjectDefinition] = ObjectDefinition.seeded, batchCap: Int = 200, assignsIDs: Bool = false) {
         self.objects = objects
         self.batchCap = batchCap
+        self.assignsIDs = assignsIDs
         var initial = State()
         for object in objects { initial.tables[object.name] = Table() }
         state = Mutex(initial)

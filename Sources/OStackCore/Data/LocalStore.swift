@@ -260,7 +260,26 @@ public final class LocalStore: @unchecked Sendable {
     public func renameRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
         try run("UPDATE records SET id = ? WHERE object = ? AND id = ?", [.text(newID), .text(object), .text(oldID)])
         try renameQueuedRecord(object, from: oldID, to: newID)
+        // The id the user was shown keeps working (docs/sync.md, "Acknowledgement").
+        try setValue(Self.aliasKey(object, oldID), newID)
     }
+
+    /// The id the server gave a record created here as `id`, when it assigned its own.
+    public func adoptedID(_ object: String, _ id: String) throws(OStackError) -> String? {
+        try value(Self.aliasKey(object, id))
+    }
+
+    /// `id` as the server knows it now: followed through adoptions (a few hops at most).
+    public func currentID(_ object: String, _ id: String) throws(OStackError) -> String {
+        var current = id
+        for _ in 0..<4 {
+            guard let next = try adoptedID(object, current), next != current else { break }
+            current = next
+        }
+        return current
+    }
+
+    static func aliasKey(_ object: String, _ id: String) -> String { "id-alias.\(object).\(id)" }
 
     public func recordCount(_ object: String) throws(OStackError) -> Int {
         try integer("SELECT count(*) FROM records WHERE object = ?", [.text(object)])

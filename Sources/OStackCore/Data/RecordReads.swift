@@ -79,6 +79,7 @@ public struct RecordReads {
         record: JSONValue, source: RecordSource, pending: Bool
     ) {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        let id = try store.currentID(object, id)
         let tracked = try store.isTracked(object)
         let local = try store.record(object, id)
         let pending = try store.hasQueuedChange(object, recordID: id)

@@ -33,7 +33,7 @@ public struct RecordWrites {
             _ = try pushAfterWrite(object, last, offline: false, ownEntry: nil)
         }
         var results: [WriteResult] = []
-        for id in ids {
+        for id in try ids.map({ (id) throws(OStackError) in try store.currentID(object, id) }) {
             let queued = try store.hasQueuedChange(object, recordID: id) || offline
             results.append(
                 WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
@@ -82,6 +82,7 @@ public struct RecordWrites {
     public func update(_ object: String, id: String, changes: [String: JSONValue], offline: Bool) throws(OStackError)
         -> WriteResult
     {
+        let id = try store.currentID(object, id)
         let schema = try session.schemaIfAvailable(object)
         var base = try store.record(object, id)
         if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
@@ -105,6 +106,7 @@ public struct RecordWrites {
     }
 
     public func delete(_ object: String, id: String, offline: Bool) throws(OStackError) -> WriteResult {
+        let id = try store.currentID(object, id)
         var base = try store.record(object, id)
         if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
         guard let base else {
@@ -136,6 +138,9 @@ public struct RecordWrites {
             return result
         }
         let report = try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
+        // A server that assigned its own id: the record, and what the command prints, follow it.
+        let id = try store.currentID(object, id)
+        result.id = id
         let pending = try store.firstEntry(object, recordID: id)
         result.record = try store.record(object, id)?.data
         guard let pending else {

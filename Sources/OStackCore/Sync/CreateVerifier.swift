@@ -35,8 +35,21 @@ struct CreateVerifier {
         for record in json["records"]?.arrayValue ?? [] {
             if let id = record["id"]?.stringValue { found[id] = record }
         }
+        // Not there under our id: a server that assigns its own ids may hold it under another.
+        var assigned: [String: JSONValue] = [:]
+        for entry in chunk where found[entry.recordID] == nil {
+            if let match = try findByFields(entry) { assigned[entry.recordID] = match }
+        }
         try store.transaction { () throws(OStackError) in
             for entry in chunk {
+                if let match = assigned[entry.recordID], let serverID = PushClassifier.recordID(match) {
+                    try store.renameRecord(entry.object, from: entry.recordID, to: serverID)
+                    var renamed = entry
+                    renamed.recordID = serverID
+                    try store.complete(renamed, serverRecord: match)
+                    report.pushed += 1
+                    continue
+                }
                 guard let record = found[entry.recordID] else {
                     try store.markUnsent(entry)
                     continue
@@ -57,6 +70,42 @@ struct CreateVerifier {
 }
 
 extension CreateVerifier {
+    /// A possibly-delivered create that is not on the server under its own id, looked for by what
+    /// it sent (docs/sync.md, "Acknowledgement"): a server that assigns its own ids may hold it
+    /// under one we never learnt. Ours is the one record that holds every scalar field sent, was
+    /// created by this account's user (when the server says) and is not in the mirror under its
+    /// id; none, or more than one, is "not found" (sent again). A failed lookup is "not found" too.
+    func findByFields(_ entry: QueueEntry) throws(OStackError) -> JSONValue? {
+        let sent = (entry.payload ?? [:]).filter { key, value in
+            guard !ObjectSchema.systemFields.contains(key), ObjectSchema.isIdentifier(key) else { return false }
+            switch value {
+            case .string, .number, .bool: return true
+            default: return false
+            }
+        }
+        guard !sent.isEmpty else { return nil }
+        let conditions: [JSONValue] = sent.keys.sorted().map { .array([.string($0), .string("="), sent[$0]!]) }
+        let filter = conditions.count == 1 ? conditions[0] : .array([.string("and")] + conditions)
+        let json: JSONValue
+        do {
+            json = try api.call(
+                .list(object: entry.object),
+                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", "3")])
+        } catch  where !error.stopsTheAccount {
+            return nil
+        }
+        let user = api.account.userID
+        var candidates: [JSONValue] = []
+        for record in json["records"]?.arrayValue ?? [] {
+            guard let id = PushClassifier.recordID(record), id != entry.recordID,
+                try store.record(entry.object, id) == nil
+            else { continue }
+            if let creator = record["created_by"]?.stringValue, creator != user { continue }
+            if Self.holds(record, entry) { candidates.append(record) }
+        }
+        return candidates.count == 1 ? candidates[0] : nil
+    }
+
     /// A create refused as a duplicate of something unnamed: looked up by id once, now. Found and
     /// holding what we sent → our own earlier delivery; found otherwise → an id collision (conflict);
     /// not found → the change itself duplicates another record (a validation failure, not retried).

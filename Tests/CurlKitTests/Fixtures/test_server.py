@@ -3,7 +3,7 @@
 
 Routes: /echo (any method: JSON of method, path, headers, body), /not-modified (304),
 /slow?seconds=S, /big?bytes=N, /redirect?to=URL&status=302, /drop (closes without a response),
-/connections (how many TCP connections were accepted so far).
+/connections (how many TCP connections were accepted so far, and how many /drop requests arrived).
 """
 import json
 import socket
@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 connections = 0
+drops = 0
 lock = threading.Lock()
 
 
@@ -72,12 +73,15 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif url.path == "/drop":
+            global drops
+            with lock:
+                drops += 1
             self.close_connection = True
             self.connection.shutdown(2)
         elif url.path == "/connections":
             with lock:
-                count = connections
-            self.send_json(200, {"connections": count})
+                count, dropped = connections, drops
+            self.send_json(200, {"connections": count, "drops": dropped})
         else:
             self.send_json(404, {"error": "no route"})
 
