@@ -9,6 +9,10 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
     struct State {
         var tokens: [String: String] = [:]  // token → user id
         var rotate = false
+        /// The user `get-session` names instead of the token's (a lying or mixed-up server).
+        var sessionUser: String?
+        /// Whose token a rotation hands out (another user's: a mixed-up or hostile server).
+        var rotatedOwner: String?
         var getSessionCount = 0
         var signInCount = 0
         var signOutCount = 0
@@ -52,13 +56,14 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         case ("GET", "/api/v1/auth/get-session"):
             return state.withLock { state -> TransportResponse in
                 state.getSessionCount += 1
-                guard let bearer, let userID = state.tokens[bearer] else { return json(200, "null") }
+                guard let bearer, let owner = state.tokens[bearer] else { return json(200, "null") }
+                let userID = state.sessionUser ?? owner
                 let (email, user) = users.first { $0.value.id == userID }!
                 var token = bearer
                 if state.rotate {
                     state.tokens[bearer] = nil
                     token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
-                    state.tokens[token] = userID
+                    state.tokens[token] = state.rotatedOwner ?? owner
                 }
                 return json(
                     200,

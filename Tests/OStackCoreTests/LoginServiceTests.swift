@@ -109,6 +109,65 @@ import Testing
         #expect(response.status == 200)
     }
 
+    /// Issue 14, defect 9: a get-session naming another user than the sign-in is never registered;
+    /// the session is signed out and nothing stays in the guest namespace.
+    @Test func aSessionNamingAnotherUserIsNeverRegistered() throws {
+        server.state.withLock { $0.sessionUser = "usr_bob" }
+        let error = #expect(throws: OStackError.self) { try LoginService(environment: environment).login(request()) }
+        #expect(error?.code == .identityMismatch)
+        #expect(try environment.registry.accounts().isEmpty)
+        #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
+        #expect(server.state.withLock { $0.signOutCount } == 1)
+        #expect(server.state.withLock { $0.tokens.isEmpty })
+        #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
+    }
+
+    /// A sign-in whose rotated token is another user's registers nothing.
+    @Test func aLoginWhoseRotatedTokenIsAnotherUsersRegistersNothing() throws {
+        server.state.withLock {
+            $0.rotate = true
+            $0.rotatedOwner = "usr_bob"
+        }
+        let error = #expect(throws: OStackError.self) { try LoginService(environment: environment).login(request()) }
+        #expect(error?.code == .identityMismatch)
+        #expect(try environment.registry.accounts().isEmpty)
+        #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
+    }
+
+    /// A refresh whose get-session (and rotated token) is another user's adopts nothing.
+    @Test func aRefreshNamingAnotherUserAdoptsNothing() throws {
+        var keeper = SessionKeeper(environment: environment)
+        keeper.minimumInterval = 0
+        keeper.explicitInterval = 0
+        let account = try LoginService(environment: environment).login(request())
+        let before = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        server.state.withLock {
+            $0.rotate = true
+            $0.sessionUser = "usr_bob"
+        }
+        let error = #expect(throws: OStackError.self) { try keeper.refreshNow(account) }
+        #expect(error?.code == .identityMismatch)
+        let after = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        #expect(after == before)
+        #expect(try environment.registry.accounts().first?.sessionState == .signedIn)
+
+        // The body names the right user but the rotated token is someone else's: checked with the
+        // new token before it is adopted.
+        server.state.withLock {
+            $0.sessionUser = nil
+            $0.rotate = false
+        }
+        let relogged = try LoginService(environment: environment).login(request())
+        let kept = try #require(try secrets.read(namespaces.key(relogged.id, .sessionToken)))
+        server.state.withLock {
+            $0.rotate = true
+            $0.rotatedOwner = "usr_bob"
+        }
+        let swapped = #expect(throws: OStackError.self) { try keeper.refreshNow(relogged) }
+        #expect(swapped?.code == .identityMismatch)
+        #expect(try secrets.read(namespaces.key(relogged.id, .sessionToken)) == kept)
+    }
+
     @Test func aRecentRefreshByAnotherProcessIsAdoptedWithoutARequest() throws {
         let account = try LoginService(environment: environment).login(request())
         let before = server.state.withLock { $0.getSessionCount }

@@ -179,6 +179,12 @@ public struct ErrorPresenter: Sendable {
             return make("The server is limiting requests.", wait, 11)
         case .unexpectedResponse:
             return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+        case .identityMismatch:
+            return make(
+                "The server answered for another user than the one signed in\(account.map { " as \($0)" } ?? ""). "
+                    + "Nothing was saved or adopted.",
+                "Check the server address\(host.map { " (\($0))" } ?? ""); if it is right, report this to its administrator.",
+                11)
         case .rejectedRecords:
             let count = context.count ?? max(1, context.recordIDs.count)
             let shown = context.recordIDs.prefix(5).map { Self.sanitize($0, maxLength: 64) }

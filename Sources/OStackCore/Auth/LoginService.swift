@@ -86,17 +86,20 @@ public struct LoginService: Sendable {
 
             // 1. Sign in (with a second factor when the server asks), then keep the token in the guest namespace.
             let token: SessionCredential
+            // The user the sign-in answer named: get-session must name the same one.
+            var signedInUser: String?
             do throws(OStackError) {
                 switch request.credential {
                 case .password(let password):
+                    let result: SignInResult
                     switch try api.signIn(email: request.email, password: password) {
-                    case .signedIn(let result): token = result.token
+                    case .signedIn(let signedIn): result = signedIn
                     case .twoFactor(let methods, let challenge):
-                        token = try completeTwoFactor(
-                            methods: methods, challenge: challenge, request: request, api: api
-                        )
-                        .token
+                        result = try completeTwoFactor(
+                            methods: methods, challenge: challenge, request: request, api: api)
                     }
+                    token = result.token
+                    signedInUser = result.user.id
                 case .apiKey(let key): token = SessionCredential(key)
                 }
             } catch {
@@ -122,8 +125,22 @@ public struct LoginService: Sendable {
                 try? abandonGuest(journal)  // signs out a session the server would not name
                 throw OStackError(.wrongCredentials, context: .init(host: request.server.authority))
             }
+            // Identity is pinned at sign-in: a get-session naming someone else is never registered.
+            if let signedInUser, session.user.id != signedInUser {
+                try? abandonGuest(journal)
+                throw OStackError(
+                    .identityMismatch, context: .init(host: request.server.authority),
+                    detail: "get-session named another user than sign-in")
+            }
             if let rotated = session.rotatedToken {
-                try environment.secrets.write(rotated.bytes, for: guestKey)
+                // Adopted only once the new token itself shows to be the same user's.
+                guard let check = try api.getSession(token: rotated), check.user.id == session.user.id else {
+                    try? abandonGuest(journal)
+                    throw OStackError(
+                        .identityMismatch, context: .init(host: request.server.authority),
+                        detail: "rotated token belongs to another user")
+                }
+                try environment.secrets.write((check.rotatedToken ?? rotated).bytes, for: guestKey)
             }
             journal.phase = .migrating
             journal.accountID = try AccountID(

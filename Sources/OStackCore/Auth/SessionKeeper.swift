@@ -122,8 +122,22 @@ public struct SessionKeeper: Sendable {
                 try markExpired(latest)
                 throw OStackError(.sessionExpired, context: .init(account: latest.alias), detail: "get-session: none")
             }
+            // The session must still be this account's user: a token for someone else is never adopted.
+            guard session.user.id == latest.userID else {
+                throw OStackError(
+                    .identityMismatch, context: .init(account: latest.alias, host: latest.server.authority),
+                    detail: "get-session named another user on refresh")
+            }
             var result = token
-            if let rotated = session.rotatedToken {
+            if var rotated = session.rotatedToken {
+                // A rotated token is adopted only once it shows to be this user's: asked of the server
+                // with the new token itself (a `set-auth-token` header is not covered by the body).
+                guard let check = try api.getSession(token: rotated), check.user.id == latest.userID else {
+                    throw OStackError(
+                        .identityMismatch, context: .init(account: latest.alias, host: latest.server.authority),
+                        detail: "rotated token belongs to another user")
+                }
+                rotated = check.rotatedToken ?? rotated
                 try storeToken(rotated, for: latest)
                 FailPoint.hit("refresh.after-rotate-write")
                 result = rotated
