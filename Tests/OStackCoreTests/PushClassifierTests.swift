@@ -209,6 +209,20 @@ import Testing
                 == .failed(.validation(fields: [])))
     }
 
+    /// Issue 14, defect 8: only names that can be field names survive from an error body; server
+    /// text in `fields[].field` or `field` never reaches the user.
+    @Test func errorBodiesKeepOnlyFieldNames() {
+        func fields(_ body: String) -> [String] {
+            ServerError(response: TransportResponse(status: 400, headers: [], body: Array(body.utf8))).fields
+        }
+        #expect(
+            fields(#"{"code":"VALIDATION_FAILED","fields":[{"field":"CALL 1-800-555-0100 now"},{"field":"title"}]}"#)
+                == ["title"])
+        #expect(fields(#"{"code":"INVALID_FIELD","field":"Visit evil.example"}"#) == [])
+        #expect(fields(#"{"code":"INVALID_FIELD","field":"address.city"}"#) == ["address.city"])
+        #expect(fields(#"{"error":{"details":{"fields":[{"field":"\u001b]0;x\u0007"},{"field":""}]}}}"#) == [])
+    }
+
     @Test func retryAfterTakesSecondsOrAnHTTPDate() {
         func seconds(_ headers: [(String, String)]) -> Int? {
             ServerError.retryAfterSeconds(TransportResponse(status: 503, headers: headers))

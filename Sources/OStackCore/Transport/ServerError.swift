@@ -22,10 +22,14 @@ public struct ServerError: Sendable, Equatable {
         let body = JSONValue.parse(response.body)
         code = body?["code"]?.stringValue ?? body?["error"]?["code"]?.stringValue
         let fieldList = body?["fields"]?.arrayValue ?? body?["error"]?["details"]?["fields"]?.arrayValue ?? []
-        fields = fieldList.compactMap { $0["field"]?.stringValue }.map { String($0.prefix(100)) }
+        // Only names that can be field names (identifiers, or a dotted path of them) are kept:
+        // anything else is server text ("CALL 1-800-…") and never reaches the user.
+        fields = fieldList.compactMap { $0["field"]?.stringValue }.filter(Self.isFieldName)
         // `INVALID_FIELD` (and a unique violation) name their one field in a singular `field`.
-        if fields.isEmpty, let single = (body?["field"] ?? body?["error"]?["field"])?.stringValue {
-            fields = [String(single.prefix(100))]
+        if fields.isEmpty, let single = (body?["field"] ?? body?["error"]?["field"])?.stringValue,
+            Self.isFieldName(single)
+        {
+            fields = [single]
         }
         retryAfterSeconds = Self.retryAfterSeconds(response)
         requestID = response.header("X-Request-Id").map { String($0.prefix(64)) }
@@ -34,6 +38,12 @@ public struct ServerError: Sendable, Equatable {
         if let code, !code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }) {
             self.code = nil
         }
+    }
+
+    /// An identifier, or a dotted path of at most four (`address.city`).
+    static func isFieldName(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count <= 4 && parts.allSatisfy { ObjectSchema.isIdentifier(String($0)) }
     }
 
     /// Seconds from `Retry-After` / `X-Retry-After` (delta-seconds form only), at most a day.
