@@ -74,16 +74,10 @@ public final class HTTPClient: @unchecked Sendable {
         if from.scheme == "https" && to.scheme == "http" { throw .tooManyRedirects }
         var next = request
         next.url = target
-        if to.origin != from.origin {
-            // A body (e.g. a sign-in password) or a write never follows a redirect to another origin.
-            let becomesGet = status == 303 || ((status == 301 || status == 302) && request.method == .post)
-            if (request.body != nil && !becomesGet)
-                || (request.method != .get && request.method != .head && !becomesGet)
-            {
-                throw .tooManyRedirects
-            }
-            next.headers.removeAll { HTTPRequest.credentialHeaders.contains($0.0.lowercased()) }
-        }
+        // Never to another origin: ostack talks to one server, a credential-less request there would
+        // only be refused (and read as a signed-out session), and a body (a password, a write) must
+        // not leave the origin it was meant for.
+        if to.origin != from.origin { throw .tooManyRedirects }
         if status == 303 || ((status == 301 || status == 302) && request.method == .post) {
             next.method = .get
             next.body = nil

@@ -227,4 +227,23 @@ import Testing
         #expect(try self.server(server).count == before + 4)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
     }
+
+    /// Issue 14, item 10: a persistent redirect to another origin is refused, and never makes the
+    /// account look signed out.
+    @Test func aCrossOriginRedirectNeverExpiresTheAccount() throws {
+        let (server, ostack) = try signedIn()
+        // Another origin (same server under another name) that answers a request without
+        // credentials with 401 — what following the redirect without them would get.
+        let elsewhere = "http://localhost:\(server.port)/api/v1/meta/object/task"
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":302,"text":"","count":1000,"headers":{"Location":"\#(elsewhere)"},"match":{"pathPrefix":"/api/v1/data/task"}}"#
+        )
+        let list = try ostack.run(["records", "list", "task", "--remote"])
+        #expect(list.status == 11, "\(list.stderr)")
+        _ = try server.control("DELETE", "faults")
+        let status = try ostack.run(["status", "--json"])
+        #expect(status.stdout.contains("\"state\":\"valid\""), "\(status.stdout)")
+        #expect(try ostack.run(["records", "list", "task", "--remote"]).status == 0)
+    }
 }

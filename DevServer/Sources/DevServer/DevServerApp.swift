@@ -130,6 +130,7 @@ final class DevServerApp: @unchecked Sendable {
                             status: fault.status, code: fault.status == 429 ? "RATE_LIMIT_EXCEEDED" : "ERROR",
                             message: "Injected failure"))
                 if let retry = fault.retryAfter { response.headers.append(("Retry-After", String(retry))) }
+                response.headers += fault.headers
                 return (.respond(response), delay)
             }
         }
@@ -138,7 +139,7 @@ final class DevServerApp: @unchecked Sendable {
 
     /// The answer a fault rule gives: its status with its JSON body, raw text, or nothing.
     static func injected(_ fault: FaultInjector.Rule) -> CoreResponse {
-        var response = CoreResponse(status: fault.status, body: fault.body)
+        var response = CoreResponse(status: fault.status, headers: fault.headers, body: fault.body)
         if let text = fault.text {
             response.rawBody = Array(text.utf8)
             response.headers.append(("Content-Type", fault.contentType ?? "text/html"))

@@ -27,6 +27,8 @@ final class FaultInjector: @unchecked Sendable {
         /// A raw body (not JSON), sent with `contentType`.
         var text: String?
         var contentType: String?
+        /// Extra response headers (e.g. `Location` for a redirect).
+        var headers: [(String, String)] = []
     }
 
     let rules = Mutex<[Rule]>([])
@@ -47,6 +49,9 @@ final class FaultInjector: @unchecked Sendable {
         rule.body = json["body"]
         rule.text = json["text"]?.stringValue
         rule.contentType = json["contentType"]?.stringValue
+        if case .object(let members)? = json["headers"] {
+            rule.headers = members.compactMap { name, value in value.stringValue.map { (name, $0) } }
+        }
         rules.withLock { $0.append(rule) }
         return true
     }
