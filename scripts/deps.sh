@@ -11,6 +11,7 @@ packages=(
   libsodium-dev
   libcurl4-openssl-dev
   curl
+  openssl
   dbus
   gnome-keyring
   libsecret-tools

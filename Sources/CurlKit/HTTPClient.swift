@@ -18,6 +18,9 @@ public final class HTTPClient: @unchecked Sendable {
         public var maxResponseBytes: Int = 64 << 20
         public var userAgent: String = "ostack"
         public var maxRedirects: Int = 5
+        /// A PEM bundle of certificate authorities to verify servers with instead of the system's
+        /// (a private CA; like curl's `--cacert`). Nil: the system's.
+        public var caFile: String?
 
         public init() {}
     }
@@ -113,6 +116,7 @@ public final class HTTPClient: @unchecked Sendable {
         set(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(configuration.totalTimeout * 1000)))
         set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
         set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+        if let caFile = configuration.caFile { set(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
         set(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         set(ccurl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1))
         set(ccurl_setopt_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxResponseBytes)))

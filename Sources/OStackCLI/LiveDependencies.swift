@@ -33,8 +33,11 @@ enum LiveDependencies {
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
+        let caSetting = try? context.configuration.value(of: "tls.ca-file").value
+        let transport = CurlTransport(
+            caFile: CurlTransport.caFile(setting: caSetting, environment: context.environment))
         var environment = AuthEnvironment(
-            layout: context.layout, secrets: store, namespaces: namespaces, transport: CurlTransport(),
+            layout: context.layout, secrets: store, namespaces: namespaces, transport: transport,
             keyringBackend: defaultBackend, provisionDatabase: AccountDatabase.provision)
         environment.agent = agent
         return environment

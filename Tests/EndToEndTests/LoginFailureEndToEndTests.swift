@@ -29,6 +29,40 @@ import Testing
         #expect(result.stderr.contains("secure connection"))
     }
 
+    /// Issue 14: a server with a certificate from a private CA. Refused by default; trusted through
+    /// `SSL_CERT_FILE` (or `CURL_CA_BUNDLE`), as curl users expect, or the `tls.ca-file` setting.
+    @Test func aPrivateCAIsTrustedOnlyWhenConfigured() throws {
+        let server = try DevServerProcess()
+        let work = TemporaryDirectory()
+        let file = #filePath
+        let fixture = String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/tls_proxy.py"
+        let proxy = try ChildProcess(
+            executable: "/usr/bin/python3", arguments: [fixture, work.path, String(server.port)])
+        defer { proxy.kill() }
+        let line = try #require(try proxy.readLine(timeout: 60))
+        let parts = line.split(separator: " ").map(String.init)
+        try #require(parts.count == 2)
+        let url = "https://127.0.0.1:\(parts[0])"
+        let ostack = OStackRunner()
+        let refused = try ostack.login(url, "alice@example.com", "alice-pass")
+        #expect(refused.status == 5, "\(refused.stderr)")
+        #expect(refused.stderr.contains("secure connection"))
+        // curl's order: CURL_CA_BUNDLE, then SSL_CERT_FILE.
+        let viaEnvironment = try ostack.login(
+            url, "alice@example.com", "alice-pass", environment: ["SSL_CERT_FILE": parts[1], "CURL_CA_BUNDLE": nil])
+        #expect(viaEnvironment.status == 0, "\(viaEnvironment.stderr)")
+        let viaBundle = try ostack.run(
+            ["records", "list", "task", "--remote"], environment: ["CURL_CA_BUNDLE": parts[1]])
+        #expect(viaBundle.status == 0, "\(viaBundle.stderr)")
+        let system = try ostack.run(
+            ["records", "list", "task", "--remote"], environment: ["CURL_CA_BUNDLE": nil, "SSL_CERT_FILE": nil])
+        #expect(system.status == 5)
+        #expect(try ostack.run(["config", "set", "tls.ca-file", parts[1]]).status == 0)
+        let listed = try ostack.run(["records", "list", "task", "--remote"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(try ostack.run(["config", "set", "tls.ca-file", "relative.pem"]).status == 9)
+    }
+
     @Test func notAnObjectStackServer() throws {
         let file = #filePath
         let fixture =

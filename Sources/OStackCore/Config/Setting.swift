@@ -23,6 +23,11 @@ public struct Setting: Sendable, Equatable {
             key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
             isValid: { Setting.duration($0) != nil }),
         Setting(
+            key: "tls.ca-file",
+            summary:
+                "A PEM file of certificate authorities to trust instead of the system's (a private CA), as an absolute path.",
+            defaultValue: "", isValid: { $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}")) }),
+        Setting(
             key: "locale",
             summary: "Language of labels from the server, sent as Accept-Language (auto: from LANG; e.g. de, fr-CA).",
             defaultValue: "auto", isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),

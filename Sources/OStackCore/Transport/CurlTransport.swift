@@ -5,12 +5,24 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     // @unchecked Sendable: HTTPClient serialises its own access.
     let client: HTTPClient
 
-    public init(connectTimeout: Double = 10, totalTimeout: Double = 60) {
+    /// `caFile`: a PEM bundle of certificate authorities to trust instead of the system's
+    /// (`CurlTransport.caFile(setting:environment:)` chooses it).
+    public init(connectTimeout: Double = 10, totalTimeout: Double = 60, caFile: String? = nil) {
         var configuration = HTTPClient.Configuration()
         configuration.connectTimeout = connectTimeout
         configuration.totalTimeout = totalTimeout
+        configuration.caFile = caFile
         configuration.userAgent = "ostack"
         client = HTTPClient(configuration: configuration)
+    }
+
+    /// The CA bundle to use, as curl users expect: the `tls.ca-file` setting, else `CURL_CA_BUNDLE`,
+    /// else `SSL_CERT_FILE`; nil (the system's) when none is set or the value is empty.
+    public static func caFile(setting: String?, environment: [String: String]) -> String? {
+        for candidate in [setting, environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]] {
+            if let candidate, !candidate.isEmpty { return candidate }
+        }
+        return nil
     }
 
     public func send(_ request: TransportRequest) throws(TransportFailure) -> TransportResponse {

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""A TLS front for a plain-HTTP server on 127.0.0.1, with a certificate from a private CA made on
+the spot (openssl). Usage: tls_proxy.py WORKDIR TARGET_PORT. Prints "PORT CA_PEM_PATH" on one
+line, then forwards every accepted TLS connection byte for byte to TARGET_PORT."""
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+
+workdir, target = sys.argv[1], int(sys.argv[2])
+
+
+def run(*args):
+    subprocess.run(args, check=True, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+    "-days", "2", "-subj", "/CN=ostack test CA")
+run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+    "-subj", "/CN=127.0.0.1")
+with open(os.path.join(workdir, "san.ext"), "w") as ext:
+    ext.write("subjectAltName=IP:127.0.0.1\n")
+run("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+    "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
+
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(os.path.join(workdir, "server.pem"), os.path.join(workdir, "server.key"))
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(64)
+print(listener.getsockname()[1], os.path.join(workdir, "ca.pem"), flush=True)
+
+
+def pump(source, sink):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (source, sink):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def serve(raw):
+    try:
+        tls = context.wrap_socket(raw, server_side=True)
+    except (ssl.SSLError, OSError):
+        raw.close()
+        return
+    upstream = socket.create_connection(("127.0.0.1", target))
+    threading.Thread(target=pump, args=(tls, upstream), daemon=True).start()
+    pump(upstream, tls)
+
+
+while True:
+    connection, _ = listener.accept()
+    threading.Thread(target=serve, args=(connection,), daemon=True).start()
