@@ -1,3 +1,5 @@
+import FoundationEssentials
+import Glibc
 import OStackTestSupport
 import SodiumKit
 import Testing
@@ -103,5 +105,31 @@ import Testing
         let stored = try #require(try store.record("task", "r1"))
         #expect(stored.data["salary"] == nil && stored.data["title"] == "b")
         #expect(try store.entries().first?.baseSnapshot?["salary"] == nil)
+    }
+
+    /// Issue 14, item 10: a server whose clock is 8 days behind. Its session expiry is read in this
+    /// machine's clock (shifted by the answer's `Date`), so a session valid for 7 more days is not
+    /// shown as expired.
+    @Test func sessionExpiryIsReadInTheLocalClock() throws {
+        let now = Date()
+        let serverNow = now.addingTimeInterval(-8 * 86_400)
+        func httpDate(_ date: Date) -> String {
+            var seconds = time_t(date.timeIntervalSince1970)
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            var buffer = [CChar](repeating: 0, count: 64)
+            let count = strftime(&buffer, buffer.count, "%a, %d %b %Y %H:%M:%S GMT", &parts)
+            return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        let expiresServer = serverNow.addingTimeInterval(7 * 86_400)
+        let response = TransportResponse(status: 200, headers: [("Date", httpDate(serverNow))])
+        let local = AuthAPI.localTime(expiresServer, response: response, now: now)
+        #expect(abs(local.timeIntervalSince(now) - 7 * 86_400) < 5)
+        // No Date, a small difference or an absurd one: unchanged.
+        #expect(AuthAPI.localTime(expiresServer, response: TransportResponse(status: 200), now: now) == expiresServer)
+        let close = TransportResponse(status: 200, headers: [("Date", httpDate(now.addingTimeInterval(-30)))])
+        #expect(AuthAPI.localTime(expiresServer, response: close, now: now) == expiresServer)
+        let absurd = TransportResponse(status: 200, headers: [("Date", "Mon, 01 Jan 1990 00:00:00 GMT")])
+        #expect(AuthAPI.localTime(expiresServer, response: absurd, now: now) == expiresServer)
     }
 }

@@ -197,7 +197,9 @@ public struct AuthAPI: Sendable {
         guard let user = Self.user(json["user"]) else {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "session user")
         }
-        let expiresAt = json["session"]?["expiresAt"]?.stringValue.flatMap(Self.parseDate)
+        let expiresAt = json["session"]?["expiresAt"]?.stringValue.flatMap(Self.parseDate).map {
+            Self.localTime($0, response: response)
+        }
         var rotated: SessionCredential?
         let candidate = response.header("set-auth-token") ?? json["session"]?["token"]?.stringValue
         if let candidate, Self.isPlausibleToken(candidate) {
@@ -205,6 +207,17 @@ public struct AuthAPI: Sendable {
             if !(bytes == token) && !Self.isSameSessionInSignedForm(candidate, token: token) { rotated = bytes }
         }
         return RemoteSession(user: user, expiresAt: expiresAt, rotatedToken: rotated)
+    }
+
+    /// A time the server gave, in this machine's clock: shifted by how far the answer's `Date` header
+    /// is from now. A server whose clock is days off would otherwise make a valid session look
+    /// expired (or an expired one valid) in `status` and `doctor`. Unchanged within a minute, without
+    /// a usable `Date`, or for an implausible difference (a year or more).
+    static func localTime(_ serverTime: Date, response: TransportResponse, now: Date = Date()) -> Date {
+        guard let header = response.header("Date"), let serverNow = HTTPDate.parse(header) else { return serverTime }
+        let skew = now.timeIntervalSince(serverNow)
+        guard skew.isFinite, abs(skew) > 60, abs(skew) < 366 * 86_400 else { return serverTime }
+        return serverTime.addingTimeInterval(skew)
     }
 
     /// Whether an API key is accepted. ObjectStack resolves keys on data and metadata routes only
