@@ -62,11 +62,21 @@ enum SyncBench {
 
         /// Runs `ostack sync --pull-only`: seconds and the child's peak RSS in MB.
         func pull() throws -> (seconds: Double, peakMB: Double) {
+            try measured(["sync", "--pull-only"])
+        }
+
+        /// Runs `ostack <arguments>`: seconds and the child's peak RSS in MB. `discardOutput` sends
+        /// its stdout to /dev/null (through `sh -c exec`: the same process, so the same pid).
+        func measured(_ arguments: [String], discardOutput: Bool = false) throws -> (seconds: Double, peakMB: Double) {
             // VmHWM of the child's own address space, sampled until it exits. (rusage's ru_maxrss is
             // useless here: a posix_spawn'd child inherits the bench's own high-water mark.)
             let start = Measure.now()
-            let child = try ChildProcess(
-                executable: ostack, arguments: ["sync", "--pull-only"], environment: environment)
+            let child =
+                discardOutput
+                ? try ChildProcess(
+                    executable: "/bin/sh", arguments: ["-c", "exec \"$0\" \"$@\" >/dev/null", ostack] + arguments,
+                    environment: environment)
+                : try ChildProcess(executable: ostack, arguments: arguments, environment: environment)
             var peakKB = 0
             var status: Int32?
             while status == nil {
@@ -75,7 +85,7 @@ enum SyncBench {
                 if Measure.now() - start > 900 { throw BenchError("pull timed out") }
             }
             let seconds = Measure.now() - start
-            precondition(status == 0, "pull failed: \(child.stderrText())")
+            precondition(status == 0, "\(arguments.first ?? "") failed: \(child.stderrText())")
             return (seconds, Double(peakKB) / 1024)
         }
     }
@@ -115,6 +125,22 @@ enum SyncBench {
                     name: "info-insert-previous-mirror-shape", value: 100_000 / oldShape, unit: "records/s",
                     baseline: floorRate, ratio: floor / oldShape,
                     target: "information: WITHOUT ROWID (object, id), the pre-0005 mirror", ok: true))
+            // Memory stays flat however big the answer (issue 14): a remote list of 100 000 records,
+            // written as JSON, and a pull of 300 000 against the 100 000 one.
+            let listed = try session.measured(["records", "list", "task", "--remote", "--json"], discardOutput: true)
+            results.append(
+                BenchResult(
+                    name: "list-remote-100k-peak-rss", value: listed.peakMB, unit: "MB", baseline: nil, ratio: nil,
+                    target: "<= 120 MB (records list --remote --json of 100 000)", ok: listed.peakMB <= 120))
+            let large = try Session(ostack: ostack)
+            try large.server.control("POST", "seed", #"{"object":"task","count":300000}"#)
+            try large.run(["sync", "track", "task"])
+            let pull300k = try large.pull()
+            results.append(
+                BenchResult(
+                    name: "pull-300k-peak-rss", value: pull300k.peakMB, unit: "MB", baseline: pull.peakMB,
+                    ratio: pull300k.peakMB / pull.peakMB, target: "<= 1.1 x pull-100k-random-peak-rss and <= 120 MB",
+                    ok: pull300k.peakMB <= 1.1 * pull.peakMB && pull300k.peakMB <= 120))
             let queries = try query(rows, item: item, suffix: "100k")
             scan100k = queries.first { $0.name == "query-compound-scan-100k" }?.value
             results += queries

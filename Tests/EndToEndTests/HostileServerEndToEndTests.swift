@@ -149,6 +149,12 @@ import Testing
         _ = try server.control("DELETE", "faults")
         #expect(try ostack.run(["sync"]).status == 0)
 
+        // A page bigger than asked (2 000) is refused, not taken whole.
+        let oversized = (0..<2001).map { #"{"id":"big\#($0)","updated_at":"2031-01-01T00:00:00.000Z"}"# }
+        try listFault(server, text: #"{"records":[\#(oversized.joined(separator: ","))]}"#, count: 1)
+        #expect(try ostack.run(["sync"]).status == 11)
+        #expect(try ostack.run(["records", "get", "task", "big0", "--local"]).status != 0)
+
         let ids = (0..<50).map { #"{"id":"loop\#($0)"}"# }.joined(separator: ",")
         try listFault(server, text: #"{"records":[\#(ids)],"hasMore":true}"#, count: 1000, query: "select=id")
         let start = try listRequests(server)
@@ -245,5 +251,36 @@ import Testing
         let status = try ostack.run(["status", "--json"])
         #expect(status.stdout.contains("\"state\":\"valid\""), "\(status.stdout)")
         #expect(try ostack.run(["records", "list", "task", "--remote"]).status == 0)
+    }
+
+    /// Issue 14, defect 5: `records list --remote` asks for pages (a page size on every request)
+    /// and writes them as they come; a server that sends more than asked, or ignores `skip`, is
+    /// stopped instead of filling memory or looping.
+    @Test func remoteListsPageThemselves() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        _ = try server.control("POST", "seed", #"{"object":"task","count":2500}"#)
+        let total = try self.server(server).count
+        let before = try listRequests(server)
+        let listed = try ostack.run(["records", "list", "task", "--remote", "--json"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.ranges(of: "\"updated_at\"").count == total)
+        #expect(listed.stdout.hasPrefix(#"{"object":"task","records":[{"#))
+        #expect(listed.stdout.hasSuffix(#"],"source":"remote","total":\#(total)}"# + "\n"))
+        #expect(try listRequests(server) - before == (total + 999) / 1000)
+        let limited = try ostack.run(["records", "list", "task", "--remote", "--limit", "1500", "--offset", "10"])
+        #expect(limited.status == 0)
+        #expect(limited.stdout.split(separator: "\n").count == 1501)  // header + rows
+
+        let big = (0..<1001).map { #"{"id":"big\#($0)"}"# }.joined(separator: ",")
+        try listFault(server, text: #"{"records":[\#(big)]}"#, count: 1)
+        #expect(try ostack.run(["records", "list", "task", "--remote"]).status == 11)
+        let page = (0..<1000).map { #"{"id":"same\#($0)"}"# }.joined(separator: ",")
+        try listFault(server, text: #"{"records":[\#(page)]}"#, count: 1000)
+        let start = try listRequests(server)
+        #expect(try ostack.run(["records", "list", "task", "--remote", "--json"]).status == 11)
+        #expect(try listRequests(server) - start == 2)
     }
 }

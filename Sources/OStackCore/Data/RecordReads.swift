@@ -31,6 +31,31 @@ public struct RecordReads {
     }
 
     public func list(_ request: ListRequest) throws(OStackError) -> ListResult {
+        let (source, tracked, fieldTypes) = try prepare(request)
+        if source == .local {
+            let result = try store.query(
+                .init(
+                    object: request.object, filter: request.filter, sort: request.sort, limit: request.limit,
+                    offset: request.offset, fieldTypes: fieldTypes))
+            let records = result.records.compactMap { JSONValue.parse($0) }.map { Self.select($0, request.fields) }
+            return ListResult(
+                source: .local, records: records, total: result.total,
+                lastPullAt: try store.trackState(request.object)?.lastPullAt, tracked: tracked)
+        }
+        var records: [JSONValue] = []
+        let total = try listRemotePages(request) { (page) throws(OStackError) in records += page }
+        return ListResult(source: .remote, records: records, total: total, lastPullAt: nil, tracked: tracked)
+    }
+
+    /// Where `list` answers `request`: its `source`, else the mirror when the object is tracked.
+    public func source(for request: ListRequest) throws(OStackError) -> RecordSource {
+        try prepare(request).source
+    }
+
+    /// Checks the request against metadata (when cached) and decides the source.
+    func prepare(_ request: ListRequest) throws(OStackError) -> (
+        source: RecordSource, tracked: Bool, fieldTypes: [String: String]
+    ) {
         guard ObjectSchema.isIdentifier(request.object) else {
             throw OStackError(.unknownObject, detail: "bad object name")
         }
@@ -43,35 +68,68 @@ public struct RecordReads {
             for field in request.fields ?? [] { try checker.requireKnown(field) }
         }
         let tracked = try store.isTracked(request.object)
-        let source = request.source ?? (tracked ? .local : .remote)
-        if source == .local {
-            let result = try store.query(
-                .init(
-                    object: request.object, filter: request.filter, sort: request.sort, limit: request.limit,
-                    offset: request.offset, fieldTypes: fieldTypes))
-            let records = result.records.compactMap { JSONValue.parse($0) }.map { Self.select($0, request.fields) }
-            return ListResult(
-                source: .local, records: records, total: result.total,
-                lastPullAt: try store.trackState(request.object)?.lastPullAt, tracked: tracked)
-        }
-        var query: [(String, String)] = []
+        return (request.source ?? (tracked ? .local : .remote), tracked, fieldTypes)
+    }
+
+    /// The server's records in pages of at most `pageSize` (`top`/`skip` after the request's
+    /// offset), handed to `each` one page at a time, so memory stays flat however many there are
+    /// (docs/sync.md, "Remote lists"). A page is split into records without decoding it as a whole.
+    /// Stops at the request's `limit`, at a short page, or at the `total` the server gave; a page
+    /// bigger than asked, or one that repeats the previous page, is `unexpected-response`.
+    /// Returns the server's `total`, when it gave one.
+    public func listRemotePages(
+        _ request: ListRequest, pageSize: Int = 1000, each: ([JSONValue]) throws(OStackError) -> Void
+    ) throws(OStackError) -> Int? {
+        var base: [(String, String)] = []
         if let wire = request.wireFilter {
-            query.append(("filter", String(decoding: wire.serialized(), as: UTF8.self)))
+            base.append(("filter", String(decoding: wire.serialized(), as: UTF8.self)))
         }
-        if !request.sort.isEmpty { query.append(("sort", request.sort.map(\.wire).joined(separator: ","))) }
-        if let limit = request.limit { query.append(("top", String(limit))) }
-        if request.offset > 0 { query.append(("skip", String(request.offset))) }
+        if !request.sort.isEmpty { base.append(("sort", request.sort.map(\.wire).joined(separator: ","))) }
         if let fields = request.fields {
-            query.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ",")))
+            base.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ",")))
         }
-        let json = try call(.list(object: request.object), query: query, object: request.object)
-        guard let records = json["records"]?.arrayValue else {
-            throw OStackError(
-                .unexpectedResponse, context: .init(host: session.account.server.authority), detail: "list: no records")
+        let host = session.account.server.authority
+        func malformed(_ detail: String) -> OStackError {
+            OStackError(.unexpectedResponse, context: .init(host: host), detail: detail)
         }
-        return ListResult(
-            source: .remote, records: records.map { Self.select($0, request.fields) },
-            total: json["total"]?.intValue.flatMap { $0 >= 0 ? $0 : nil }, lastPullAt: nil, tracked: tracked)
+        var fetched = 0
+        var total: Int?
+        var previous: [String]?
+        while true {
+            let want = request.limit.map { Swift.min(pageSize, $0 - fetched) } ?? pageSize
+            if want <= 0 { break }
+            let skip = request.offset + fetched
+            var query = base + [("top", String(want))]
+            if skip > 0 { query.append(("skip", String(skip))) }
+            let outcome = try session.api.exchange(.list(object: request.object), query: query)
+            guard outcome.ok else {
+                throw labelled(
+                    outcome.error.asOStackError(account: session.account.alias, host: host), object: request.object)
+            }
+            let parsed: (records: [JSONValue], total: Int?)? = outcome.response.body.withUnsafeBytes { raw in
+                guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
+                var records: [JSONValue] = []
+                records.reserveCapacity(found.ranges.count)
+                for range in found.ranges {
+                    guard let record = JSONValue.parse(Array(UnsafeRawBufferPointer(rebasing: raw[range]))) else {
+                        return nil
+                    }
+                    records.append(Self.select(record, request.fields))
+                }
+                return (records, found.total)
+            }
+            guard let page = parsed else { throw malformed("list: no records") }
+            if page.records.count > want { throw malformed("list: page bigger than asked") }
+            let ids = page.records.prefix(3).map { $0["id"]?.stringValue ?? "" }
+            if fetched > 0, !ids.isEmpty, ids == previous { throw malformed("list: page repeated") }
+            previous = ids
+            total = total ?? page.total
+            try each(page.records)
+            fetched += page.records.count
+            if page.records.count < want { break }
+            if let total, request.offset + fetched >= total { break }
+        }
+        return total
     }
 
     /// One record, and whether it has changes not yet on the server.
@@ -136,14 +194,19 @@ public struct RecordReads {
         do {
             return try session.api.call(endpoint, query: query)
         } catch {
-            var error = error
-            error.context.object = object
-            if !error.context.fields.isEmpty {
-                let schema = try? session.metadata.object(object).schema
-                error.context.fields = error.context.fields.compactMap { name in schema?.field(name)?.label }
-            }
-            throw error
+            throw labelled(error, object: object)
         }
+    }
+
+    /// An error of a call about `object`: names the object, and the fields by their labels.
+    func labelled(_ error: OStackError, object: String) -> OStackError {
+        var error = error
+        error.context.object = object
+        if !error.context.fields.isEmpty {
+            let schema = try? session.metadata.object(object).schema
+            error.context.fields = error.context.fields.compactMap { name in schema?.field(name)?.label }
+        }
+        return error
     }
 
     static func select(_ record: JSONValue, _ fields: [String]?) -> JSONValue {

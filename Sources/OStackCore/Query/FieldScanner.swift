@@ -273,15 +273,20 @@ public struct FieldScanner: Sendable {
 
 extension FieldScanner {
     /// The byte ranges of the objects in a list response's `records` array (docs/protocol.md, "Records"), found
-    /// without decoding them, and `hasMore`. Nil when the body is not such a response.
-    public static func recordRanges(in body: UnsafeRawBufferPointer) -> (ranges: [Range<Int>], hasMore: Bool?)? {
+    /// without decoding them, `hasMore` and `total` (a non-negative integer, else nil). Nil when the
+    /// body is not such a response.
+    public static func recordRanges(in body: UnsafeRawBufferPointer) -> (
+        ranges: [Range<Int>], hasMore: Bool?, total: Int?
+    )? {
         var reader = Reader(bytes: body)
         reader.skipSpace()
         guard reader.consume(UInt8(ascii: "{")) else { return nil }
         var ranges: [Range<Int>]?
         var hasMore: Bool?
+        var total: Int?
         let recordsKey = Array("records".utf8)
         let hasMoreKey = Array("hasMore".utf8)
+        let totalKey = Array("total".utf8)
         reader.skipSpace()
         if reader.consume(UInt8(ascii: "}")) { return nil }
         while true {
@@ -310,6 +315,10 @@ extension FieldScanner {
                 ranges = found
             } else if name == hasMoreKey {
                 if case .bool(let flag) = reader.value() { hasMore = flag } else { return nil }
+            } else if name == totalKey {
+                if case .number(let number) = reader.value(), number >= 0, number <= 1e15, number == number.rounded() {
+                    total = Int(number)
+                }
             } else if !reader.skipValue() {
                 return nil
             }
@@ -318,6 +327,6 @@ extension FieldScanner {
             guard reader.consume(UInt8(ascii: "}")) else { return nil }
             break
         }
-        return ranges.map { ($0, hasMore) }
+        return ranges.map { ($0, hasMore, total) }
     }
 }

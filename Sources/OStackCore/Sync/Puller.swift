@@ -30,7 +30,7 @@ struct Puller {
     /// larger commits write far fewer pages (docs/decisions/0007-mirror-schema.md).
     var recordsPerCommit = 20_000
     /// The page cache while pulling (KiB): large enough to keep `records_key` of a million records.
-    var pullCacheKiB = 65_536
+    var pullCacheKiB = 40_960
 
     func pull(_ object: String, reconcile forceReconcile: Bool) throws(OStackError) -> PullReport {
         var report = PullReport()
@@ -46,6 +46,9 @@ struct Puller {
         let cache = try store.cacheSizeSetting()
         try store.setCacheSize(-pullCacheKiB)
         defer { try? store.setCacheSize(cache) }
+        // A page bigger than asked (a server ignoring `top`) would make memory grow with the server's
+        // data: refused, like a page that does not move the cursor.
+        if page.count > pageSize { throw malformed("list page bigger than asked") }
         var more = page.count > 0
         // Loop guard: every page must move the cursor to a place it has not been (a server that
         // repeats a page, or cycles, would otherwise be asked forever).
@@ -77,6 +80,7 @@ struct Puller {
                     progress?(object, report.pulled)
                     if more {
                         page = try pending.wait()
+                        if page.count > pageSize { throw malformed("list page bigger than asked") }
                         more = page.count > 0
                         if more, let next = page.last, visited.contains((next.version ?? "") + "\u{0}" + next.id) {
                             throw malformed("list page repeated: the cursor did not advance")

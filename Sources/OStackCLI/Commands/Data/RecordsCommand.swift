@@ -143,6 +143,10 @@ struct RecordsCommand: AsyncParsableCommand {
                 request.offset = offset
                 request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
                 request.source = source.source
+                if try session.reads.source(for: request) == .remote {
+                    try Self.listRemote(request, reads: session.reads, context: context)
+                    return
+                }
                 let result = try session.reads.list(request)
                 if result.source == .local {
                     if !result.tracked {
@@ -261,6 +265,41 @@ struct RecordsCommand: AsyncParsableCommand {
 }
 
 /// Human renderings of records: values are user data and printed, after control characters are stripped.
+extension RecordsCommand.List {
+    /// The server's records, fetched and written page by page so memory stays flat however many
+    /// there are (docs/sync.md, "Remote lists"). `--json` writes the same document as for a local
+    /// list, one record at a time; the table keeps only its cells.
+    static func listRemote(_ request: RecordReads.ListRequest, reads: RecordReads, context: CommandContext) throws {
+        if context.global.json {
+            let terminal = context.terminal
+            terminal.out("{\"object\":" + JSONOutput.encode(request.object) + ",\"records\":[")
+            var first = true
+            let total = try reads.listRemotePages(request) { page in
+                var chunk = ""
+                for record in page {
+                    chunk += (first ? "" : ",") + JSONOutput.encode(record)
+                    first = false
+                }
+                terminal.out(chunk)
+            }
+            terminal.out("],\"source\":\"remote\"" + (total.map { ",\"total\":\($0)" } ?? "") + "}\n")
+            return
+        }
+        var columns: [String]?
+        var rows: [[String]] = []
+        _ = try reads.listRemotePages(request) { page in
+            let chosen = columns ?? RecordText.columns(page, fields: request.fields)
+            columns = chosen
+            rows += page.map { RecordText.cells($0, columns: chosen) }
+        }
+        guard let columns, !rows.isEmpty else {
+            context.terminal.out("No records.\n")
+            return
+        }
+        context.terminal.out(Table(headers: columns, rows: rows).render(terminal: context.terminal))
+    }
+}
+
 enum RecordText {
     static func text(_ value: JSONValue) -> String {
         switch value {
@@ -284,6 +323,18 @@ enum RecordText {
 
     static func table(_ records: [JSONValue], fields: [String]?, terminal: Terminal) -> String {
         if records.isEmpty { return "No records." }
+        let columns = columns(records, fields: fields)
+        return Table(headers: columns, rows: records.map { cells($0, columns: columns) }).render(terminal: terminal)
+    }
+
+    /// A table's cells for one record.
+    static func cells(_ record: JSONValue, columns: [String]) -> [String] {
+        columns.map { text(record[$0] ?? .null) }
+    }
+
+    /// The columns of a records table: `id`, the fields asked for, else up to five fields seen in
+    /// the first 50 records, then `updated_at`.
+    static func columns(_ records: [JSONValue], fields: [String]?) -> [String] {
         let hidden: Set<String> = ["created_at", "created_by", "updated_by", "owner_id"]
         var columns = fields ?? []
         if fields == nil {
@@ -297,10 +348,7 @@ enum RecordText {
             columns.removeAll { $0 == "id" || $0 == "updated_at" }
             columns = Array(columns.prefix(5)) + ["updated_at"]
         }
-        columns = ["id"] + columns.filter { $0 != "id" }
-        return Table(headers: columns, rows: records.map { record in columns.map { text(record[$0] ?? .null) } })
-            .render(
-                terminal: terminal)
+        return ["id"] + columns.filter { $0 != "id" }
     }
 
     static func age(_ seconds: Double) -> String {
