@@ -283,4 +283,24 @@ import Testing
         #expect(try ostack.run(["records", "list", "task", "--remote", "--json"]).status == 11)
         #expect(try listRequests(server) - start == 2)
     }
+
+    /// Issue 14, defect 9, against the dev server: a `get-session` during login that names another
+    /// user registers nothing, leaves nothing in the guest namespace and signs the session out.
+    @Test func aSessionNamingAnotherUserAtLoginRegistersNothing() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let bob =
+            #"{"session":{"token":"x","expiresAt":"2030-01-01T00:00:00.000Z"},"user":{"id":"usr_bob","email":"bob@example.com","name":"Bob"}}"#
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"body":\#(bob),"count":5,"match":{"pathPrefix":"/api/v1/auth/get-session"}}"#
+        )
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass")
+        #expect(login.status == 11, "\(login.stderr)")
+        #expect(login.stderr.contains("another user"))
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"id\"") == false)
+        #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("session-token"))
+        let counters = try server.control("GET", "counters")
+        #expect(counters.contains("\"POST /api/v1/auth/sign-out\":1"), "\(counters)")
+    }
 }
