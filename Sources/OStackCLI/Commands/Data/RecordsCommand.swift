@@ -22,10 +22,14 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct WriteOptions: ParsableArguments {
+        // Values may start with `-` (`--set note=-5`, `--sort -updated_at`): the next word is the value.
         @Option(
-            name: .long, help: ArgumentHelp("Set a field (typed by metadata); repeatable.", valueName: "field=value"))
+            name: .long, parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Set a field (typed by metadata); repeatable.", valueName: "field=value"))
         var set: [String] = []
-        @Option(name: .long, help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
+        @Option(
+            name: .long, parsing: .unconditional,
+            help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
         var data: String?
         @Flag(name: .long, help: "Save and queue the change without contacting the server.") var offline = false
 
@@ -106,13 +110,16 @@ struct RecordsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List records of an object.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object, e.g. task.") var object: String
-        @Option(name: .long, help: "A filter, e.g. \"status = 'open' and amount >= 10\".") var filter: String?
-        @Option(name: .customLong("filter-json"), help: "The filter as the protocol's JSON AST.") var filterJSON:
-            String?
-        @Option(name: .long, help: "Sort fields, e.g. status,-updated_at.") var sort: String?
+        @Option(name: .long, parsing: .unconditional, help: "A filter, e.g. \"status = 'open' and amount >= 10\".")
+        var filter: String?
+        @Option(
+            name: .customLong("filter-json"), parsing: .unconditional, help: "The filter as the protocol's JSON AST.")
+        var filterJSON: String?
+        @Option(name: .long, parsing: .unconditional, help: "Sort fields, e.g. -updated_at or status,-amount.")
+        var sort: String?
         @Option(name: .long, help: "At most this many records.") var limit: Int?
         @Option(name: .long, help: "Skip this many records.") var offset: Int = 0
-        @Option(name: .long, help: "Only these fields, e.g. title,status.") var fields: String?
+        @Option(name: .long, parsing: .unconditional, help: "Only these fields, e.g. title,status.") var fields: String?
         @OptionGroup var source: SourceOptions
 
         func validate() throws {
