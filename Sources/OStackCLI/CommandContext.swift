@@ -115,6 +115,20 @@ public struct CommandContext: Sendable {
         }
     }
 
+    /// An error that did not fail the command, as a warning on stderr: `ostack: warning: …` and its
+    /// hint, or under `--json` a `{"warning":{code,message,hint}}` document.
+    public func warn(_ error: OStackError) {
+        let presentation = ErrorPresenter().present(error, referenceID: "-")
+        if global.json {
+            let document = JSONOutput.WarningDocument(
+                warning: .init(code: presentation.code, message: presentation.message, hint: presentation.hint))
+            terminal.err(JSONOutput.encode(document) + "\n")
+        } else {
+            terminal.err("ostack: warning: \(presentation.message)\n")
+            if let hint = presentation.hint { terminal.err("ostack: hint: \(hint)\n") }
+        }
+    }
+
     /// A note for the user on stderr (never data), suppressed under `--json`.
     public func note(_ text: String) {
         if !global.json { terminal.err(text + "\n") }

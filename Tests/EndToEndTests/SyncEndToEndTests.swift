@@ -53,19 +53,25 @@ import Testing
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["objects", "show", "task"]).status == 0)  // metadata cached
         try server.control("POST", "faults", #"{"action":"drop-before","count":1000}"#)
+        // Saved and queued is success (exit 0 with a warning); --require-online makes it exit 5.
         let offline = try ostack.run(["records", "create", "task", "--set", "title=Offline one", "--json"])
-        #expect(offline.status == 5, "\(offline.stderr)")
+        #expect(offline.status == 0, "\(offline.stderr)")
         #expect(offline.stdout.contains("\"queued\":true"))
-        #expect(offline.stderr.contains("saved and queued"))
+        #expect(offline.stderr.contains(#""warning":{"#) && offline.stderr.contains("saved and queued"))
+        let strict = try ostack.run(["records", "create", "task", "--set", "title=Strict one", "--require-online"])
+        #expect(strict.status == 5, "\(strict.stderr)")
+        #expect(strict.stderr.contains("ostack: error: ") && strict.stderr.contains("saved and queued"))
+        let human = try ostack.run(["records", "create", "task", "--set", "title=Offline two"])
+        #expect(human.status == 0 && human.stderr.contains("ostack: warning: "), "\(human.stderr)")
         #expect(try ostack.run(["sync"]).status == 5)  // still offline: never reports success
         try server.control("DELETE", "faults")
         #expect(try serverCount(server).0 == 0)
         let sync = try ostack.run(["sync", "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")
-        #expect(sync.stdout.contains("\"pushed\":1"))
-        #expect(try serverCount(server).0 == 1)
+        #expect(sync.stdout.contains("\"pushed\":3"))
+        #expect(try serverCount(server).0 == 3)
         #expect(try ostack.run(["sync"]).status == 0)
-        #expect(try serverCount(server).0 == 1)
+        #expect(try serverCount(server).0 == 3)
     }
 
     @Test func createWhoseResponseIsLostIsNotDuplicated() throws {
@@ -77,7 +83,8 @@ import Testing
             "POST", "faults",
             #"{"action":"drop-after","count":2,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
         let lost = try ostack.run(["records", "create", "task", "--set", "title=Committed", "--json"])
-        #expect(lost.status == 5, "\(lost.stderr)")
+        #expect(lost.status == 0, "\(lost.stderr)")
+        #expect(lost.stdout.contains("\"queued\":true"))
         #expect(try serverCount(server).0 == 1)
         let sync = try ostack.run(["sync", "--json"])
         #expect(sync.status == 0, "\(sync.stderr)")

@@ -39,4 +39,9 @@ public enum JSONOutput {
         }
         public var error: Body
     }
+
+    /// What `--json` writes on stderr for a warning (a command that still succeeded).
+    public struct WarningDocument: Encodable {
+        public var warning: ErrorDocument.Body
+    }
 }

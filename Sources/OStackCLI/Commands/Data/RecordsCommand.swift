@@ -32,6 +32,14 @@ struct RecordsCommand: AsyncParsableCommand {
             help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
         var data: String?
         @Flag(name: .long, help: "Save and queue the change without contacting the server.") var offline = false
+        @Flag(
+            name: .customLong("require-online"),
+            help: "Fail (exit 5) when the change could not be delivered now; it stays saved and queued.")
+        var requireOnline = false
+
+        func validate() throws {
+            if offline && requireOnline { throw ValidationError("Pass --offline or --require-online, not both.") }
+        }
 
         /// `--data` holding a JSON array: several records (create only).
         func batch() throws(OStackError) -> [[String: JSONValue]]? {
@@ -88,9 +96,12 @@ struct RecordsCommand: AsyncParsableCommand {
         var queued: Bool
     }
 
-    /// Prints the result; a change still queued for a reason ends with that reason's exit code
-    /// (5 when the server could not be reached).
-    static func finish(_ result: RecordWrites.WriteResult, verb: String, context: CommandContext) throws {
+    /// Prints the result; a change still queued for a reason ends with that reason's exit code —
+    /// except that not reaching the server is success: the change is saved and queued, a warning
+    /// says so and the exit is 0, unless `requireOnline` (then 5) (docs/errors.md, "Offline writes").
+    static func finish(
+        _ result: RecordWrites.WriteResult, verb: String, context: CommandContext, requireOnline: Bool = false
+    ) throws {
         let document = WriteDocument(object: result.object, id: result.id, record: result.record, queued: result.queued)
         context.emit(json: document) {
             var text = result.record.map { RecordText.detail($0) } ?? ""
@@ -100,10 +111,19 @@ struct RecordsCommand: AsyncParsableCommand {
         guard result.queued else { return }
         if var reason = result.reason {
             reason.context.count = 1
-            throw reason
+            try settleQueued(reason, context: context, requireOnline: requireOnline)
+            return
         }
         // --offline: queued as asked, which is success (the JSON says `"queued": true`).
         context.note("Saved locally and queued (--offline); `ostack sync` pushes it.")
+    }
+
+    /// A write that is saved and queued because the server could not be reached is a success with
+    /// a warning (exit 0), unless `requireOnline`; any other reason (conflict, refusal, server
+    /// error, an answer without proof) is the error it is.
+    static func settleQueued(_ reason: OStackError, context: CommandContext, requireOnline: Bool) throws {
+        guard [.offline, .timeout].contains(reason.code), !requireOnline else { throw reason }
+        context.warn(reason)
     }
 
     struct List: AsyncParsableCommand {
@@ -220,13 +240,15 @@ struct RecordsCommand: AsyncParsableCommand {
                         human:
                             "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
-                    if let reason { throw reason }
+                    if let reason {
+                        try RecordsCommand.settleQueued(reason, context: context, requireOnline: write.requireOnline)
+                    }
                     return
                 }
                 let fields = try write.fields(session, object: object)
                 try RecordsCommand.finish(
                     try session.writes.create(object, data: fields, offline: write.offline), verb: "Created",
-                    context: context)
+                    context: context, requireOnline: write.requireOnline)
             }
         }
     }
@@ -249,7 +271,7 @@ struct RecordsCommand: AsyncParsableCommand {
                 }
                 try RecordsCommand.finish(
                     try session.writes.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated",
-                    context: context)
+                    context: context, requireOnline: write.requireOnline)
             }
         }
     }
@@ -260,12 +282,20 @@ struct RecordsCommand: AsyncParsableCommand {
         @Argument(help: "The object.") var object: String
         @Argument(help: "The record id.") var id: String
         @Flag(name: .long, help: "Save and queue the deletion without contacting the server.") var offline = false
+        @Flag(
+            name: .customLong("require-online"),
+            help: "Fail (exit 5) when the deletion could not be delivered now; it stays saved and queued.")
+        var requireOnline = false
+
+        func validate() throws {
+            if offline && requireOnline { throw ValidationError("Pass --offline or --require-online, not both.") }
+        }
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 try RecordsCommand.finish(
                     try context.selectedSession().writes.delete(object, id: id, offline: offline), verb: "Deleted",
-                    context: context)
+                    context: context, requireOnline: requireOnline)
             }
         }
     }
