@@ -64,13 +64,16 @@ let package = Package(
         .testTarget(name: "SodiumKitTests", dependencies: ["SodiumKit"]),
         .testTarget(name: "SQLCipherKitTests", dependencies: ["SQLCipherKit", "SodiumKit", "OStackTestSupport"]),
         .testTarget(
-            name: "KeyringKitTests", dependencies: ["KeyringKit", "CSecretShims", "SodiumKit", "OStackTestSupport"]),
-        .testTarget(name: "CurlKitTests", dependencies: ["CurlKit", "OStackTestSupport"]),
+            name: "KeyringKitTests", dependencies: ["KeyringKit", "CSecretShims", "SodiumKit", "OStackTestSupport"],
+            exclude: ["Fixtures"]),
+        // Fixtures (Python helpers, data files) are read from the source tree by path, not bundled.
+        .testTarget(name: "CurlKitTests", dependencies: ["CurlKit", "OStackTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "PlatformKitTests", dependencies: ["PlatformKit", "OStackTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["OStackTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["OStackTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "DevServerContractTests", dependencies: ["CurlKit", "OStackTestSupport"]),
         .testTarget(
-            name: "OStackCoreTests", dependencies: ["OStackCore", "KeyringKit", "PlatformKit", "OStackTestSupport"]),
+            name: "OStackCoreTests", dependencies: ["OStackCore", "KeyringKit", "PlatformKit", "OStackTestSupport"],
+            exclude: ["Fixtures"]),
         .testTarget(name: "OStackCLITests", dependencies: ["OStackCLI", "OStackTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
