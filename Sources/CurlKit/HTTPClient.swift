@@ -116,7 +116,11 @@ public final class HTTPClient: @unchecked Sendable {
         set(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(configuration.totalTimeout * 1000)))
         set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
         set(ccurl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-        if let caFile = configuration.caFile { set(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+        if let caFile = configuration.caFile {
+            // Instead of the system's, not in addition: the built-in CA directory is switched off too.
+            set(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile))
+            set(ccurl_setopt_pointer(handle, CURLOPT_CAPATH, nil))
+        }
         set(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         set(ccurl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1))
         set(ccurl_setopt_offset(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxResponseBytes)))

@@ -194,7 +194,8 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "\(count) \(count == 1 ? "record" : "records")\(what) from the server could not be stored "
                     + "(not valid JSON, nested too deep, or a number out of range)\(list).",
-                "The other records synced; these stay out of the local copy until they change on the server.", 11)
+                "The other records synced; these are not taken (an older local copy is flagged invalid) until they change on the server.",
+                11)
         case .unconfirmed:
             return make(
                 "The server answered without confirming the change. It is saved and queued.",

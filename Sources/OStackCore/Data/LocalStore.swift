@@ -252,6 +252,11 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// Flags a mirrored record as not valid (its server version could not be taken: it is stale).
+    public func markInvalid(_ object: String, _ id: String) throws(OStackError) {
+        try run("UPDATE records SET invalid = 1 WHERE object = ? AND id = ?", [.text(object), .text(id)])
+    }
+
     public func deleteRecord(_ object: String, _ id: String) throws(OStackError) {
         try run("DELETE FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)])
     }

@@ -43,7 +43,7 @@ public struct RecordReads {
                 lastPullAt: try store.trackState(request.object)?.lastPullAt, tracked: tracked)
         }
         var records: [JSONValue] = []
-        let total = try listRemotePages(request) { (page) throws(OStackError) in records += page }
+        let total = try listRemote(request) { (record) throws(OStackError) in records.append(record) }
         return ListResult(source: .remote, records: records, total: total, lastPullAt: nil, tracked: tracked)
     }
 
@@ -72,13 +72,14 @@ public struct RecordReads {
     }
 
     /// The server's records in pages of at most `pageSize` (`top`/`skip` after the request's
-    /// offset), handed to `each` one page at a time, so memory stays flat however many there are
-    /// (docs/sync.md, "Remote lists"). A page is split into records without decoding it as a whole.
+    /// offset), handed to `each` one record at a time, so memory stays flat however many there are
+    /// and however big a page is (docs/sync.md, "Remote lists"): a page is split into records
+    /// without decoding it as a whole, and each record is decoded only when it is handed over.
     /// Stops at the request's `limit`, at a short page, or at the `total` the server gave; a page
     /// bigger than asked, or one that repeats the previous page, is `unexpected-response`.
     /// Returns the server's `total`, when it gave one.
-    public func listRemotePages(
-        _ request: ListRequest, pageSize: Int = 1000, each: ([JSONValue]) throws(OStackError) -> Void
+    public func listRemote(
+        _ request: ListRequest, pageSize: Int = 1000, each: (JSONValue) throws(OStackError) -> Void
     ) throws(OStackError) -> Int? {
         var base: [(String, String)] = []
         if let wire = request.wireFilter {
@@ -97,7 +98,8 @@ public struct RecordReads {
         var previous: [String]?
         while true {
             let want = request.limit.map { Swift.min(pageSize, $0 - fetched) } ?? pageSize
-            if want <= 0 { break }
+            // `--limit 0` still asks once (`top=0`): the answer's `total` is the count.
+            if want <= 0 && !(request.limit == 0 && fetched == 0 && total == nil && previous == nil) { break }
             let skip = request.offset + fetched
             var query = base + [("top", String(want))]
             if skip > 0 { query.append(("skip", String(skip))) }
@@ -106,28 +108,35 @@ public struct RecordReads {
                 throw labelled(
                     outcome.error.asOStackError(account: session.account.alias, host: host), object: request.object)
             }
-            let parsed: (records: [JSONValue], total: Int?)? = outcome.response.body.withUnsafeBytes { raw in
-                guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
-                var records: [JSONValue] = []
-                records.reserveCapacity(found.ranges.count)
-                for range in found.ranges {
-                    guard let record = JSONValue.parse(Array(UnsafeRawBufferPointer(rebasing: raw[range]))) else {
-                        return nil
-                    }
-                    records.append(Self.select(record, request.fields))
-                }
-                return (records, found.total)
+            let body = outcome.response.body
+            guard let found = body.withUnsafeBytes({ FieldScanner.recordRanges(in: $0) }) else {
+                throw malformed("list: no records")
             }
-            guard let page = parsed else { throw malformed("list: no records") }
-            if page.records.count > want { throw malformed("list: page bigger than asked") }
-            let ids = page.records.prefix(3).map { $0["id"]?.stringValue ?? "" }
+            if found.ranges.count > want { throw malformed("list: page bigger than asked") }
+            let scanner = FieldScanner(fields: ["id"])
+            let ids: [String] = body.withUnsafeBytes { raw in
+                found.ranges.prefix(3).map { range in
+                    if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
+                        return id
+                    }
+                    return ""
+                }
+            }
             if fetched > 0, !ids.isEmpty, ids == previous { throw malformed("list: page repeated") }
             previous = ids
-            total = total ?? page.total
-            try each(page.records)
-            fetched += page.records.count
-            if page.records.count < want { break }
+            total = total ?? found.total
+            for range in found.ranges {
+                guard let record = JSONValue.parse(Array(body[range])) else {
+                    throw malformed("list: record malformed")
+                }
+                try each(Self.select(record, request.fields))
+            }
+            fetched += found.ranges.count
+            if want == 0 || found.ranges.isEmpty { break }
+            // A short page ends the list unless the server says there is more (some cap pages
+            // below what was asked); `total` ends it too.
             if let total, request.offset + fetched >= total { break }
+            if found.ranges.count < want && found.hasMore != true && total == nil { break }
         }
         return total
     }

@@ -39,9 +39,21 @@ public enum JSONSyntax {
                 index += 1
                 skipSpace()
                 if consume(UInt8(ascii: "}")) { return true }
+                // The record's own members: plain names, each once (a second `id` would be read as
+                // the record's id by one reader and ignored by another).
+                var names: [Range<Int>] = []
                 while true {
                     skipSpace()
+                    let nameStart = index
                     guard string() else { return false }
+                    if depth == 0 {
+                        let name = (nameStart + 1)..<(index - 1)
+                        if bytes[name].contains(UInt8(ascii: "\\")) { return false }
+                        for earlier in names where earlier.count == name.count {
+                            if bytes[earlier].elementsEqual(bytes[name]) { return false }
+                        }
+                        names.append(name)
+                    }
                     skipSpace()
                     guard consume(UInt8(ascii: ":")) else { return false }
                     skipSpace()
@@ -94,9 +106,13 @@ public enum JSONSyntax {
                         UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                         continue
                     case UInt8(ascii: "u"):
-                        for _ in 0..<4 {
-                            guard let hex = current, hex.isHexDigit else { return false }
-                            index += 1
+                        guard let unit = hex4() else { return false }
+                        if (0xDC00...0xDFFF).contains(unit) { return false }  // a low surrogate alone
+                        if (0xD800...0xDBFF).contains(unit) {
+                            // A high surrogate must be followed by `\u` and a low one.
+                            guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = hex4(),
+                                (0xDC00...0xDFFF).contains(low)
+                            else { return false }
                         }
                     default: return false
                     }
@@ -105,6 +121,20 @@ public enum JSONSyntax {
                 }
             }
             return false
+        }
+
+        /// Four hex digits at `index` (moved past them), as a number.
+        mutating func hex4() -> UInt32? {
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                guard let digit = current, digit.isHexDigit else { return nil }
+                let nibble: UInt8 =
+                    digit <= UInt8(ascii: "9")
+                    ? digit - UInt8(ascii: "0") : (digit | 0x20) - UInt8(ascii: "a") + 10
+                value = value << 4 | UInt32(nibble)
+                index += 1
+            }
+            return value
         }
 
         /// The rest of a UTF-8 sequence whose lead byte was just read: well-formed (no overlong

@@ -3,6 +3,10 @@
 /// Because ostack chooses record ids, this gives exactly-once creates without any help from the
 /// server (docs/sync.md, "Push").
 struct CreateVerifier {
+    /// Set (in `account_info`) once a create came back under an id the server chose: only then are
+    /// lost creates also looked for by their fields.
+    static let assignsIDsKey = "sync.server-assigns-ids"
+
     let store: LocalStore
     let api: DataAPI
     let batchCap: Int
@@ -35,10 +39,19 @@ struct CreateVerifier {
         for record in json["records"]?.arrayValue ?? [] {
             if let id = record["id"]?.stringValue { found[id] = record }
         }
-        // Not there under our id: a server that assigns its own ids may hold it under another.
+        // Not there under our id: a server known to assign its own ids may hold it under another.
         var assigned: [String: JSONValue] = [:]
-        for entry in chunk where found[entry.recordID] == nil {
-            if let match = try findByFields(entry) { assigned[entry.recordID] = match }
+        if try store.value(Self.assignsIDsKey) != nil {
+            var claimed: [String: Int] = [:]
+            var matches: [String: JSONValue] = [:]
+            for entry in chunk where found[entry.recordID] == nil {
+                if let match = try findByFields(entry), let id = PushClassifier.recordID(match) {
+                    matches[entry.recordID] = match
+                    claimed[id, default: 0] += 1
+                }
+            }
+            // One server record is proof for at most one change: a record two of them match is neither's.
+            assigned = matches.filter { claimed[PushClassifier.recordID($0.value) ?? ""] == 1 }
         }
         try store.transaction { () throws(OStackError) in
             for entry in chunk {
@@ -71,10 +84,11 @@ struct CreateVerifier {
 
 extension CreateVerifier {
     /// A possibly-delivered create that is not on the server under its own id, looked for by what
-    /// it sent (docs/sync.md, "Acknowledgement"): a server that assigns its own ids may hold it
-    /// under one we never learnt. Ours is the one record that holds every scalar field sent, was
-    /// created by this account's user (when the server says) and is not in the mirror under its
-    /// id; none, or more than one, is "not found" (sent again). A failed lookup is "not found" too.
+    /// it sent (docs/sync.md, "Acknowledgement") — only on a server known to assign its own ids,
+    /// which may hold it under one we never learnt. Ours is the one record that holds every scalar
+    /// field sent, was created by this account's user (when the server says) and is not in the
+    /// mirror under its id; none, or more than one (three or more with these fields on the
+    /// server), is "not found" (sent again). A failed lookup is "not found" too.
     func findByFields(_ entry: QueueEntry) throws(OStackError) -> JSONValue? {
         let sent = (entry.payload ?? [:]).filter { key, value in
             guard !ObjectSchema.systemFields.contains(key), ObjectSchema.isIdentifier(key) else { return false }
@@ -95,8 +109,11 @@ extension CreateVerifier {
             return nil
         }
         let user = api.account.userID
+        let records = json["records"]?.arrayValue ?? []
+        // Three or more records with these very fields: which one is ours cannot be told.
+        if records.count >= 3 { return nil }
         var candidates: [JSONValue] = []
-        for record in json["records"]?.arrayValue ?? [] {
+        for record in records {
             guard let id = PushClassifier.recordID(record), id != entry.recordID,
                 try store.record(entry.object, id) == nil
             else { continue }

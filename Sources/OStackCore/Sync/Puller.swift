@@ -70,6 +70,8 @@ struct Puller {
                     let applied = try store.applyPulled(object, page.records)
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
+                    // An older copy of a rejected record is stale now: kept, but flagged.
+                    for id in page.rejected.compactMap({ $0 }) { try store.markInvalid(object, id) }
                     written += page.count
                     if let version = last.version {
                         try store.advanceCursor(object, version: version, id: last.id)

@@ -67,7 +67,9 @@ public enum PushClassifier {
             let returned = records.compactMap(recordID)
             // Our ids in our order, or ids the server assigned (none of ours): anything else could
             // pair a record with the wrong change.
-            guard returned.count == ids.count, returned == ids || Set(returned).isDisjoint(with: ids) else {
+            guard returned.count == ids.count, Set(returned).count == ids.count,
+                returned == ids || Set(returned).isDisjoint(with: ids)
+            else {
                 return nil
             }
             return .deliveredAll(records)

@@ -15,8 +15,11 @@ struct PushSettler {
         switch verdict {
         case .deliveredAll(let records):
             for (index, entry) in chunk.enumerated() {
-                try adoptCreated(entry, records.indices.contains(index) ? records[index] : nil)
-                report.pushed += 1
+                if try adoptCreated(entry, records.indices.contains(index) ? records[index] : nil) {
+                    report.pushed += 1
+                } else {
+                    report.unconfirmed += 1
+                }
             }
         case .perRow(let results):
             for (index, entry) in chunk.enumerated() {
@@ -48,7 +51,10 @@ struct PushSettler {
         switch verdict {
         case .delivered(let record):
             if entry.operation == .create {
-                try adoptCreated(entry, record)
+                guard try adoptCreated(entry, record) else {
+                    report.unconfirmed += 1
+                    return
+                }
             } else {
                 try store.complete(entry, serverRecord: entry.operation == .delete ? nil : record)
             }
@@ -75,16 +81,26 @@ struct PushSettler {
         }
     }
 
-    /// A create's server answer: the record as stored (a server that ignored our id gets its id adopted).
-    func adoptCreated(_ entry: QueueEntry, _ record: JSONValue?) throws(OStackError) {
+    /// A create's server answer: the record as stored (a server that ignored our id gets its id
+    /// adopted, and the account remembers that its server assigns ids). An assigned id that another
+    /// local record already has is no proof of this create: it stays queued as unconfirmed.
+    /// Returns whether the create was taken as delivered.
+    @discardableResult
+    func adoptCreated(_ entry: QueueEntry, _ record: JSONValue?) throws(OStackError) -> Bool {
         if let serverID = record?["id"]?.stringValue, serverID != entry.recordID {
+            if try store.record(entry.object, serverID) != nil {
+                try store.fail(entry, .unconfirmed(status: 200))
+                return false
+            }
+            try store.setValue(CreateVerifier.assignsIDsKey, "1")
             try store.renameRecord(entry.object, from: entry.recordID, to: serverID)
             var renamed = entry
             renamed.recordID = serverID
             try store.complete(renamed, serverRecord: record)
-            return
+            return true
         }
         try store.complete(entry, serverRecord: record)
+        return true
     }
 }
 

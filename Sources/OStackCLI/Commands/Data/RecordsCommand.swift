@@ -307,33 +307,48 @@ extension RecordsCommand.List {
     /// there are (docs/sync.md, "Remote lists"). `--json` writes the same document as for a local
     /// list, one record at a time; the table keeps only its cells.
     static func listRemote(_ request: RecordReads.ListRequest, reads: RecordReads, context: CommandContext) throws {
+        let terminal = context.terminal
         if context.global.json {
-            let terminal = context.terminal
-            terminal.out("{\"object\":" + JSONOutput.encode(request.object) + ",\"records\":[")
-            var first = true
-            let total = try reads.listRemotePages(request) { page in
-                var chunk = ""
-                for record in page {
-                    chunk += (first ? "" : ",") + JSONOutput.encode(record)
-                    first = false
-                }
-                terminal.out(chunk)
+            // Nothing is written before the first record arrives: a list that fails at once leaves
+            // stdout empty. (One that fails after records were written leaves them, unterminated,
+            // and exits non-zero.)
+            let prefix = "{\"object\":" + JSONOutput.encode(request.object) + ",\"records\":["
+            var started = false
+            let total = try reads.listRemote(request) { record in
+                terminal.out((started ? "," : prefix) + JSONOutput.encode(record))
+                started = true
             }
+            if !started { terminal.out(prefix) }
             terminal.out("],\"source\":\"remote\"" + (total.map { ",\"total\":\($0)" } ?? "") + "}\n")
             return
         }
+        // The columns come from the first records (as for a local list: the first 50).
+        var sample: [JSONValue] = []
         var columns: [String]?
         var rows: [[String]] = []
-        _ = try reads.listRemotePages(request) { page in
-            let chosen = columns ?? RecordText.columns(page, fields: request.fields)
+        _ = try reads.listRemote(request) { record in
+            if let columns {
+                rows.append(RecordText.cells(record, columns: columns))
+                return
+            }
+            sample.append(record)
+            if sample.count == 50 {
+                let chosen = RecordText.columns(sample, fields: request.fields)
+                columns = chosen
+                rows = sample.map { RecordText.cells($0, columns: chosen) }
+                sample = []
+            }
+        }
+        if columns == nil && !sample.isEmpty {
+            let chosen = RecordText.columns(sample, fields: request.fields)
             columns = chosen
-            rows += page.map { RecordText.cells($0, columns: chosen) }
+            rows = sample.map { RecordText.cells($0, columns: chosen) }
         }
         guard let columns, !rows.isEmpty else {
-            context.terminal.out("No records.\n")
+            terminal.out("No records.\n")
             return
         }
-        context.terminal.out(Table(headers: columns, rows: rows).render(terminal: context.terminal))
+        terminal.out(Table(headers: columns, rows: rows).render(terminal: terminal))
     }
 }
 
