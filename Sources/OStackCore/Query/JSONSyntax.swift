@@ -8,198 +8,184 @@ public enum JSONSyntax {
 
     /// Whether `bytes` is exactly one valid JSON object (with optional surrounding whitespace).
     public static func isValidObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var checker = Checker(bytes: bytes)
+        var checker = FieldScanner.Reader(bytes: bytes)
         checker.skipSpace()
         guard checker.current == UInt8(ascii: "{"), checker.value(depth: 0) else { return false }
         checker.skipSpace()
         return checker.index == bytes.count
     }
+}
 
-    struct Checker {
-        let bytes: UnsafeRawBufferPointer
-        var index = 0
-
-        var current: UInt8? { index < bytes.count ? bytes[index] : nil }
-
-        mutating func skipSpace() {
-            while let byte = current, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
-        }
-
-        mutating func consume(_ byte: UInt8) -> Bool {
-            guard current == byte else { return false }
+/// The strict check, on the field scanner's byte reader (its position, whitespace and byte helpers).
+extension FieldScanner.Reader {
+    mutating func value(depth: Int) -> Bool {
+        guard let byte = current else { return false }
+        switch byte {
+        case UInt8(ascii: "{"):
+            guard depth < JSONSyntax.maxDepth else { return false }
             index += 1
-            return true
+            skipSpace()
+            if consume(UInt8(ascii: "}")) { return true }
+            // The record's own members: plain names, each once (a second `id` would be read as
+            // the record's id by one reader and ignored by another).
+            var names: [Range<Int>] = []
+            while true {
+                skipSpace()
+                let nameStart = index
+                guard string() else { return false }
+                if depth == 0 {
+                    let name = (nameStart + 1)..<(index - 1)
+                    if bytes[name].contains(UInt8(ascii: "\\")) { return false }
+                    for earlier in names where earlier.count == name.count {
+                        if bytes[earlier].elementsEqual(bytes[name]) { return false }
+                    }
+                    names.append(name)
+                }
+                skipSpace()
+                guard consume(UInt8(ascii: ":")) else { return false }
+                skipSpace()
+                guard value(depth: depth + 1) else { return false }
+                skipSpace()
+                if consume(UInt8(ascii: ",")) { continue }
+                return consume(UInt8(ascii: "}"))
+            }
+        case UInt8(ascii: "["):
+            guard depth < JSONSyntax.maxDepth else { return false }
+            index += 1
+            skipSpace()
+            if consume(UInt8(ascii: "]")) { return true }
+            while true {
+                skipSpace()
+                guard value(depth: depth + 1) else { return false }
+                skipSpace()
+                if consume(UInt8(ascii: ",")) { continue }
+                return consume(UInt8(ascii: "]"))
+            }
+        case UInt8(ascii: "\""): return string()
+        case UInt8(ascii: "t"): return literal("true")
+        case UInt8(ascii: "f"): return literal("false")
+        case UInt8(ascii: "n"): return literal("null")
+        default: return number()
         }
+    }
 
-        mutating func value(depth: Int) -> Bool {
-            guard let byte = current else { return false }
+    mutating func literal(_ word: StaticString) -> Bool {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { return false }
+        for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
+        index += count
+        return true
+    }
+
+    /// A string: no raw control characters, only JSON's escapes, `\u` with four hex digits.
+    mutating func string() -> Bool {
+        guard consume(UInt8(ascii: "\"")) else { return false }
+        while let byte = current {
+            index += 1
             switch byte {
-            case UInt8(ascii: "{"):
-                guard depth < JSONSyntax.maxDepth else { return false }
+            case UInt8(ascii: "\""): return true
+            case 0..<0x20: return false
+            case UInt8(ascii: "\\"):
+                guard let escape = current else { return false }
                 index += 1
-                skipSpace()
-                if consume(UInt8(ascii: "}")) { return true }
-                // The record's own members: plain names, each once (a second `id` would be read as
-                // the record's id by one reader and ignored by another).
-                var names: [Range<Int>] = []
-                while true {
-                    skipSpace()
-                    let nameStart = index
-                    guard string() else { return false }
-                    if depth == 0 {
-                        let name = (nameStart + 1)..<(index - 1)
-                        if bytes[name].contains(UInt8(ascii: "\\")) { return false }
-                        for earlier in names where earlier.count == name.count {
-                            if bytes[earlier].elementsEqual(bytes[name]) { return false }
-                        }
-                        names.append(name)
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4() else { return false }
+                    if (0xDC00...0xDFFF).contains(unit) { return false }  // a low surrogate alone
+                    if (0xD800...0xDBFF).contains(unit) {
+                        // A high surrogate must be followed by `\u` and a low one.
+                        guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = hex4(),
+                            (0xDC00...0xDFFF).contains(low)
+                        else { return false }
                     }
-                    skipSpace()
-                    guard consume(UInt8(ascii: ":")) else { return false }
-                    skipSpace()
-                    guard value(depth: depth + 1) else { return false }
-                    skipSpace()
-                    if consume(UInt8(ascii: ",")) { continue }
-                    return consume(UInt8(ascii: "}"))
+                default: return false
                 }
-            case UInt8(ascii: "["):
-                guard depth < JSONSyntax.maxDepth else { return false }
-                index += 1
-                skipSpace()
-                if consume(UInt8(ascii: "]")) { return true }
-                while true {
-                    skipSpace()
-                    guard value(depth: depth + 1) else { return false }
-                    skipSpace()
-                    if consume(UInt8(ascii: ",")) { continue }
-                    return consume(UInt8(ascii: "]"))
-                }
-            case UInt8(ascii: "\""): return string()
-            case UInt8(ascii: "t"): return literal("true")
-            case UInt8(ascii: "f"): return literal("false")
-            case UInt8(ascii: "n"): return literal("null")
-            default: return number()
+            case 0x80...: guard utf8Sequence(lead: byte) else { return false }
+            default: continue
             }
         }
+        return false
+    }
 
-        mutating func literal(_ word: StaticString) -> Bool {
-            let count = word.utf8CodeUnitCount
-            guard index + count <= bytes.count else { return false }
-            for offset in 0..<count where bytes[index + offset] != word.utf8Start[offset] { return false }
-            index += count
-            return true
-        }
-
-        /// A string: no raw control characters, only JSON's escapes, `\u` with four hex digits.
-        mutating func string() -> Bool {
-            guard consume(UInt8(ascii: "\"")) else { return false }
-            while let byte = current {
-                index += 1
-                switch byte {
-                case UInt8(ascii: "\""): return true
-                case 0..<0x20: return false
-                case UInt8(ascii: "\\"):
-                    guard let escape = current else { return false }
-                    index += 1
-                    switch escape {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
-                        UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                        continue
-                    case UInt8(ascii: "u"):
-                        guard let unit = hex4() else { return false }
-                        if (0xDC00...0xDFFF).contains(unit) { return false }  // a low surrogate alone
-                        if (0xD800...0xDBFF).contains(unit) {
-                            // A high surrogate must be followed by `\u` and a low one.
-                            guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = hex4(),
-                                (0xDC00...0xDFFF).contains(low)
-                            else { return false }
-                        }
-                    default: return false
-                    }
-                case 0x80...: guard utf8Sequence(lead: byte) else { return false }
-                default: continue
-                }
-            }
-            return false
-        }
-
-        /// Four hex digits at `index` (moved past them), as a number.
-        mutating func hex4() -> UInt32? {
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                guard let digit = current, digit.isHexDigit else { return nil }
-                let nibble: UInt8 =
-                    digit <= UInt8(ascii: "9")
-                    ? digit - UInt8(ascii: "0") : (digit | 0x20) - UInt8(ascii: "a") + 10
-                value = value << 4 | UInt32(nibble)
-                index += 1
-            }
-            return value
-        }
-
-        /// The rest of a UTF-8 sequence whose lead byte was just read: well-formed (no overlong
-        /// forms, no surrogates, nothing above U+10FFFF).
-        mutating func utf8Sequence(lead: UInt8) -> Bool {
-            let length: Int
-            var lower: UInt8 = 0x80
-            var upper: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 1
-            case 0xE0:
-                length = 2
-                lower = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 2
-            case 0xED:
-                length = 2
-                upper = 0x9F
-            case 0xF0:
-                length = 3
-                lower = 0x90
-            case 0xF1...0xF3: length = 3
-            case 0xF4:
-                length = 3
-                upper = 0x8F
-            default: return false
-            }
-            for position in 0..<length {
-                guard let byte = current else { return false }
-                let (low, high) = position == 0 ? (lower, upper) : (0x80, 0xBF)
-                guard byte >= low && byte <= high else { return false }
-                index += 1
-            }
-            return true
-        }
-
-        /// JSON's number grammar, and a value a `Double` holds (`1e400` and `1e-400` are refused).
-        mutating func number() -> Bool {
-            let start = index
-            _ = consume(UInt8(ascii: "-"))
-            guard let first = current, first.isDigit else { return false }
+    /// Four hex digits at `index` (moved past them), as a number.
+    mutating func hex4() -> UInt32? {
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            guard let digit = current, digit.isHexDigit else { return nil }
+            let nibble: UInt8 =
+                digit <= UInt8(ascii: "9")
+                ? digit - UInt8(ascii: "0") : (digit | 0x20) - UInt8(ascii: "a") + 10
+            value = value << 4 | UInt32(nibble)
             index += 1
-            if first != UInt8(ascii: "0") { while let next = current, next.isDigit { index += 1 } }
-            var simple = true
-            if consume(UInt8(ascii: ".")) {
-                guard let next = current, next.isDigit else { return false }
-                while let next = current, next.isDigit { index += 1 }
-            }
-            if let next = current, next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
-                simple = false
-                index += 1
-                if let sign = current, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { index += 1 }
-                guard let digit = current, digit.isDigit else { return false }
-                while let next = current, next.isDigit { index += 1 }
-            }
-            // Without an exponent only a very long number can leave Double's range.
-            if simple && index - start < 300 { return true }
-            let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-            guard let value = Double(text), value.isFinite else { return false }
-            // Nor one that vanishes: a non-zero mantissa that underflows to zero or a subnormal.
-            if value.magnitude < Double.leastNormalMagnitude {
-                let mantissa = text.prefix { $0 != "e" && $0 != "E" }
-                return !mantissa.contains { ("1"..."9").contains($0) }
-            }
-            return true
         }
+        return value
+    }
+
+    /// The rest of a UTF-8 sequence whose lead byte was just read: well-formed (no overlong
+    /// forms, no surrogates, nothing above U+10FFFF).
+    mutating func utf8Sequence(lead: UInt8) -> Bool {
+        let length: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 1
+        case 0xE0:
+            length = 2
+            lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 2
+        case 0xED:
+            length = 2
+            upper = 0x9F
+        case 0xF0:
+            length = 3
+            lower = 0x90
+        case 0xF1...0xF3: length = 3
+        case 0xF4:
+            length = 3
+            upper = 0x8F
+        default: return false
+        }
+        for position in 0..<length {
+            guard let byte = current else { return false }
+            let (low, high) = position == 0 ? (lower, upper) : (0x80, 0xBF)
+            guard byte >= low && byte <= high else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// JSON's number grammar, and a value a `Double` holds (`1e400` and `1e-400` are refused).
+    mutating func number() -> Bool {
+        let start = index
+        _ = consume(UInt8(ascii: "-"))
+        guard let first = current, first.isDigit else { return false }
+        index += 1
+        if first != UInt8(ascii: "0") { while let next = current, next.isDigit { index += 1 } }
+        var simple = true
+        if consume(UInt8(ascii: ".")) {
+            guard let next = current, next.isDigit else { return false }
+            while let next = current, next.isDigit { index += 1 }
+        }
+        if let next = current, next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
+            simple = false
+            index += 1
+            if let sign = current, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { index += 1 }
+            guard let digit = current, digit.isDigit else { return false }
+            while let next = current, next.isDigit { index += 1 }
+        }
+        // Without an exponent only a very long number can leave Double's range.
+        if simple && index - start < 300 { return true }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let value = Double(text), value.isFinite else { return false }
+        // Nor one that vanishes: a non-zero mantissa that underflows to zero or a subnormal.
+        if value.magnitude < Double.leastNormalMagnitude {
+            let mantissa = text.prefix { $0 != "e" && $0 != "E" }
+            return !mantissa.contains { ("1"..."9").contains($0) }
+        }
+        return true
     }
 }
 
