@@ -30,7 +30,38 @@ struct AuditCommand: AsyncParsableCommand {
         @Option(name: .long, help: "At most this many (the latest) per account.") var limit: Int?
 
         func validate() throws {
-            if all && selection.target != nil { throw ValidationError("Pass an account or --all, not both.") }
+            if all && (selection.target != nil || global.account != nil) {
+                throw ValidationError("Pass an account (or --account) or --all, not both.")
+            }
+            if let since, !Self.isTimestamp(since) {
+                throw ValidationError("--since takes a UTC date or time, e.g. 2026-11-01 or 2026-11-01T12:00:00Z.")
+            }
+        }
+
+        /// `YYYY-MM-DD`, or `YYYY-MM-DDTHH:MM[:SS[.fff]]Z` (events are stored in that form, so they
+        /// compare as text).
+        static func isTimestamp(_ text: String) -> Bool {
+            let bytes = Array(text.utf8)
+            func digits(_ range: Range<Int>) -> Int? {
+                guard range.upperBound <= bytes.count, range.allSatisfy({ (48...57).contains(bytes[$0]) }) else {
+                    return nil
+                }
+                return range.reduce(0) { $0 * 10 + Int(bytes[$1] - 48) }
+            }
+            guard bytes.count >= 10, digits(0..<4) != nil, bytes[4] == 45, let month = digits(5..<7), bytes[7] == 45,
+                let day = digits(8..<10), (1...12).contains(month), (1...31).contains(day)
+            else { return false }
+            if bytes.count == 10 { return true }
+            guard bytes.count >= 17, bytes[10] == 84, let hour = digits(11..<13), bytes[13] == 58,
+                let minute = digits(14..<16), hour < 24, minute < 60, bytes.last == 90
+            else { return false }
+            let rest = bytes[16..<(bytes.count - 1)]
+            if rest.isEmpty { return true }
+            guard rest.first == 58, let second = digits(17..<19), second < 61 else { return false }
+            let fraction = bytes[19..<(bytes.count - 1)]
+            return fraction.isEmpty
+                || (fraction.first == 46 && fraction.count > 1
+                    && fraction.dropFirst().allSatisfy { (48...57).contains($0) })
         }
 
         func run() async throws {

@@ -108,12 +108,16 @@ struct Login: AsyncParsableCommand {
                 account = try LoginService(environment: environment).login(request)
             }
             let service = context.accountsService()
-            let summary = service.summary(of: account, defaultAccount: try service.configuration.load().defaultAccount)
+            let defaultAccount = try service.configuration.load().defaultAccount
+            let summary = service.summary(of: account, defaultAccount: defaultAccount)
             struct Document: Encodable { var account: AccountDocument }
+            // Say when signing in changed the default account (`--no-switch` keeps it).
+            let isDefault = defaultAccount == account.id
             context.emit(
                 json: Document(account: AccountDocument(summary)),
                 human: ErrorPresenter.sanitize(
-                    "Signed in to \(account.server.authority) as \(account.email) (account \(account.alias)).",
+                    "Signed in to \(account.server.authority) as \(account.email) (account \(account.alias))."
+                        + (isDefault ? " It is now the default account." : ""),
                     maxLength: 400))
         }
     }

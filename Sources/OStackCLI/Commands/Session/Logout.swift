@@ -10,7 +10,9 @@ struct Logout: AsyncParsableCommand {
     @Flag(name: .long, help: "Sign out of every account.") var all = false
 
     func validate() throws {
-        if all && selection.target != nil { throw ValidationError("Pass an account or --all, not both.") }
+        if all && (selection.target != nil || global.account != nil) {
+            throw ValidationError("Pass an account (or --account) or --all, not both.")
+        }
     }
 
     func run() async throws {
