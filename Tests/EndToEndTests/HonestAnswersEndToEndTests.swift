@@ -32,4 +32,31 @@ import Testing
         let status = try ostack.run(["status", "--all", "--json"]).stdout
         #expect(!status.contains("\"signedIn\":false"), "\(status)")
     }
+
+    /// Changes queued for records the server no longer has are not "a server problem", and
+    /// "not found" says what was not found.
+    @Test func goneRecordsAndMissingRecordsAreNamed() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let other = OStackRunner()
+        for runner in [ostack, other] {
+            #expect(
+                try runner.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        }
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Short-lived", "--json"])
+        let range = try #require(created.stdout.firstRange(of: "\"id\":\""))
+        let id = String(created.stdout[range.upperBound...].prefix { $0 != "\"" })
+        #expect(try other.run(["records", "delete", "task", id]).status == 0)
+        let update = try ostack.run(["records", "update", "task", id, "--set", "title=Too late"])
+        #expect(update.status == 7, "\(update.stderr)")
+        #expect(update.stderr.contains("1 queued change is for records the server no longer has"), "\(update.stderr)")
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 7, "\(sync.stderr)")
+        #expect(sync.stderr.contains("queued change is for records the server no longer has"))
+        #expect(sync.stderr.contains("ostack queue list"))
+
+        let missing = try ostack.run(["records", "get", "task", "nope_1", "--remote"])
+        #expect(missing.status == 7)
+        #expect(missing.stderr.contains("No task record nope_1"), "\(missing.stderr)")
+    }
 }

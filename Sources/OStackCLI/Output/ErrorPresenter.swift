@@ -74,7 +74,20 @@ public struct ErrorPresenter: Sendable {
                 "The record was changed on the server since you last saw it.",
                 "Run `ostack conflicts list` to review and resolve it.", 6)
         case .notFound:
-            return make("Not found.", nil, 7)
+            // Say what was not found: queued changes whose records are gone, a record, or an object's record.
+            if let count = context.count, context.recordIDs.isEmpty {
+                return make(
+                    "\(count) queued \(count == 1 ? "change is" : "changes are") for records the server no longer has"
+                        + "\(account.map { " (account \($0))" } ?? "").",
+                    suggestion.map { "\($0) `ostack queue discard ID` drops one." }, 7)
+            }
+            let object = context.object.map { Self.sanitize($0) }
+            if let id = context.recordIDs.first.map({ Self.sanitize($0, maxLength: 64) }) {
+                return make(
+                    "No \(object ?? "such") record \(id)\(account.map { " in account \($0)" } ?? "").", suggestion, 7)
+            }
+            if let object { return make("No such \(object) record.", suggestion, 7) }
+            return make("Not found.", suggestion, 7)
         case .unknownAccount:
             return make("No account matches \(Self.quoted(account)).", "Run `ostack accounts list` to see accounts.", 7)
         case .ambiguousAccount:

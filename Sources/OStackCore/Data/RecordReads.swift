@@ -153,11 +153,20 @@ public struct RecordReads {
         let source = requested ?? ((tracked || pending) ? .local : .remote)
         if source == .local {
             guard let local else {
-                throw OStackError(.notFound, context: .init(object: object), detail: "no local record")
+                var context = OStackError.Context(object: object)
+                context.recordIDs = [id]
+                throw OStackError(.notFound, context: context, detail: "no local record")
             }
             return (local.data, .local, pending)
         }
-        let json = try call(.getRecord(object: object, id: id), object: object)
+        let json: JSONValue
+        do {
+            json = try call(.getRecord(object: object, id: id), object: object)
+        } catch  where error.code == .notFound {
+            var named = error
+            named.context.recordIDs = [id]
+            throw named
+        }
         guard let record = json["record"] else {
             throw OStackError(
                 .unexpectedResponse, context: .init(host: session.account.server.authority), detail: "get: no record")

@@ -89,7 +89,9 @@ public struct RecordWrites {
         // Only the changed fields are checked (a required field set to null is caught there).
         if let schema { try FieldValidator(schema: schema).validate(changes, complete: false) }
         guard let base else {
-            throw OStackError(.notFound, context: .init(object: object), detail: "no local copy and offline")
+            var context = OStackError.Context(object: object)
+            context.recordIDs = [id]
+            throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
         let snapshot = base.data.objectValue ?? [:]
         let updated = snapshot.merging(changes) { _, new in new }
@@ -110,7 +112,9 @@ public struct RecordWrites {
         var base = try store.record(object, id)
         if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
         guard let base else {
-            throw OStackError(.notFound, context: .init(object: object), detail: "no local copy and offline")
+            var context = OStackError.Context(object: object)
+            context.recordIDs = [id]
+            throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
         var own: String?
         try store.transaction { () throws(OStackError) in

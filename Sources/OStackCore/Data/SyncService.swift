@@ -13,6 +13,8 @@ public struct SyncService {
         public var failed = 0
         public var conflicts = 0
         public var merged = 0
+        /// Whether every failed entry failed because the server does not have its record.
+        public var failedAreGone = false
         /// Pulled records that could not be stored, by object (ids; nil when unusable).
         public var rejected: [(object: String, id: String?)] = []
         /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
@@ -27,6 +29,12 @@ public struct SyncService {
                 return OStackError(.conflict, context: .init(account: account), detail: "sync conflicts")
             }
             if failed > 0 {
+                if failedAreGone {
+                    // Not a server problem: the records were deleted there (docs/sync.md, "Push").
+                    return OStackError(
+                        .notFound, context: .init(account: account, count: failed, suggestion: .see(.queueList)),
+                        detail: "failed entries: records gone")
+                }
                 return OStackError(
                     .serverError, context: .init(account: account, count: failed), detail: "failed entries")
             }
@@ -71,6 +79,9 @@ public struct SyncService {
             }
             let counts = try store.counts()
             report.failed = counts.failed
+            if counts.failed > 0 {
+                report.failedAreGone = try store.entries(statuses: [.failed]).allSatisfy { $0.failure == .notFound }
+            }
             report.conflicts = counts.conflict
             try store.setValue("sync.last-at", String(store.now))
         }
