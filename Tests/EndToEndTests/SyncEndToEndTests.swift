@@ -309,6 +309,27 @@ import Testing
         #expect(cycles >= 2, "\(cycles) cycles with a 1 s interval")
     }
 
+    /// Issue 16: `sync --watch` lines carry the time, idle cycles print nothing after the first and
+    /// write no audit event; a change shows up in the next cycle.
+    @Test func watchPrintsTimedChangesOnlyAndAuditsNoIdleCycle() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let before = try ostack.run(["audit", "--event", "sync", "--json"]).stdout.ranges(of: "\"event\"").count
+        let watch = try ostack.start(["sync", "--watch", "--interval", "1s"])
+        let first = try #require(try watch.readLine(timeout: 20))
+        #expect(first.wholeMatch(of: /\d\d:\d\d:\d\d work: pushed 0, pulled 0/) != nil, "\(first)")
+        usleepSeconds(2.5)  // at least one idle cycle: nothing printed
+        let other = OStackRunner()
+        #expect(try other.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try other.run(["records", "create", "task", "--set", "title=From elsewhere"]).status == 0)
+        let next = try #require(try watch.readLine(timeout: 20))
+        watch.kill()
+        #expect(next.contains("work: pushed 0, pulled 1"), "\(next)")
+        let after = try ostack.run(["audit", "--event", "sync", "--json"]).stdout.ranges(of: "\"event\"").count
+        #expect(after - before == 1, "\(after - before) sync events for one cycle that moved something")
+    }
+
     @Test func aBulkCreateSaysWhyRecordsAreStillQueued() throws {
         let (server, ostack) = try signedIn()
         #expect(try ostack.run(["objects", "show", "task"]).status == 0)

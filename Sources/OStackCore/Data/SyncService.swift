@@ -20,6 +20,8 @@ public struct SyncService {
         /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
         public var error: OStackError?
         public var ok: Bool { error == nil && failed == 0 && conflicts == 0 && rejected.isEmpty }
+        /// Nothing moved and nothing is wrong.
+        public var isIdle: Bool { ok && pushed == 0 && pulled == 0 && deleted == 0 && merged == 0 }
 
         /// The error a command exits with for this account: why it stopped, else its conflicts, else
         /// its failed changes; nil when it synced cleanly.
@@ -47,8 +49,10 @@ public struct SyncService {
         }
     }
 
+    /// `auditIdle: false` (`sync --watch`): a cycle that changed nothing and met no problem writes
+    /// no audit event (a watch would otherwise write one per cycle).
     public func sync(
-        push: Bool = true, pull: Bool = true, reconcile: Bool = false,
+        push: Bool = true, pull: Bool = true, reconcile: Bool = false, auditIdle: Bool = true,
         progress: (@Sendable (String, Int) -> Void)? = nil
     ) throws(OStackError) -> Report {
         var report = Report()
@@ -85,7 +89,7 @@ public struct SyncService {
             report.conflicts = counts.conflict
             try store.setValue("sync.last-at", String(store.now))
         }
-        record(report, push: push, pull: pull)
+        if auditIdle || !report.isIdle { record(report, push: push, pull: pull) }
         return report
     }
 

@@ -37,6 +37,15 @@ struct SyncCommand: AsyncParsableCommand {
             name: .long, help: "Time between syncs with --watch, e.g. 30s, 5m (default: the sync.interval setting).")
         var interval: String?
 
+        /// The local time of day, `HH:MM:SS`, for `--watch` lines.
+        static func clockTime() -> String {
+            var now = time(nil)
+            var parts = tm()
+            localtime_r(&now, &parts)
+            func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+            return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+        }
+
         func validate() throws {
             if pushOnly && pullOnly { throw ValidationError("Pass --push-only or --pull-only, not both.") }
             if let interval, Setting.duration(interval) == nil {
@@ -48,8 +57,10 @@ struct SyncCommand: AsyncParsableCommand {
             try await CommandRunner.run(global) { context in
                 let configured = try context.configuration.value(of: "sync.interval").value
                 let seconds = Setting.duration(interval ?? configured) ?? 300
+                var cycle = 0
                 while true {
-                    let failed = try syncOnce(context)
+                    let failed = try syncOnce(context, watchCycle: watch ? cycle : nil)
+                    cycle += 1
                     if !watch {
                         if let failed { throw failed }
                         return
@@ -60,7 +71,9 @@ struct SyncCommand: AsyncParsableCommand {
         }
 
         /// One pass over the accounts; returns the error to exit with when an account did not sync.
-        func syncOnce(_ context: CommandContext) throws -> OStackError? {
+        /// Under `--watch` (`watchCycle`) the human lines carry the time, and after the first cycle an
+        /// account is shown only when something moved or went wrong; an idle cycle writes no audit event.
+        func syncOnce(_ context: CommandContext, watchCycle: Int? = nil) throws -> OStackError? {
             let accounts =
                 all
                 ? try context.registry.accounts().filter { $0.sessionState != .signedOut }
@@ -80,7 +93,8 @@ struct SyncCommand: AsyncParsableCommand {
                         progress = { object, done in terminal.err("\r\u{1B}[2Kpulling \(object): \(done) records") }
                     }
                     let result = try session.sync.sync(
-                        push: !pullOnly, pull: !pushOnly, reconcile: reconcile, progress: progress)
+                        push: !pullOnly, pull: !pushOnly, reconcile: reconcile, auditIdle: watchCycle == nil,
+                        progress: progress)
                     if showProgress { context.terminal.err("\r\u{1B}[2K") }
                     report.pushed = result.pushed
                     report.pulled = result.pulled
@@ -99,14 +113,22 @@ struct SyncCommand: AsyncParsableCommand {
             }
             struct Document: Encodable { var accounts: [AccountReport] }
             context.emit(json: Document(accounts: reports)) {
-                reports.map { report in
+                let shown =
+                    (watchCycle ?? 0) == 0
+                    ? reports
+                    : reports.filter {
+                        $0.pushed + $0.pulled + $0.deleted + $0.failed + $0.conflicts + $0.rejected > 0
+                            || $0.error != nil
+                    }
+                let time = watchCycle == nil ? "" : Self.clockTime() + " "
+                return shown.map { report in
                     var line = "\(report.alias): pushed \(report.pushed), pulled \(report.pulled)"
                     if report.deleted > 0 { line += ", removed \(report.deleted)" }
                     if report.failed > 0 { line += ", \(report.failed) failed" }
                     if report.conflicts > 0 { line += ", \(report.conflicts) in conflict" }
                     if report.rejected > 0 { line += ", \(report.rejected) not stored" }
                     if let error = report.error { line += " — not synced (\(error))" }
-                    return line
+                    return time + line
                 }.joined(separator: "\n")
             }
             return firstError
