@@ -67,6 +67,12 @@ import Testing
         #expect(fifth.stderr.contains("Too many wrong PINs"))
         let right = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
         #expect(right.status == 4)  // the PIN path is erased: even the right PIN no longer works
+        // Issue 16: `unlock` says so before asking (nothing on stdin is needed), and `status` tells
+        // a locked-out PIN apart from no PIN.
+        let asked = try ostack.run(["unlock", "--pin-stdin"], stdin: "")
+        #expect(asked.status == 4 && asked.stderr.contains("Too many wrong PINs"), "\(asked.stderr)")
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"pinLockedOut\":true"))
+        #expect(try ostack.run(["status"]).stdout.contains("the PIN is locked out (use the recovery key)"))
         #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery.lowercased() + "\n").status == 0)
         let afterRecovery = try ostack.run(["auth", "refresh"])
         let agentStatus = try ostack.run(["agent", "status"]).stdout
@@ -125,6 +131,16 @@ import Testing
         #expect(items.contains("kind = db-key") && !items.contains("kind = pin-ring"))
         #expect(try ostack.run(["lock"]).status == 9)  // no PIN: nothing to lock
         #expect(try ostack.run(["auth", "refresh"]).status == 0)
+    }
+
+    /// Issue 16: `unlock` of an account without a PIN says so before asking for one.
+    @Test func unlockWithoutAPINSaysSoBeforeAsking() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "")
+        #expect(unlock.status == 9, "\(unlock.stderr)")
+        #expect(unlock.stderr.contains("has no PIN"))
+        #expect(try ostack.run(["status"]).stdout.contains("no PIN"))
     }
 
     @Test func trivialPINsAreRefused() throws {

@@ -14,6 +14,8 @@ struct AccountDocument: Encodable {
     var signedIn: Bool
     var locked: Bool
     var hasPin: Bool
+    /// The PIN no longer works (too many wrong ones): only the recovery key unlocks.
+    var pinLockedOut: Bool
 
     init(_ summary: AccountSummary) {
         id = summary.account.id.rawValue
@@ -26,6 +28,7 @@ struct AccountDocument: Encodable {
         signedIn = summary.signedIn
         locked = summary.locked
         hasPin = summary.hasPIN
+        pinLockedOut = summary.pinLockedOut
     }
 }
 

@@ -8,6 +8,8 @@ public struct AccountSummary: Sendable, Equatable {
     public var isDefault: Bool
     public var hasPIN: Bool
     public var locked: Bool
+    /// Sealed, but the PIN is gone after too many wrong ones: only the recovery key opens it.
+    public var pinLockedOut = false
 
     public var signedIn: Bool { account.sessionState == .signedIn }
 }
@@ -47,7 +49,10 @@ public struct AccountsService: Sendable {
         let hasPIN = SecureFileSystem.exists(directory + "/pin.env")
         let sealed = hasPIN || SecureFileSystem.exists(directory + "/recovery.env")
         let locked = sealed && !(agent?.isUnlocked(account.id) ?? false)
-        return AccountSummary(account: account, isDefault: account.id == defaultAccount, hasPIN: hasPIN, locked: locked)
+        var summary = AccountSummary(
+            account: account, isDefault: account.id == defaultAccount, hasPIN: hasPIN, locked: locked)
+        summary.pinLockedOut = sealed && !hasPIN
+        return summary
     }
 
     /// Makes `reference` the default account (atomically, config only).

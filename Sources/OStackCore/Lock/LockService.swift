@@ -176,6 +176,14 @@ public struct LockService: Sendable {
         try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
     }
 
+    /// Whether the account has a PIN, none, or one locked out by too many wrong tries (files only).
+    public enum PINState: Sendable { case none, set, lockedOut }
+
+    public func pinState(_ account: Account) -> PINState {
+        if SecureFileSystem.exists(environment.pinEnvelopePath(account)) { return .set }
+        return SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) ? .lockedOut : .none
+    }
+
     public func lock(_ account: Account) throws(OStackError) {
         guard environment.hasPIN(account) || agent.isUnlocked(account.id) else {
             throw OStackError(

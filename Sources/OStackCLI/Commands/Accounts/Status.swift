@@ -69,7 +69,14 @@ struct Status: AsyncParsableCommand {
         if document.account.credential == "api-key" { session += ", API key" }
         if let expiry = document.session.expiresAt { session += ", expires \(expiry.formatted(.iso8601))" }
         rows.append(["session", session])
-        rows.append(["lock", document.account.hasPin ? (document.account.locked ? "locked" : "unlocked") : "no PIN"])
+        let lock =
+            document.account.hasPin
+            ? (document.account.locked ? "locked" : "unlocked")
+            : (document.account.pinLockedOut
+                ? (document.account.locked
+                    ? "locked; the PIN is locked out (use the recovery key)" : "unlocked (PIN locked out)")
+                : "no PIN")
+        rows.append(["lock", lock])
         if let queue = document.queue {
             rows.append(["queue", "\(queue.pending) pending, \(queue.failed) failed, \(queue.conflict) in conflict"])
         }

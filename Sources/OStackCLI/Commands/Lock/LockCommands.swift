@@ -48,7 +48,19 @@ struct Unlock: AsyncParsableCommand {
                     human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")
                 return
             }
-            try service.unlock(account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("PIN: "))
+            // The state first: no prompt for a PIN that does not exist or no longer works.
+            switch service.pinState(account) {
+            case .none:
+                throw OStackError(
+                    .invalidInput,
+                    context: .init(
+                        suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."),
+                    detail: "unlock without a PIN")
+            case .lockedOut: throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+            case .set: break
+            }
+            let prompt = "PIN for \(ErrorPresenter.sanitize(account.alias, maxLength: 64)): "
+            try service.unlock(account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read(prompt))
             context.emit(json: ["unlocked": account.id.rawValue], human: "Unlocked \(account.alias).")
         }
     }
