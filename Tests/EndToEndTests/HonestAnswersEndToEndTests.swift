@@ -31,6 +31,10 @@ import Testing
         #expect(try ostack.run(["audit", "--account", "work", "--all"]).status == 64)
         let status = try ostack.run(["status", "--all", "--json"]).stdout
         #expect(!status.contains("\"signedIn\":false"), "\(status)")
+        // Confirmations go to stdout, like every other command's.
+        let logout = try ostack.run(["logout", "personal"])
+        #expect(
+            logout.status == 0 && logout.stdout == "Signed out of personal.\n" && logout.stderr.isEmpty, "\(logout)")
     }
 
     /// Changes queued for records the server no longer has are not "a server problem", and

@@ -20,16 +20,18 @@ struct Logout: AsyncParsableCommand {
             let environment = try context.authEnvironment()
             let accounts = try context.accounts(target: selection.target, all: all)
             var documents: [AccountDocument] = []
+            var lines: [String] = []
             for account in accounts where account.sessionState != .signedOut || all == false {
                 let outcome = try LogoutService(environment: environment).logout(account)
                 let service = context.accountsService()
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: nil)))
-                context.note(
-                    "Signed out of \(outcome.account.alias)\(outcome.serverSignedOut ? "" : " (the server could not be told; the local session is gone).")"
-                )
+                // A confirmation, on stdout like every other command's.
+                lines.append(
+                    ErrorPresenter.sanitize("Signed out of \(outcome.account.alias).", maxLength: 200)
+                        + (outcome.serverSignedOut ? "" : " The server could not be told; the local session is gone."))
             }
             struct Document: Encodable { var accounts: [AccountDocument] }
-            context.emit(json: Document(accounts: documents), human: "")
+            context.emit(json: Document(accounts: documents), human: lines.joined(separator: "\n"))
         }
     }
 }
