@@ -29,6 +29,15 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     private let knownUnlocked = Mutex(false)
     /// Set after a call timed out: the provider is hung (or waiting for the user).
     private let unresponsive = Mutex<KeyringError?>(nil)
+    /// The provider, asked of the bus once per process (it decides whether writes are read back).
+    private let knownProvider = Mutex<Provider?>(nil)
+
+    func provider() -> Provider {
+        if let known = knownProvider.withLock({ $0 }) { return known }
+        let detected = Self.detectProvider()
+        knownProvider.withLock { $0 = detected }
+        return detected
+    }
 
     public init(app: String = "ostack", deadline: Double = 5, label: String = "ostack credential") {
         self.app = app
@@ -130,7 +139,9 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             if stored == 0 { throw error.map(Self.classify) ?? KeyringError.other("store refused") }
             // Read it back: a provider that decrypted the transfer with a different session key
             // (KWallet, rarely) stores garbage without an error. A mismatch is retried with a new
-            // session, which rewrites the item.
+            // session, which rewrites the item. gnome-keyring derives the key as libsecret does (the
+            // same DH code), so its writes are not read back: one D-Bus round trip fewer per write.
+            if self.provider() == .gnomeKeyring { return }
             guard let back = secret_password_lookupv_binary_sync(csecret_schema(), attributes, cancellable, &error)
             else { throw error.map(Self.classify) ?? KeyringError.other(Self.staleSession) }
             defer { secret_value_unref(UnsafeMutableRawPointer(back)) }

@@ -129,6 +129,22 @@ public struct CommandContext: Sendable {
         }
     }
 
+    /// Asks before a destructive step, on a terminal only (stdin and stderr both terminals, no
+    /// `--no-input`); `yes` (`--yes`) skips the question, and so does a script (no terminal), as it
+    /// always did. Anything but `y`/`yes` changes nothing (`declined`, exit 1).
+    public func confirm(_ question: String, yes: Bool) throws(OStackError) {
+        if yes || global.noInput || !ProcessEnvironment.isTerminal(0)
+            || !ProcessEnvironment.isTerminal(2)
+        {
+            return
+        }
+        terminal.err(ErrorPresenter.sanitize(question, maxLength: 300) + " [y/N] ")
+        let answer = (readLine(strippingNewline: true) ?? "").lowercased()
+        guard answer == "y" || answer == "yes" else {
+            throw OStackError(.declined, detail: "confirmation declined")
+        }
+    }
+
     /// A note for the user on stderr (never data), suppressed under `--json`.
     public func note(_ text: String) {
         if !global.json { terminal.err(text + "\n") }

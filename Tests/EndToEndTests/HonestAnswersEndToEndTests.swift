@@ -63,4 +63,35 @@ import Testing
         #expect(missing.status == 7)
         #expect(missing.stderr.contains("No task record nope_1"), "\(missing.stderr)")
     }
+
+    /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
+    /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
+    @Test func destructiveCommandsConfirmOnATerminal() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "other"]).status == 0)
+        #expect(try ostack.run(["sync", "track", "task", "--account", "work"]).status == 0)
+        #expect(try ostack.run(["sync", "--account", "work"]).status == 0)
+        let file = #filePath
+        let fixture = String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/pty_run.py"
+        func atTerminal(_ answer: String, _ arguments: [String]) throws -> ProcessResult {
+            try runProcess(
+                executable: "/usr/bin/python3", arguments: [fixture, answer, OStackBinary.path] + arguments,
+                environment: ostack.baseEnvironment)
+        }
+        let declined = try atTerminal("n", ["accounts", "remove", "other"])
+        #expect(declined.status == 1, "\(declined.stdout)")
+        #expect(declined.stdout.contains("Remove account other") && declined.stdout.contains("Nothing was changed."))
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"other\""))
+        let untrack = try atTerminal("n", ["sync", "untrack", "task", "--account", "work"])
+        #expect(untrack.status == 1 && untrack.stdout.contains("drop its"), "\(untrack.stdout)")
+        #expect(try ostack.run(["sync", "status", "--account", "work"]).stdout.contains("task"))
+        let accepted = try atTerminal("y", ["accounts", "remove", "other"])
+        #expect(accepted.status == 0, "\(accepted.stdout)")
+        #expect(!(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"other\"")))
+        let skipped = try atTerminal("n", ["sync", "untrack", "task", "--account", "work", "--yes"])
+        #expect(skipped.status == 0 && !skipped.stdout.contains("[y/N]"), "\(skipped.stdout)")
+    }
 }

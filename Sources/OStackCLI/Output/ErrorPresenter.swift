@@ -192,6 +192,8 @@ public struct ErrorPresenter: Sendable {
             return make("The server is limiting requests.", wait, 11)
         case .unexpectedResponse:
             return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+        case .declined:
+            return make("Nothing was changed.", "Pass --yes to skip the question.", 1)
         case .identityMismatch:
             return make(
                 "The server answered for another user than the one signed in\(account.map { " as \($0)" } ?? ""). "

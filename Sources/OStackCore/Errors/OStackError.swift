@@ -61,6 +61,8 @@ public struct OStackError: Error, Sendable {
         /// Pulled records that are not valid JSON (or nest too deep, or hold a number out of
         /// range): left out of the mirror and named.
         case rejectedRecords = "rejected-records"
+        /// The user answered no to a confirmation: nothing was changed.
+        case declined = "declined"
         /// The server named another user for a session than the one that signed in.
         case identityMismatch = "identity-mismatch"
     }

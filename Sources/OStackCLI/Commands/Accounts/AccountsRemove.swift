@@ -10,6 +10,7 @@ struct AccountsRemove: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The account (id, alias or email@host).") var target: String
     @Flag(name: .long, help: "Remove even with unsynced changes (they are lost).") var force = false
+    @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
@@ -25,6 +26,8 @@ struct AccountsRemove: AsyncParsableCommand {
                 }
                 pending = counted
             }
+            try context.confirm(
+                "Remove account \(account.alias): its keyring items, local database and audit trail?", yes: yes)
             try LogoutService(environment: environment).remove(account, unsyncedChanges: pending, force: force)
             struct Document: Encodable { var removed: String }
             context.emit(json: Document(removed: account.id.rawValue), human: "Removed account \(account.alias).")

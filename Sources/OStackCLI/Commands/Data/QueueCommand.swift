@@ -65,10 +65,13 @@ struct QueueCommand: AsyncParsableCommand {
             abstract: "Drop a queued change and restore the record as last synced.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The entry id (see `ostack queue list`).") var id: String
+        @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                try context.selectedSession().sync.discard(id)
+                let session = try context.selectedSession()
+                try context.confirm("Drop the queued change \(id)? It is lost.", yes: yes)
+                try session.sync.discard(id)
                 struct Document: Encodable { var discarded: String }
                 context.emit(json: Document(discarded: id), human: "Discarded \(id).")
             }

@@ -154,10 +154,16 @@ struct SyncCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Stop mirroring an object (queued changes are kept).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object.") var object: String
+        @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                try context.selectedSession().sync.untrack(object)
+                let session = try context.selectedSession()
+                let count = (try? session.store.recordCount(object)) ?? 0
+                try context.confirm(
+                    "Stop tracking \(object) and drop its \(count) local \(count == 1 ? "record" : "records") (queued changes are kept)?",
+                    yes: yes)
+                try session.sync.untrack(object)
                 struct Document: Encodable { var untracked: String }
                 context.emit(json: Document(untracked: object), human: "No longer tracking \(object).")
             }
