@@ -179,6 +179,9 @@ public struct LockService: Sendable {
     /// Whether the account has a PIN, none, or one locked out by too many wrong tries (files only).
     public enum PINState: Sendable { case none, set, lockedOut }
 
+    /// Refuses a runtime directory or agent socket of another user (#lock-3), before anything else.
+    public func verifyAgent() throws(OStackError) { try agent.verify() }
+
     public func pinState(_ account: Account) -> PINState {
         if SecureFileSystem.exists(environment.pinEnvelopePath(account)) { return .set }
         return SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) ? .lockedOut : .none

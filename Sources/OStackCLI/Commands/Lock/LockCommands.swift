@@ -48,7 +48,9 @@ struct Unlock: AsyncParsableCommand {
                     human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")
                 return
             }
-            // The state first: no prompt for a PIN that does not exist or no longer works.
+            // The state first: no prompt for a PIN that does not exist or no longer works (after the
+            // check that the agent's runtime directory is ours, which comes before everything).
+            try service.verifyAgent()
             switch service.pinState(account) {
             case .none:
                 throw OStackError(
