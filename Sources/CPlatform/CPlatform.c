@@ -27,3 +27,13 @@ long cplatform_peer_uid(int fd) {
 int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags) {
     return posix_spawnattr_setflags(attributes, (short)(otherFlags | POSIX_SPAWN_SETSID));
 }
+
+#include <sys/ioctl.h>
+
+int cplatform_terminal_size(int fd, int *columns, int *rows) {
+    struct winsize size;
+    if (ioctl(fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return -1;
+    *columns = size.ws_col;
+    *rows = size.ws_row;
+    return 0;
+}

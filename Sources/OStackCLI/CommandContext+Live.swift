@@ -4,13 +4,16 @@ import PlatformKit
 extension CommandContext {
     /// Builds the real dependencies from the process environment. The only place that does.
     public static func live(global: GlobalOptions) -> CommandContext {
+        var global = global
+        global.json = global.wantsJSON
         let environment = ProcessEnvironment.current()
         let layout = FileLayout(
             environment: environment, userID: ProcessEnvironment.userID,
             homeDirectory: ProcessEnvironment.passwordHomeDirectory)
         return CommandContext(
             global: global, environment: environment,
-            terminal: Terminal(environment: environment, noColorFlag: global.noColor), layout: layout,
+            terminal: Terminal(environment: environment, noColorFlag: global.noColor, format: global.format),
+            layout: layout,
             makeAuthEnvironment: LiveDependencies.authEnvironment)
     }
 }

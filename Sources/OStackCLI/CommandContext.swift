@@ -145,6 +145,38 @@ public struct CommandContext: Sendable {
         }
     }
 
+    /// Sends the rest of stdout through the pager when a person reads it on a terminal (`Pager`).
+    public func page() { Pager.start(context: self) }
+
+    /// Whether a person can be asked: stdin and stderr are terminals and `--no-input` was not given.
+    public var canPrompt: Bool {
+        !global.noInput && ProcessEnvironment.isTerminal(0) && ProcessEnvironment.isTerminal(2)
+    }
+
+    /// Asks for the PIN of the locked account `alias` (no echo, naming the account) and unlocks it;
+    /// up to three tries, each one counting towards the lockout. Without a PIN that can still work
+    /// (none set, or locked out) nothing is asked and `error` (or `pin-locked-out`) stands.
+    func unlockOnDemand(_ alias: String, because error: OStackError) throws(OStackError) {
+        guard let account = try registry.accounts().first(where: { $0.alias == alias }) else { throw error }
+        let service = try lockService()
+        try service.verifyAgent()
+        switch service.pinState(account) {
+        case .none: throw error
+        case .lockedOut: throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+        case .set: break
+        }
+        let name = ErrorPresenter.sanitize(account.alias, maxLength: 64)
+        for attempt in 1...3 {
+            let pin = PIN(try SecretInput.prompt("Account \(name) is locked. PIN for \(name): ", noInput: false))
+            do {
+                try service.unlock(account, pin: pin)
+                return
+            } catch let failure where failure.code == .wrongPIN && attempt < 3 {
+                terminal.err("Wrong PIN.\n")
+            }
+        }
+    }
+
     /// A note for the user on stderr (never data), suppressed under `--json`.
     public func note(_ text: String) {
         if !global.json { terminal.err(text + "\n") }
@@ -153,15 +185,37 @@ public struct CommandContext: Sendable {
 
 /// Runs a command body and turns every error into the user-safe presentation (docs/errors.md).
 enum CommandRunner {
-    static func run(_ global: GlobalOptions, _ body: (CommandContext) async throws -> Void) async throws {
+    /// `unlockOnDemand`: a locked account met on a terminal asks for its PIN and the body runs
+    /// again (docs/commands.md, "Unlock on demand"); `login` opts out (it would ask for the
+    /// password again).
+    static func run(
+        _ global: GlobalOptions, unlockOnDemand: Bool = true, _ body: (CommandContext) async throws -> Void
+    ) async throws {
         let context = CommandContext.live(global: global)
+        var unlocked: Set<String> = []
         do {
-            try await body(context)
+            while true {
+                do {
+                    try await body(context)
+                    break
+                } catch let error as OStackError
+                    where error.code == .locked && unlockOnDemand && context.canPrompt
+                    && error.context.account.map({ !unlocked.contains($0) }) == true
+                {
+                    let alias = error.context.account!
+                    try context.unlockOnDemand(alias, because: error)
+                    unlocked.insert(alias)
+                }
+            }
+            Pager.finish()
         } catch let exit as ExitCode {
+            Pager.finish()
             throw exit
         } catch let error as CleanExit {
+            Pager.finish()
             throw error
         } catch {
+            Pager.finish()
             throw ExitCode(report(error, context: context))
         }
     }

@@ -8,6 +8,13 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Flag(name: .long, help: "Print one JSON document on stdout (errors as JSON on stderr).")
     public var json = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How lists print: table, tsv, csv or json (default: table on a terminal, tsv otherwise).",
+            valueName: "format"))
+    public var format: OutputFormat?
+
     @Flag(name: .customLong("no-input"), help: "Never prompt; fail if input would be needed.")
     public var noInput = false
 
@@ -25,4 +32,13 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public var keyring: String?
 
     public init() {}
+
+    public func validate() throws {
+        if json, let format, format != .json { throw ValidationError("Pass --json or --format \(format), not both.") }
+    }
+
+    /// Whether the output is one JSON document (`--json` or `--format json`).
+    public var wantsJSON: Bool { json || format == .json }
 }
+
+extension OutputFormat: ExpressibleByArgument {}

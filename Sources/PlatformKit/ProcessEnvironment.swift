@@ -1,3 +1,4 @@
+internal import CPlatform
 import Glibc
 
 /// The process environment and identity, read without Foundation.
@@ -27,4 +28,12 @@ public enum ProcessEnvironment {
 
     /// Whether the file descriptor is a terminal.
     public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+    /// The columns and rows of the terminal on `fd`, or nil when it is not a terminal or reports no size.
+    public static func terminalSize(_ fd: Int32) -> (columns: Int, rows: Int)? {
+        var columns: Int32 = 0
+        var rows: Int32 = 0
+        guard cplatform_terminal_size(fd, &columns, &rows) == 0 else { return nil }
+        return (Int(columns), Int(rows))
+    }
 }

@@ -128,7 +128,8 @@ enum SyncBench {
                     target: "information: WITHOUT ROWID (object, id), the pre-0005 mirror", ok: true))
             // Memory stays flat however big the answer (issue 14): a remote list of 100 000 records,
             // written as JSON, and a pull of 300 000 against the 100 000 one.
-            let listed = try session.measured(["records", "list", "task", "--remote", "--json"], discardOutput: true)
+            let listed = try session.measured(
+                ["records", "list", "task", "--remote", "--all", "--json"], discardOutput: true)
             results.append(
                 BenchResult(
                     name: "list-remote-100k-peak-rss", value: listed.peakMB, unit: "MB", baseline: nil, ratio: nil,

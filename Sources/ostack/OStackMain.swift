@@ -1,4 +1,4 @@
-import ArgumentParser
+import Glibc
 import OStackCLI
 import PlatformKit
 
@@ -7,6 +7,6 @@ struct OStackMain {
     static func main() async {
         // Harden the process before anything else runs: umask 077, not dumpable, no core files.
         ProcessHardening.apply()
-        await OStackCommand.main()
+        exit(await CommandLineMain.run(Array(CommandLine.arguments.dropFirst())))
     }
 }

@@ -120,9 +120,20 @@ import Testing
 
     /// An `ostack` command line (after `VAR=value` prefixes or a pipe into it), else nil.
     static func parse(_ segment: String, file: String, line: Int) -> Example? {
-        let pipeParts = split(segment, on: "|")
-        let command = pipeParts.last!.trimmedSpaces()
-        var tokens = words(command)
+        // The ostack command of a pipeline (`… | ostack …` or `ostack … | cut …`), without redirections.
+        let pipeParts = split(segment, on: "|").map { $0.trimmedSpaces() }
+        let command = pipeParts.first { part in words(part).contains("ostack") } ?? pipeParts.last!
+        var tokens: [String] = []
+        var skipNext = false
+        for token in words(command) {
+            if skipNext {
+                skipNext = false
+            } else if [">", ">>", "2>", "<"].contains(token) {
+                skipNext = true
+            } else if !(token.hasPrefix(">") || token.hasPrefix("2>")) {
+                tokens.append(token)
+            }
+        }
         var environment: [String: String] = [:]
         while let first = tokens.first, first != "ostack", let equals = first.firstIndex(of: "="),
             first[..<equals].allSatisfy({ $0.isUppercase || $0 == "_" })

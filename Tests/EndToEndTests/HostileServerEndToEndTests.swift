@@ -265,7 +265,7 @@ import Testing
         _ = try server.control("POST", "seed", #"{"object":"task","count":2500}"#)
         let total = try self.server(server).count
         let before = try listRequests(server)
-        let listed = try ostack.run(["records", "list", "task", "--remote", "--json"])
+        let listed = try ostack.run(["records", "list", "task", "--remote", "--all", "--json"])
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(listed.stdout.ranges(of: "\"updated_at\"").count == total)
         #expect(listed.stdout.hasPrefix(#"{"object":"task","records":[{"#))
@@ -277,11 +277,11 @@ import Testing
 
         let big = (0..<1001).map { #"{"id":"big\#($0)"}"# }.joined(separator: ",")
         try listFault(server, text: #"{"records":[\#(big)]}"#, count: 1)
-        #expect(try ostack.run(["records", "list", "task", "--remote"]).status == 11)
+        #expect(try ostack.run(["records", "list", "task", "--remote", "--all"]).status == 11)
         let page = (0..<1000).map { #"{"id":"same\#($0)"}"# }.joined(separator: ",")
         try listFault(server, text: #"{"records":[\#(page)]}"#, count: 1000)
         let start = try listRequests(server)
-        #expect(try ostack.run(["records", "list", "task", "--remote", "--json"]).status == 11)
+        #expect(try ostack.run(["records", "list", "task", "--remote", "--all", "--json"]).status == 11)
         #expect(try listRequests(server) - start == 2)
     }
 

@@ -25,4 +25,8 @@ long cplatform_peer_uid(int fd);
 /// spawned daemon starts its own session and survives its parent's terminal.
 int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags);
 
+/// The size of the terminal on `fd` (ioctl TIOCGWINSZ, which Swift cannot call: ioctl is variadic).
+/// Returns 0 and sets columns and rows, or -1 when `fd` is not a terminal or reports no size.
+int cplatform_terminal_size(int fd, int *columns, int *rows);
+
 #endif

@@ -92,6 +92,7 @@ struct AuditCommand: AsyncParsableCommand {
                     }
                 }
                 struct Document: Encodable { var events: [EventDocument] }
+                if !events.isEmpty { context.page() }
                 context.emit(json: Document(events: events)) {
                     events.isEmpty
                         ? "No audit events."

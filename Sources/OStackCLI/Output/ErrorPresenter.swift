@@ -54,7 +54,7 @@ public struct ErrorPresenter: Sendable {
         case .pinLockedOut:
             return make(
                 "Too many wrong PINs: the PIN of account\(named) no longer works.",
-                "Unlock with the recovery key (`ostack unlock --recovery-key-stdin`), or sign in again with "
+                "Unlock with the recovery key (`ostack unlock --recovery-key`), or sign in again with "
                     + "`ostack login --rebuild-local-data` to rebuild local data from the server.", 4)
         case .wrongPIN:
             let left = context.count.map { " \($0) attempt\($0 == 1 ? "" : "s") left." } ?? ""

@@ -1,5 +1,10 @@
-/// A plain aligned table for human output: a header row and left-aligned columns separated by two
-/// spaces. Headers and cells are sanitised (`ErrorPresenter.sanitize`) before they reach the terminal.
+/// Rows for people and for programs (docs/output.md). One table renders four ways:
+/// - `table`: aligned columns for a terminal, fitted to its width; cells that do not fit end in `…`;
+/// - `tsv`: one line per row, cells separated by a tab, no padding (the default when stdout is not a terminal);
+/// - `csv`: RFC 4180, fields quoted when they hold a comma or a quote;
+/// - (`json` is each command's own document.)
+/// Every header and cell is sanitised (`ErrorPresenter.sanitize`) first, in every format; tabs and
+/// line breaks inside a value become spaces so that one row stays one line.
 public struct Table: Sendable {
     public var headers: [String]
     public var rows: [[String]]
@@ -9,27 +14,146 @@ public struct Table: Sendable {
         self.rows = rows
     }
 
+    /// The table in the format the terminal calls for: `table` on a terminal, `tsv` otherwise.
     public func render(terminal: Terminal? = nil) -> String {
-        let clean = rows.map { $0.map { ErrorPresenter.sanitize($0, maxLength: 120) } }
-        let headers = headers.map { ErrorPresenter.sanitize($0, maxLength: 60) }
-        var widths = headers.map(\.count)
-        for row in clean {
+        render(as: terminal?.defaultFormat ?? .table, terminal: terminal)
+    }
+
+    public func render(as format: OutputFormat, terminal: Terminal?) -> String {
+        let headers = headers.map { Self.clean($0, maxLength: 60) }
+        let rows = rows.map { $0.map { Self.clean($0, maxLength: 120) } }
+        switch format {
+        case .tsv:
+            return ([headers] + rows).map { $0.joined(separator: "\t") + "\n" }.joined()
+        case .csv:
+            return ([headers] + rows).map { $0.map(Self.csvField).joined(separator: ",") + "\r\n" }.joined()
+        case .table, .json:
+            return aligned(headers: headers, rows: rows, width: terminal?.width, terminal: terminal)
+        }
+    }
+
+    static func clean(_ text: String, maxLength: Int) -> String {
+        let flattened =
+            text.contains(where: { $0 == "\t" || $0.isNewline })
+            ? String(text.map { $0 == "\t" || $0.isNewline ? " " : $0 }) : text
+        return ErrorPresenter.sanitize(flattened, maxLength: maxLength)
+    }
+
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" }) || text.first == " " || text.last == " " else {
+            return text
+        }
+        return "\"" + text.replacingAll("\"", with: "\"\"") + "\""
+    }
+
+    private func aligned(headers: [String], rows: [[String]], width: Int?, terminal: Terminal?) -> String {
+        let headers = headers.map { $0.uppercased() }
+        var widths = headers.map(DisplayWidth.of)
+        for row in rows {
             for (index, cell) in row.enumerated() where index < widths.count {
-                widths[index] = max(widths[index], cell.count)
+                widths[index] = max(widths[index], DisplayWidth.of(cell))
             }
         }
+        if let width { widths = Self.fit(widths, into: width) }
         func line(_ cells: [String]) -> String {
-            var parts: [String] = []
-            for (index, cell) in cells.enumerated() {
-                let last = index == cells.count - 1
-                parts.append(last ? cell : cell + String(repeating: " ", count: widths[index] - cell.count))
+            var text = ""
+            for (index, cell) in cells.enumerated() where index < widths.count {
+                let fitted = DisplayWidth.truncate(cell, to: widths[index])
+                if index == cells.count - 1 || index == widths.count - 1 {
+                    text += fitted
+                } else {
+                    text += fitted + String(repeating: " ", count: widths[index] - DisplayWidth.of(fitted) + 2)
+                }
             }
-            return parts.joined(separator: "  ")
+            return text
         }
-        var output = line(headers.map { $0.uppercased() })
+        var output = line(headers)
         if let terminal { output = terminal.bold(output) }
         output += "\n"
-        for row in clean { output += line(row) + "\n" }
+        for row in rows { output += line(row) + "\n" }
         return output
+    }
+
+    /// Column widths that fit `total` columns with two spaces between columns: columns narrower
+    /// than a fair share keep their width (the first column, usually an id, first of all); the
+    /// others share what is left, at least 3 each (`a…`).
+    static func fit(_ natural: [Int], into total: Int) -> [Int] {
+        let gaps = 2 * max(0, natural.count - 1)
+        guard natural.reduce(0, +) + gaps > total, !natural.isEmpty else { return natural }
+        var remaining = max(0, total - gaps)
+        var widths = natural
+        var open = Array(natural.indices)
+        if natural[0] <= remaining / 2 {
+            remaining -= natural[0]
+            open.removeFirst()
+        }
+        while !open.isEmpty {
+            let share = remaining / open.count
+            let small = open.filter { natural[$0] <= share }
+            if small.isEmpty { break }
+            for index in small { remaining -= natural[index] }
+            open.removeAll { small.contains($0) }
+        }
+        guard !open.isEmpty else { return widths }
+        let share = remaining / open.count
+        var extra = remaining - share * open.count
+        for index in open {
+            widths[index] = max(3, share + (extra > 0 ? 1 : 0))
+            extra -= 1
+        }
+        return widths
+    }
+}
+
+/// The output formats of list commands (`--format`).
+public enum OutputFormat: String, Sendable, CaseIterable {
+    case table, tsv, csv, json
+}
+
+/// Terminal columns a string takes: East Asian wide and emoji characters take two, combining
+/// marks and zero-width characters none (a close approximation of wcwidth for the common cases).
+enum DisplayWidth {
+    static func of(_ text: String) -> Int {
+        var width = 0
+        for character in text { width += of(character) }
+        return width
+    }
+
+    static func of(_ character: Character) -> Int {
+        guard let first = character.unicodeScalars.first?.value else { return 0 }
+        if first < 0x300 { return 1 }
+        if (0x300...0x36F).contains(first) || (0x200B...0x200D).contains(first) || first == 0xFEFF { return 0 }
+        if (0x1100...0x115F).contains(first) || (0x2E80...0xA4CF).contains(first) || (0xAC00...0xD7A3).contains(first)
+            || (0xF900...0xFAFF).contains(first) || (0xFE30...0xFE4F).contains(first)
+            || (0xFF00...0xFF60).contains(first) || (0xFFE0...0xFFE6).contains(first)
+            || (0x1F300...0x1F64F).contains(first) || (0x1F900...0x1F9FF).contains(first)
+            || (0x20000...0x3FFFD).contains(first)
+        {
+            return 2
+        }
+        return 1
+    }
+
+    /// `text` cut to at most `width` columns, ending in `…` when something was cut.
+    static func truncate(_ text: String, to width: Int) -> String {
+        guard of(text) > width else { return text }
+        guard width > 1 else { return width == 1 ? "…" : "" }
+        var result = ""
+        var used = 0
+        for character in text {
+            let size = of(character)
+            if used + size > width - 1 { break }
+            result.append(character)
+            used += size
+        }
+        return result + "…"
+    }
+}
+
+extension String {
+    func replacingAll(_ target: Character, with replacement: String) -> String {
+        var result = ""
+        for character in self { if character == target { result += replacement } else { result.append(character) } }
+        return result
     }
 }

@@ -7,13 +7,35 @@ public struct Terminal: Sendable {
     public var useColor: Bool
     public var stdoutIsTerminal: Bool
     public var stdinIsTerminal: Bool
+    public var stderrIsTerminal: Bool
+    /// The columns tables fit into: `COLUMNS` when set, else the terminal's width (80 when it
+    /// reports none); nil when stdout is not a terminal and `COLUMNS` is not set (nothing is cut).
+    public var width: Int?
+    /// The terminal's rows, when stdout is one.
+    public var height: Int?
 
-    public init(environment: [String: String], noColorFlag: Bool) {
+    /// `--format`, when given.
+    public var format: OutputFormat?
+
+    public init(environment: [String: String], noColorFlag: Bool, format: OutputFormat? = nil) {
+        self.format = format
         stdoutIsTerminal = ProcessEnvironment.isTerminal(STDOUT_FILENO)
         stdinIsTerminal = ProcessEnvironment.isTerminal(STDIN_FILENO)
+        stderrIsTerminal = ProcessEnvironment.isTerminal(STDERR_FILENO)
+        let size = stdoutIsTerminal ? ProcessEnvironment.terminalSize(STDOUT_FILENO) : nil
+        height = size?.rows
+        if let columns = environment["COLUMNS"].flatMap(Int.init), columns > 0 {
+            width = min(columns, 10_000)
+        } else if stdoutIsTerminal {
+            width = size?.columns ?? 80
+        }
         let noColorEnv = environment["NO_COLOR"].map { !$0.isEmpty } ?? false
         useColor = stdoutIsTerminal && !noColorFlag && !noColorEnv && environment["TERM"] != "dumb"
     }
+
+    /// How lists print: `--format`, else an aligned table on a terminal and tab-separated values
+    /// for programs.
+    public var defaultFormat: OutputFormat { format ?? (stdoutIsTerminal ? .table : .tsv) }
 
     public func out(_ text: String) { Self.write(STDOUT_FILENO, text) }
     public func err(_ text: String) { Self.write(STDERR_FILENO, text) }

@@ -33,6 +33,15 @@ public struct MetadataCache: Sendable {
         public var stale: Bool
     }
 
+    /// The cached schema however old, without asking the server; nil when none is cached.
+    public func cachedSchema(_ name: String) -> ObjectSchema? {
+        guard ObjectSchema.isIdentifier(name),
+            let row = try? store.rows("SELECT item FROM meta_objects WHERE name = ?", [.text(name)]).first,
+            let text = row.text("item"), let item = JSONValue.parse(Array(text.utf8))
+        else { return nil }
+        return ObjectSchema(item: item)
+    }
+
     /// The object's schema: cached when fresh, revalidated otherwise, stale when offline.
     public func object(_ name: String) throws(OStackError) -> Cached {
         guard ObjectSchema.isIdentifier(name) else {
@@ -71,7 +80,15 @@ public struct MetadataCache: Sendable {
             error.context.object = name
             throw error
         }
-        guard let item = outcome.json?["item"], let schema = ObjectSchema(item: item), schema.name == name else {
+        guard var item = outcome.json?["item"], case .object(var members) = item else {
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "meta item malformed")
+        }
+        if let order = JSONKeyOrder.members(of: "fields", in: outcome.response.body), !order.isEmpty {
+            members[ObjectSchema.fieldOrderKey] = .array(order.map(JSONValue.string))
+            item = .object(members)
+        }
+        guard let schema = ObjectSchema(item: item), schema.name == name else {
             throw OStackError(
                 .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "meta item malformed")
         }

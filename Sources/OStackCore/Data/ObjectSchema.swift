@@ -74,7 +74,11 @@ public struct ObjectSchema: Sendable, Equatable {
         var parsed: [FieldSchema] = []
         var entries: [(String, JSONValue)] = []
         if let map = item["fields"]?.objectValue {
-            entries = map.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            // In the order the server wrote them (kept by the metadata cache), else by name.
+            let order = (item[Self.fieldOrderKey]?.arrayValue ?? []).compactMap(\.stringValue)
+            let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            entries = map.sorted { (rank[$0.key] ?? Int.max, $0.key) < (rank[$1.key] ?? Int.max, $1.key) }
+                .map { ($0.key, $0.value) }
         } else if let list = item["fields"]?.arrayValue {
             entries = list.compactMap { field in field["name"]?.stringValue.map { ($0, field) } }
         }
@@ -110,8 +114,13 @@ public struct ObjectSchema: Sendable, Equatable {
     public var allFieldNames: [String] { Self.systemFields + fields.map(\.name) }
 
     /// A stable hash of the field set and constraints: a change means a new schema version.
+    /// Where the metadata cache keeps the order of a `fields` map (`JSONKeyOrder`), which the
+    /// parsed JSON does not.
+    public static let fieldOrderKey = "ostack_field_order"
+
+    /// A digest of the fields' constraints, independent of their order.
     public var fingerprint: String {
-        let canonical = fields.map { field in
+        let canonical = fields.sorted { $0.name < $1.name }.map { field in
             [
                 field.name, field.type, field.required ? "r" : "", field.readonly ? "ro" : "",
                 "\(field.minLength ?? -1)", "\(field.maxLength ?? -1)", "\(field.min ?? .nan)", "\(field.max ?? .nan)",

@@ -137,7 +137,8 @@ struct RecordsCommand: AsyncParsableCommand {
         var filterJSON: String?
         @Option(name: .long, parsing: .unconditional, help: "Sort fields, e.g. -updated_at or status,-amount.")
         var sort: String?
-        @Option(name: .long, help: "At most this many records.") var limit: Int?
+        @Option(name: .long, help: "At most this many records (default 30).") var limit: Int?
+        @Flag(name: .long, help: "All records (no limit).") var all = false
         @Option(name: .long, help: "Skip this many records.") var offset: Int = 0
         @Option(name: .long, parsing: .unconditional, help: "Only these fields, e.g. title,status.") var fields: String?
         @OptionGroup var source: SourceOptions
@@ -145,6 +146,7 @@ struct RecordsCommand: AsyncParsableCommand {
         func validate() throws {
             if filter != nil && filterJSON != nil { throw ValidationError("Pass --filter or --filter-json, not both.") }
             if let limit, limit < 0 { throw ValidationError("--limit must not be negative.") }
+            if all && limit != nil { throw ValidationError("Pass --limit or --all, not both.") }
             if offset < 0 { throw ValidationError("--offset must not be negative.") }
         }
 
@@ -166,12 +168,17 @@ struct RecordsCommand: AsyncParsableCommand {
                     request.wireFilter = json
                 }
                 if let sort { request.sort = try SortKey.parse(sort) }
-                request.limit = limit
+                request.limit = all ? nil : (limit ?? Self.defaultLimit)
                 request.offset = offset
                 request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
                 request.source = source.source
-                if try session.reads.source(for: request) == .remote {
-                    try Self.listRemote(request, reads: session.reads, context: context)
+                let remote = try session.reads.source(for: request) == .remote
+                // Cached by now when the server could be asked (`source(for:)` checks the request against it).
+                let schema = session.metadata.cachedSchema(object)
+                if remote {
+                    let (shown, total) = try Self.listRemote(
+                        request, schema: schema, reads: session.reads, context: context)
+                    showing(shown, of: total, limit: request.limit, context: context)
                     return
                 }
                 let result = try session.reads.list(request)
@@ -191,13 +198,25 @@ struct RecordsCommand: AsyncParsableCommand {
                     var records: [JSONValue]
                     var total: Int?
                 }
+                if !context.global.json && !result.records.isEmpty { context.page() }
                 context.emit(
                     json: Document(
                         object: object, source: result.source.rawValue, records: result.records, total: result.total)
                 ) {
-                    RecordText.table(result.records, fields: request.fields, terminal: context.terminal)
+                    RecordText.table(result.records, fields: request.fields, schema: schema, terminal: context.terminal)
                 }
+                showing(result.records.count, of: result.total, limit: request.limit, context: context)
             }
+        }
+
+        static let defaultLimit = 30
+
+        /// After a list cut short by its limit, on stderr: "Showing 30 of 50000 — use --limit or --all."
+        func showing(_ shown: Int, of total: Int?, limit: Int?, context: CommandContext) {
+            guard let limit, shown == limit, total.map({ $0 > offset + shown }) ?? (shown > 0) else { return }
+            let of = total.map { " of \($0 - offset)" } ?? ""
+            context.note(
+                context.terminal.dim("Showing \(shown)\(of) — use --limit or --all."))
         }
     }
 
@@ -306,49 +325,53 @@ extension RecordsCommand.List {
     /// The server's records, fetched and written page by page so memory stays flat however many
     /// there are (docs/sync.md, "Remote lists"). `--json` writes the same document as for a local
     /// list, one record at a time; the table keeps only its cells.
-    static func listRemote(_ request: RecordReads.ListRequest, reads: RecordReads, context: CommandContext) throws {
+    static func listRemote(
+        _ request: RecordReads.ListRequest, schema: ObjectSchema?, reads: RecordReads, context: CommandContext
+    ) throws -> (shown: Int, total: Int?) {
         let terminal = context.terminal
         if context.global.json {
             // Nothing is written before the first record arrives: a list that fails at once leaves
             // stdout empty. (One that fails after records were written leaves them, unterminated,
             // and exits non-zero.)
             let prefix = "{\"object\":" + JSONOutput.encode(request.object) + ",\"records\":["
-            var started = false
+            var count = 0
             let total = try reads.listRemote(request) { record in
-                terminal.out((started ? "," : prefix) + JSONOutput.encode(record))
-                started = true
+                terminal.out((count > 0 ? "," : prefix) + JSONOutput.encode(record))
+                count += 1
             }
-            if !started { terminal.out(prefix) }
+            if count == 0 { terminal.out(prefix) }
             terminal.out("],\"source\":\"remote\"" + (total.map { ",\"total\":\($0)" } ?? "") + "}\n")
-            return
+            return (count, total)
         }
         // The columns come from the first records (as for a local list: the first 50).
         var sample: [JSONValue] = []
         var columns: [String]?
         var rows: [[String]] = []
-        _ = try reads.listRemote(request) { record in
+        let total = try reads.listRemote(request) { record in
             if let columns {
                 rows.append(RecordText.cells(record, columns: columns))
                 return
             }
             sample.append(record)
             if sample.count == 50 {
-                let chosen = RecordText.columns(sample, fields: request.fields)
+                let chosen = RecordText.columns(sample, fields: request.fields, schema: schema)
                 columns = chosen
                 rows = sample.map { RecordText.cells($0, columns: chosen) }
                 sample = []
             }
         }
         if columns == nil && !sample.isEmpty {
-            let chosen = RecordText.columns(sample, fields: request.fields)
+            let chosen = RecordText.columns(sample, fields: request.fields, schema: schema)
             columns = chosen
             rows = sample.map { RecordText.cells($0, columns: chosen) }
         }
         guard let columns, !rows.isEmpty else {
-            terminal.out("No records.\n")
-            return
+            if terminal.defaultFormat == .table { terminal.out("No records.\n") }
+            return (0, total)
         }
+        context.page()
         terminal.out(Table(headers: columns, rows: rows).render(terminal: terminal))
+        return (rows.count, total)
     }
 }
 
@@ -373,9 +396,9 @@ enum RecordText {
         }.joined(separator: "\n") + "\n"
     }
 
-    static func table(_ records: [JSONValue], fields: [String]?, terminal: Terminal) -> String {
-        if records.isEmpty { return "No records." }
-        let columns = columns(records, fields: fields)
+    static func table(_ records: [JSONValue], fields: [String]?, schema: ObjectSchema?, terminal: Terminal) -> String {
+        if records.isEmpty { return terminal.defaultFormat == .table ? "No records." : "" }
+        let columns = columns(records, fields: fields, schema: schema)
         return Table(headers: columns, rows: records.map { cells($0, columns: columns) }).render(terminal: terminal)
     }
 
@@ -384,23 +407,19 @@ enum RecordText {
         columns.map { text(record[$0] ?? .null) }
     }
 
-    /// The columns of a records table: `id`, the fields asked for, else up to five fields seen in
-    /// the first 50 records, then `updated_at`.
-    static func columns(_ records: [JSONValue], fields: [String]?) -> [String] {
-        let hidden: Set<String> = ["created_at", "created_by", "updated_by", "owner_id"]
-        var columns = fields ?? []
-        if fields == nil {
-            var seen = Set<String>()
-            for record in records.prefix(50) {
-                for key in (record.objectValue ?? [:]).keys.sorted()
-                where !hidden.contains(key) && seen.insert(key).inserted {
-                    columns.append(key)
-                }
-            }
-            columns.removeAll { $0 == "id" || $0 == "updated_at" }
-            columns = Array(columns.prefix(5)) + ["updated_at"]
-        }
-        return ["id"] + columns.filter { $0 != "id" }
+    /// The columns of a records table: `id`, then the fields asked for; else up to five fields seen
+    /// in the first 50 records in metadata order (the order the object's author defined them;
+    /// fields metadata does not know follow by name), then the system column `updated_at`. The
+    /// same data always gives the same columns.
+    static func columns(_ records: [JSONValue], fields: [String]?, schema: ObjectSchema? = nil) -> [String] {
+        if let fields { return ["id"] + fields.filter { $0 != "id" } }
+        var seen = Set<String>()
+        for record in records.prefix(50) { seen.formUnion((record.objectValue ?? [:]).keys) }
+        let system = Set(ObjectSchema.systemFields)
+        var columns = (schema?.fields ?? []).map(\.name).filter { seen.contains($0) && !system.contains($0) }
+        let known = Set(columns)
+        columns += seen.filter { !known.contains($0) && !system.contains($0) }.sorted()
+        return ["id"] + columns.prefix(5) + ["updated_at"]
     }
 
     static func age(_ seconds: Double) -> String {

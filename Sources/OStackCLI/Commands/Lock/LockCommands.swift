@@ -23,26 +23,35 @@ struct Lock: AsyncParsableCommand {
     }
 }
 
-/// `ostack unlock [ACCOUNT] [--pin-stdin|--recovery-key-stdin]`
+/// `ostack unlock [ACCOUNT] [--pin-stdin|--recovery-key|--recovery-key-stdin]`
 struct Unlock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unlock an account's local data with its PIN or recovery key.")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: AccountArgument
     @Flag(name: .customLong("pin-stdin"), help: "Read the PIN from stdin.") var pinStdin = false
+    @Flag(name: .customLong("recovery-key"), help: "Unlock with the recovery key, asked without echo.")
+    var recoveryKey = false
     @Flag(name: .customLong("recovery-key-stdin"), help: "Read the recovery key from stdin.") var recoveryKeyStdin =
         false
 
     func validate() throws {
-        if pinStdin && recoveryKeyStdin { throw ValidationError("Use --pin-stdin or --recovery-key-stdin, not both.") }
+        if [pinStdin, recoveryKey, recoveryKeyStdin].filter({ $0 }).count > 1 {
+            throw ValidationError("Use one of --pin-stdin, --recovery-key and --recovery-key-stdin.")
+        }
     }
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
             let account = try selection.account(context)
-            if recoveryKeyStdin {
-                try service.unlock(account, recoveryKey: try RecoveryKey(parsing: SecretInput.fromStdin()))
+            if recoveryKey || recoveryKeyStdin {
+                let name = ErrorPresenter.sanitize(account.alias, maxLength: 64)
+                let text =
+                    recoveryKeyStdin
+                    ? try SecretInput.fromStdin()
+                    : try SecretInput.prompt("Recovery key for \(name): ", noInput: global.noInput)
+                try service.unlock(account, recoveryKey: try RecoveryKey(parsing: text))
                 context.emit(
                     json: ["unlocked": account.id.rawValue],
                     human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")

@@ -46,7 +46,7 @@ struct Login: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await CommandRunner.run(global) { context in
+        try await CommandRunner.run(global, unlockOnDemand: false) { context in
             let environment = try context.authEnvironment()
             guard
                 let serverInput = try server ?? context.configuration.load().lastServer

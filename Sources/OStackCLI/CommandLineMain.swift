@@ -1,0 +1,154 @@
+import ArgumentParser
+import Glibc
+
+/// The process entry point: parse, run, and turn a usage error into the same shape as every other
+/// error (docs/errors.md, "Usage errors"): `ostack: error: …` and `ostack: hint: …` lines on
+/// stderr, or under `--json` one `{"error":{"code":"usage",…}}` document; exit 64. A mistyped
+/// subcommand gets a "did you mean". Help, `--version` and completion requests print to stdout.
+public enum CommandLineMain {
+    public static func run(_ arguments: [String]) async -> Int32 {
+        do {
+            let command = try await OStackCommand.asyncParseAsRoot(arguments)
+            try await execute(command)
+            return 0
+        } catch let exit as ExitCode {
+            return exit.rawValue  // the command reported its own error
+        } catch {
+            return report(error, arguments: arguments)
+        }
+    }
+
+    private static func execute<Command: ParsableCommand>(_ command: Command) async throws {
+        var command = command
+        if var asyncCommand = command as? any AsyncParsableCommand {
+            try await asyncCommand.run()
+        } else {
+            try command.run()
+        }
+    }
+
+    static func report(_ error: any Error, arguments: [String]) -> Int32 {
+        let code = OStackCommand.exitCode(for: error)
+        let full = OStackCommand.fullMessage(for: error)
+        if code == .success {
+            if !full.isEmpty { Terminal.write(STDOUT_FILENO, full.hasSuffix("\n") ? full : full + "\n") }
+            return 0
+        }
+        let usage = UsageError(error: error, fullMessage: full, arguments: arguments)
+        if wantsJSON(arguments) {
+            let document = JSONOutput.ErrorDocument(
+                error: .init(code: "usage", message: usage.message, hint: usage.hint))
+            Terminal.write(STDERR_FILENO, JSONOutput.encode(document) + "\n")
+        } else {
+            Terminal.write(STDERR_FILENO, "ostack: error: \(usage.message)\n")
+            if let line = usage.usageLine { Terminal.write(STDERR_FILENO, "ostack: usage: \(line)\n") }
+            Terminal.write(STDERR_FILENO, "ostack: hint: \(usage.hint)\n")
+        }
+        return code.rawValue
+    }
+
+    /// Whether the command line asks for JSON (`--json`, `--format json`, `--format=json`), read
+    /// without the parser, which has just failed.
+    static func wantsJSON(_ arguments: [String]) -> Bool {
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--" { return false }
+            if argument == "--json" || argument == "--format=json" { return true }
+            if argument == "--format", index + 1 < arguments.count, arguments[index + 1] == "json" { return true }
+        }
+        return false
+    }
+}
+
+/// What a usage error says, in ostack's words.
+struct UsageError {
+    var message: String
+    var usageLine: String?
+    var hint: String
+
+    init(error: any Error, fullMessage: String, arguments: [String]) {
+        let path = Self.commandPath(arguments)
+        let spelled = (["ostack"] + path.names).joined(separator: " ")
+        var message = OStackCommand.message(for: error)
+        // Under a group with a default subcommand the word may be that subcommand's argument: then
+        // only when the parser tripped over it (`audit work --bogus` is about `--bogus`).
+        if let word = path.unknownWord,
+            !path.hasDefault || (message.contains("nexpected argument") && message.contains("'\(word)'"))
+        {
+            message = "'\(word)' is not an ostack command."
+            if let near = Self.nearest(word, in: path.subcommands) {
+                hint = "Did you mean `\(spelled) \(near)`? See `\(spelled) --help`."
+            } else {
+                hint = "See `\(spelled) --help` for the commands."
+            }
+        } else {
+            hint = "See `\(spelled) --help`."
+        }
+        if message.hasPrefix("Error: ") { message = String(message.dropFirst(7)) }
+        if !message.hasSuffix(".") { message += "." }
+        self.message = ErrorPresenter.sanitize(message, maxLength: 300)
+        usageLine =
+            fullMessage.split(separator: "\n").first { $0.hasPrefix("Usage: ") }
+            .map { ErrorPresenter.sanitize(String($0.dropFirst(7)), maxLength: 300) }
+        hint = ErrorPresenter.sanitize(hint, maxLength: 300)
+    }
+
+    /// The subcommands named on the command line, and the first word that should have named one
+    /// but does not (a word where a command with subcommands expects its subcommand).
+    static func commandPath(_ arguments: [String]) -> (
+        names: [String], subcommands: [String], unknownWord: String?, hasDefault: Bool
+    ) {
+        var group = Self.describe(OStackCommand.self)
+        var names: [String] = []
+        for argument in arguments {
+            if group.children.isEmpty || argument.hasPrefix("-") { break }
+            let described = group.children.map(Self.describe)
+            guard let next = described.first(where: { $0.name == argument || $0.aliases.contains(argument) }) else {
+                return (names, described.map(\.name), argument == "help" ? nil : argument, group.hasDefault)
+            }
+            names.append(next.name)
+            group = next
+        }
+        return (names, [], nil, false)
+    }
+
+    private static func describe(_ type: any ParsableCommand.Type) -> (
+        name: String, aliases: [String], children: [any ParsableCommand.Type], hasDefault: Bool
+    ) {
+        func open<Command: ParsableCommand>(_: Command.Type) -> (String, [String], [any ParsableCommand.Type], Bool) {
+            (
+                Command._commandName, Command.configuration.aliases, Command.configuration.subcommands,
+                Command.configuration.defaultSubcommand != nil
+            )
+        }
+        return open(type)
+    }
+
+    /// The only name starting with `word`, else the closest name within two edits.
+    static func nearest(_ word: String, in names: [String]) -> String? {
+        let word = word.lowercased()
+        let prefixed = names.filter { $0.hasPrefix(word) }
+        if prefixed.count == 1 { return prefixed[0] }
+        let scored = names.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= 2 }
+        return scored.min(by: { $0.1 < $1.1 })?.0
+    }
+
+    /// Levenshtein distance, with a swap of two neighbours counting as one edit.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
+    }
+}

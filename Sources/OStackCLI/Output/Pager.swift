@@ -1,0 +1,59 @@
+import Glibc
+import PlatformKit
+
+/// Long output on a terminal goes through a pager, as with git and gh: `OSTACK_PAGER`, else `PAGER`,
+/// else `less`, run by `/bin/sh -c` with `LESS=FRX` unless `LESS` is set (quit when it fits one
+/// screen, keep colours, leave the text on the screen). Never when stdout is not a terminal, under
+/// `--json`, or when the pager is set to `` or `cat`. Once started, stdout is the pager's input
+/// for the rest of the command; `finish()` closes it and waits for the pager to quit.
+enum Pager {
+    nonisolated(unsafe) private static var child: pid_t?
+
+    /// Starts the pager when the output is for a person at a terminal; does nothing otherwise.
+    static func start(context: CommandContext) {
+        guard child == nil, context.terminal.stdoutIsTerminal, !context.global.json,
+            context.terminal.defaultFormat == .table
+        else { return }
+        let environment = context.environment
+        let command = (environment["OSTACK_PAGER"] ?? environment["PAGER"] ?? "less").trimmingWhitespace()
+        guard !command.isEmpty, command != "cat" else { return }
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addclose(&actions, fds[1])
+        var childEnvironment = environment
+        if childEnvironment["LESS"] == nil { childEnvironment["LESS"] = "FRX" }
+        if childEnvironment["LV"] == nil { childEnvironment["LV"] = "-c" }
+        let words: [String] = ["/bin/sh", "-c", command]
+        let argv = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let envp = childEnvironment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, envp) == 0
+        close(fds[0])
+        guard spawned else {
+            close(fds[1])
+            return
+        }
+        // A pager that quits early (`q` in less) must not kill ostack with SIGPIPE: writes fail
+        // with EPIPE instead and the rest of the output is dropped.
+        signal(SIGPIPE, SIG_IGN)
+        dup2(fds[1], STDOUT_FILENO)
+        close(fds[1])
+        child = pid
+    }
+
+    /// Ends the pager's input and waits until the person has quit it.
+    static func finish() {
+        guard let pid = child else { return }
+        child = nil
+        close(STDOUT_FILENO)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    }
+}

@@ -1,0 +1,166 @@
+import OStackTestSupport
+import Testing
+
+/// Issue 16: output that fits the terminal, a default limit with a "Showing" line, a pager only for
+/// a person at a terminal, clean tab-separated values in a pipe, and usage errors in ostack's own
+/// style (docs/output.md). Terminal cases run on a pseudo-terminal (`Fixtures/pty_run.py`).
+@Suite struct TerminalOutputEndToEndTests {
+    static let fixture: String = {
+        let file = #filePath
+        return String(file[..<file.lastIndex(of: "/")!]) + "/Fixtures/pty_run.py"
+    }()
+
+    /// `ostack` on a pseudo-terminal of `columns` × 24 (COLUMNS unset, so the terminal's width counts).
+    static func atTerminal(
+        _ ostack: OStackRunner, columns: Int = 80, environment: [String: String] = [:], _ arguments: [String]
+    ) throws -> ProcessResult {
+        var env = ostack.baseEnvironment
+        env["COLUMNS"] = nil
+        env["LINES"] = nil
+        for (key, value) in environment { env[key] = value }
+        return try runProcess(
+            executable: "/usr/bin/python3",
+            arguments: [fixture, "--cols", String(columns), "--", OStackBinary.path] + arguments, environment: env)
+    }
+
+    /// The acceptance case: 50 000 records on an 80-column terminal show 30 rows that fit and a
+    /// "Showing" line; the same command in a pipe gives tab-separated values without padding.
+    @Test func fiftyThousandRecordsOnAnEightyColumnTerminal() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":50000}"#)
+
+        let shown = try Self.atTerminal(ostack, environment: ["OSTACK_PAGER": "cat"], ["records", "list", "task"])
+        #expect(shown.status == 0, "\(shown.stdout)")
+        let lines = shown.stdout.split(separator: "\r\n").map(String.init)
+        let header = try #require(lines.firstIndex { $0.hasPrefix("ID ") })
+        let rows = lines[(header + 1)...].filter { !$0.hasPrefix("Showing") }
+        #expect(rows.count == 30, "\(shown.stdout)")
+        for line in lines { #expect(line.count <= 80, "\(line)") }
+        #expect(lines[header].contains("TITLE") && lines[header].hasSuffix("UPDATED_AT"))
+        // Metadata order: title, status, priority before the other fields.
+        let title = try #require(lines[header].firstRange(of: "TITLE")).lowerBound
+        let status = try #require(lines[header].firstRange(of: "STATUS")).lowerBound
+        #expect(title < status)
+        #expect(rows.contains { $0.contains("…") }, "a cut cell ends in …")
+        #expect(shown.stdout.contains("Showing 30 of 50000 — use --limit or --all."))
+
+        let piped = try ostack.run(["records", "list", "task"])
+        #expect(piped.status == 0)
+        let tsv = piped.stdout.split(separator: "\n")
+        #expect(tsv.count == 31)  // a header line, then 30 rows
+        #expect(tsv[0].hasPrefix("id\ttitle\tstatus"))
+        #expect(tsv.allSatisfy { !$0.contains("  ") && !$0.contains("…") && $0.split(separator: "\t").count >= 3 })
+        #expect(piped.stderr.contains("Showing 30 of 50000"))
+
+        let csv = try ostack.run(["records", "list", "task", "--limit", "2", "--format", "csv"])
+        #expect(csv.stdout.hasPrefix("id,title,status,") && csv.stdout.split(separator: "\r\n").count == 3)
+        let all = try ostack.run(["records", "list", "task", "--all", "--fields", "title", "--format", "tsv"])
+        #expect(all.stdout.split(separator: "\n").count == 50_001)
+        #expect(!all.stderr.contains("Showing"))
+        #expect(try ostack.run(["records", "list", "task", "--all", "--limit", "5"]).status == 64)
+    }
+
+    /// A table on a terminal goes through the pager (`OSTACK_PAGER` > `PAGER`); piped output and
+    /// `--json` never do, and `cat` or an empty pager means none.
+    @Test func thePagerIsForATerminalOnly() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":40}"#)
+        let marker = ["OSTACK_PAGER": "sed 's/^/paged: /'", "PAGER": "false"]
+
+        let paged = try Self.atTerminal(ostack, environment: marker, ["records", "list", "task"])
+        #expect(paged.status == 0)
+        #expect(paged.stdout.contains("paged: ID "), "\(paged.stdout)")
+        #expect(paged.stdout.split(separator: "\r\n").filter { $0.hasPrefix("paged: ") }.count == 31)
+        let viaPAGER = try Self.atTerminal(
+            ostack, environment: ["PAGER": "sed 's/^/pager: /'"], ["records", "list", "task", "--limit", "3"])
+        #expect(viaPAGER.stdout.contains("pager: ID "), "\(viaPAGER.stdout)")
+        let json = try Self.atTerminal(ostack, environment: marker, ["records", "list", "task", "--json"])
+        #expect(json.stdout.contains("{\"object\":\"task\"") && !json.stdout.contains("paged:"))
+        let none = try Self.atTerminal(ostack, environment: ["OSTACK_PAGER": ""], ["records", "list", "task"])
+        #expect(none.stdout.contains("ID ") && !none.stdout.contains("paged:"))
+        let piped = try ostack.run(["records", "list", "task"], environment: marker.mapValues { $0 })
+        #expect(piped.status == 0 && !piped.stdout.contains("paged:") && piped.stdout.hasPrefix("id\t"))
+        // A pager that quits at once ends the listing quietly.
+        let quit = try Self.atTerminal(
+            ostack, environment: ["OSTACK_PAGER": "true"], ["records", "list", "task", "--all"])
+        #expect(quit.status == 0, "\(quit.stdout)")
+    }
+
+    /// Usage errors look like every other error, say what was meant, and follow `--json`.
+    @Test func usageErrorsInOstacksOwnStyle() throws {
+        let ostack = OStackRunner()
+        let typo = try ostack.run(["recrods", "list"])
+        #expect(typo.status == 64)
+        #expect(typo.stderr.hasPrefix("ostack: error: 'recrods' is not an ostack command.\n"), "\(typo.stderr)")
+        #expect(typo.stderr.contains("ostack: hint: Did you mean `ostack records`?"))
+        let nested = try ostack.run(["sync", "stauts"])
+        #expect(nested.stderr.contains("Did you mean `ostack sync status`?"), "\(nested.stderr)")
+        let missing = try ostack.run(["records", "list"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("ostack: error: Missing expected argument '<object>'."))
+        #expect(missing.stderr.contains("ostack: usage: ostack records list"))
+        #expect(!missing.stderr.contains("Error:"))
+        let json = try ostack.run(["records", "lst", "--json"])
+        #expect(json.status == 64)
+        #expect(json.stderr.hasPrefix(#"{"error":{"code":"usage","hint":"Did you mean `ostack records list`?"#))
+        #expect(json.stdout.isEmpty)
+        let both = try ostack.run(["accounts", "list", "--json", "--format", "csv"])
+        #expect(both.status == 64 && both.stderr.contains(#""code":"usage""#))
+        let escape = try ostack.run(["records", "list", "task", "--\u{1B}]0;pwned\u{07}"])
+        #expect(escape.status == 64 && !escape.stderr.contains("\u{1B}"), "\(escape.stderr)")
+        let help = try ostack.run(["records", "--help"])
+        #expect(help.status == 0 && help.stdout.contains("USAGE: ostack records") && help.stderr.isEmpty)
+    }
+
+    /// `ostack` on a pseudo-terminal that answers `prompt` with each of `answers` in turn.
+    static func answering(
+        _ ostack: OStackRunner, _ prompt: String, _ answers: [String], _ arguments: [String]
+    ) throws -> ProcessResult {
+        let script = answers.flatMap { ["--on", prompt, "--type", $0] }
+        return try runProcess(
+            executable: "/usr/bin/python3", arguments: [fixture] + script + ["--", OStackBinary.path] + arguments,
+            environment: ostack.baseEnvironment)
+    }
+
+    /// Unlock on demand: on a terminal a locked account asks for its PIN (no echo, naming the
+    /// account) and the command goes on; a wrong PIN is asked again; `--no-input` and scripts keep
+    /// exit 4; the recovery key has a no-echo prompt too.
+    @Test func aLockedAccountAsksForItsPINOnATerminal() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        let set = try ostack.run(
+            ["pin", "set", "--pin-stdin", "--json"], stdin: "482913\n", environment: ["OSTACK_PIN_KDF": "interactive"])
+        try #require(set.status == 0, "\(set.stderr)")
+        let recovery = String(set.stdout.split(separator: "\"")[3])
+        try #require(try ostack.run(["lock"]).status == 0)
+
+        let scripted = try ostack.run(["records", "create", "task", "--set", "title=Script", "--offline"])
+        #expect(scripted.status == 4, "\(scripted.stderr)")
+        let noInput = try Self.answering(
+            ostack, "PIN for", ["482913"], ["records", "list", "task", "--local", "--no-input"])
+        #expect(noInput.status == 4 && !noInput.stdout.contains("PIN for"), "\(noInput.stdout)")
+
+        let asked = try Self.answering(
+            ostack, "PIN for work: ", ["000000", "482913"],
+            ["records", "create", "task", "--set", "title=Typed", "--offline", "--json"])
+        #expect(asked.status == 0, "\(asked.stdout)")
+        #expect(asked.stdout.contains("Account work is locked. PIN for work: "))
+        #expect(asked.stdout.contains("Wrong PIN."))
+        #expect(!asked.stdout.contains("482913") && !asked.stdout.contains("000000"), "the PIN is not echoed")
+        #expect(asked.stdout.contains(#""queued":true"#))
+        let listed = try ostack.run(["records", "list", "task", "--local", "--json"])
+        #expect(listed.status == 0 && listed.stdout.contains("Typed"), "unlocked for the next command too")
+
+        try #require(try ostack.run(["lock"]).status == 0)
+        let withKey = try Self.answering(ostack, "Recovery key for work: ", [recovery], ["unlock", "--recovery-key"])
+        #expect(withKey.status == 0, "\(withKey.stdout)")
+        #expect(withKey.stdout.contains("Unlocked work with the recovery key"))
+        #expect(!withKey.stdout.contains(recovery), "the recovery key is not echoed")
+    }
+}

@@ -1,0 +1,95 @@
+import OStackCore
+import Testing
+
+@testable import OStackCLI
+
+/// Tables that fit, the machine formats, and the "did you mean" of usage errors (docs/output.md).
+@Suite struct OutputTests {
+    let table = Table(
+        headers: ["id", "title", "status"],
+        rows: [["tsk_1", "A very long title that will not fit", "open"], ["tsk_22", "Short", "done"]])
+
+    @Test func aTableFitsTheWidthWithTruncationMarks() {
+        var terminal = Terminal(environment: [:], noColorFlag: true, format: .table)
+        terminal.width = 30
+        let lines = table.render(terminal: terminal).split(separator: "\n")
+        #expect(lines.count == 3)
+        for line in lines { #expect(DisplayWidth.of(String(line)) <= 30, "\(line)") }
+        #expect(lines[1].hasPrefix("tsk_1   A very long"))
+        #expect(lines[1].contains("…"))
+        #expect(lines[2].hasPrefix("tsk_22  Short"))
+        #expect(lines[0].hasPrefix("ID      TITLE"))
+    }
+
+    @Test func aTableThatFitsIsNotCut() {
+        var terminal = Terminal(environment: [:], noColorFlag: true, format: .table)
+        terminal.width = 200
+        let text = table.render(terminal: terminal)
+        #expect(!text.contains("…"))
+        #expect(text.contains("A very long title that will not fit  open\n"))
+    }
+
+    @Test(arguments: [
+        ([10, 40, 40], 50, [10, 18, 18]), ([5, 5, 5], 80, [5, 5, 5]),
+        ([16, 7, 6, 8, 10, 6, 24], 80, [16, 7, 6, 8, 10, 6, 15]),
+        ([60, 60], 20, [9, 9]),
+    ])
+    func fittedWidthsAddUp(natural: [Int], total: Int, expected: [Int]) {
+        #expect(Table.fit(natural, into: total) == expected)
+    }
+
+    @Test func tsvAndCSVAreUnpaddedAndSanitised() {
+        var terminal = Terminal(environment: [:], noColorFlag: true)
+        terminal.format = nil
+        terminal.stdoutIsTerminal = false
+        let dirty = Table(headers: ["id", "note"], rows: [["a1", "tab\there,\"quoted\"\nnext \u{1B}]0;pwned\u{07}x"]])
+        #expect(dirty.render(terminal: terminal) == "id\tnote\na1\ttab here,\"quoted\" next x\n")
+        #expect(dirty.render(as: .csv, terminal: terminal) == "id,note\r\na1,\"tab here,\"\"quoted\"\" next x\"\r\n")
+    }
+
+    @Test func wideCharactersTakeTwoColumns() {
+        #expect(DisplayWidth.of("日本語") == 6)
+        #expect(DisplayWidth.of("e\u{301}") == 1)
+        #expect(DisplayWidth.truncate("日本語テキスト", to: 7) == "日本語…")
+        #expect(DisplayWidth.truncate("abcdef", to: 4) == "abc…")
+        #expect(DisplayWidth.truncate("abc", to: 3) == "abc")
+    }
+
+    @Test func columnsFollowMetadataOrderThenSystemColumns() throws {
+        let item = try #require(
+            JSONValue.parse(
+                Array(
+                    #"{"name":"task","fields":{"title":{"type":"text"},"status":{"type":"select"},"amount":{"type":"number"}},"ostack_field_order":["title","status","amount"]}"#
+                        .utf8)))
+        let schema = try #require(ObjectSchema(item: item))
+        let record = try #require(
+            JSONValue.parse(
+                Array(#"{"id":"t1","amount":1,"status":"open","title":"A","zeta":1,"updated_at":"x"}"#.utf8)))
+        #expect(
+            RecordText.columns([record], fields: nil, schema: schema)
+                == ["id", "title", "status", "amount", "zeta", "updated_at"])
+        #expect(RecordText.columns([record], fields: ["status"], schema: schema) == ["id", "status"])
+    }
+
+    @Test func keyOrderIsTheDocumentsOrder() {
+        let body = Array(
+            #"{"success":true,"data":{"item":{"name":"task","label":"A \"fields\" label","fields":{"zeta":{"fields":{"x":1}},"alpha":{"options":[{"a":[1,2,{}]}]},"mid\u00e9":{}}}}}"#
+                .utf8)
+        #expect(JSONKeyOrder.members(of: "fields", in: body) == ["zeta", "alpha", "midé"])
+        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"fields":{}}"#.utf8)) == [])
+        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"fields":{"a":1"#.utf8)) == nil)
+        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"other":[]}"#.utf8)) == nil)
+        let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+        #expect(JSONKeyOrder.members(of: "fields", in: Array(deep.utf8)) == nil)
+    }
+
+    @Test func mistypedSubcommandsGetASuggestion() {
+        #expect(UsageError.nearest("recrods", in: ["records", "sync"]) == "records")
+        #expect(UsageError.nearest("stauts", in: ["run", "track", "untrack", "status"]) == "status")
+        #expect(UsageError.nearest("conf", in: ["config", "conflicts"]) == "config")
+        #expect(UsageError.nearest("confl", in: ["config", "conflicts"]) == "conflicts")
+        #expect(UsageError.nearest("xyz", in: ["records"]) == nil)
+        #expect(UsageError.commandPath(["records", "lst", "task"]).unknownWord == "lst")
+        #expect(UsageError.commandPath(["records", "list", "task"]).unknownWord == nil)
+    }
+}
