@@ -163,4 +163,34 @@ import Testing
         #expect(withKey.stdout.contains("Unlocked work with the recovery key"))
         #expect(!withKey.stdout.contains(recovery), "the recovery key is not echoed")
     }
+
+    /// Every JSON document names an account the same way (`{"id","alias"}` under `account`), and
+    /// `agent status` speaks prose, not the agent's JSON.
+    @Test func oneAccountShapeInEveryDocument() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        try #require(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        let id = "127.0.0.1:\(server.port)::usr_alice"
+        let reference = #""account":{"alias":"work","id":"\#(id)"}"#
+        let set = try ostack.run(
+            ["pin", "set", "--pin-stdin"], stdin: "482913\n", environment: ["OSTACK_PIN_KDF": "interactive"])
+        try #require(set.status == 0, "\(set.stderr)")
+        let human = try ostack.run(["agent", "status"]).stdout
+        #expect(
+            human.hasPrefix("The agent is running (pid ") && human.contains("work: unlocked; locks after "), "\(human)")
+        #expect(!human.contains("{"))
+        let agent = try ostack.run(["agent", "status", "--json"]).stdout
+        #expect(agent.contains(reference) && agent.contains(#""running":true"#), "\(agent)")
+        let locked = try ostack.run(["lock", "--json"]).stdout
+        #expect(locked == "{\(reference),\"locked\":true}\n", "\(locked)")
+        let unlocked = try ostack.run(["unlock", "--pin-stdin", "--json"], stdin: "482913\n").stdout
+        #expect(unlocked == "{\(reference),\"unlocked\":true}\n", "\(unlocked)")
+        #expect(try ostack.run(["sync", "status", "--json"]).stdout.hasPrefix("{\(reference),"))
+        #expect(try ostack.run(["audit", "--json"]).stdout.contains(reference))
+        #expect(try ostack.run(["doctor", "--json"]).stdout.contains(reference))
+        let all = try ostack.run(["lock", "--all", "--json"]).stdout
+        #expect(all == #"{"accounts":[{"alias":"work","id":"\#(id)"}],"locked":true}"# + "\n", "\(all)")
+    }
 }

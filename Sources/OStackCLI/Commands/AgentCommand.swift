@@ -53,8 +53,57 @@ struct AgentStatus: AsyncParsableCommand {
                 }
                 return
             }
-            context.terminal.out(global.json ? status + "\n" : "The agent is running: \(status)\n")
+            let parsed = JSONValue.parse(Array(status.utf8))
+            let accounts = try context.registry.accounts()
+            struct Held: Encodable {
+                var account: AccountReference?
+                /// What else the agent holds (the `file-keyring` passphrase key), when not an account.
+                var item: String?
+                var idleSecondsLeft: Int
+                var lifetimeSecondsLeft: Int
+            }
+            struct Document: Encodable {
+                var running = true
+                var pid: Int?
+                var dumpable: Bool?
+                var accounts: [Held]
+            }
+            let held = (parsed?["accounts"]?.arrayValue ?? []).map { entry in
+                let name = entry["account"]?.stringValue ?? ""
+                let account = accounts.first { $0.id.rawValue == name }
+                return Held(
+                    account: account.map(AccountReference.init),
+                    item: account == nil ? ErrorPresenter.sanitize(name, maxLength: 64) : nil,
+                    idleSecondsLeft: entry["idleSecondsLeft"]?.intValue ?? 0,
+                    lifetimeSecondsLeft: entry["lifetimeSecondsLeft"]?.intValue ?? 0)
+            }
+            let document = Document(
+                pid: parsed?["pid"]?.intValue, dumpable: parsed?["dumpable"]?.boolValue, accounts: held)
+            context.emit(json: document) {
+                var text = "The agent is running"
+                if let pid = document.pid {
+                    text += " (pid \(pid)\(document.dumpable == false ? ", not dumpable" : ""))"
+                }
+                text += held.isEmpty ? " and holds no unlocked account.\n" : ".\n"
+                for entry in held {
+                    let name =
+                        entry.account.map { ErrorPresenter.sanitize($0.alias, maxLength: 64) } ?? entry.item ?? "?"
+                    text +=
+                        "\(name): unlocked; locks after \(Self.duration(entry.idleSecondsLeft)) idle, "
+                        + "at the latest in \(Self.duration(entry.lifetimeSecondsLeft))\n"
+                }
+                return text
+            }
         }
+    }
+
+    /// `45 s`, `14 min`, `7 h 59 min`.
+    static func duration(_ seconds: Int) -> String {
+        let seconds = max(0, seconds)
+        if seconds < 60 { return "\(seconds) s" }
+        if seconds < 3600 { return "\(seconds / 60) min" }
+        let minutes = (seconds % 3600) / 60
+        return "\(seconds / 3600) h" + (minutes > 0 ? " \(minutes) min" : "")
     }
 }
 

@@ -12,7 +12,8 @@ struct AuditCommand: AsyncParsableCommand {
     struct EventDocument: Encodable {
         var seq: Int
         var time: String
-        var account: String
+        /// nil for the global trail (`--all`).
+        var account: AccountReference?
         var event: String
         var outcome: String
         var details: [String: String]
@@ -72,7 +73,7 @@ struct AuditCommand: AsyncParsableCommand {
                     for entry in try service.audit.entries(since: since, event: event, limit: limit) {
                         events.append(
                             EventDocument(
-                                seq: entry.seq, time: entry.time, account: account.alias, event: entry.event,
+                                seq: entry.seq, time: entry.time, account: .init(account), event: entry.event,
                                 outcome: entry.outcome, details: entry.details))
                     }
                 }
@@ -87,7 +88,7 @@ struct AuditCommand: AsyncParsableCommand {
                     if let limit { entries = Array(entries.suffix(max(0, limit))) }
                     events += entries.map {
                         EventDocument(
-                            seq: $0.seq, time: $0.time, account: "(global)", event: $0.event, outcome: $0.outcome,
+                            seq: $0.seq, time: $0.time, account: nil, event: $0.event, outcome: $0.outcome,
                             details: $0.details)
                     }
                 }
@@ -100,7 +101,8 @@ struct AuditCommand: AsyncParsableCommand {
                             headers: ["seq", "time", "account", "event", "outcome", "details"],
                             rows: events.map { event in
                                 [
-                                    String(event.seq), event.time, event.account, event.event, event.outcome,
+                                    String(event.seq), event.time, event.account?.alias ?? "(global)", event.event,
+                                    event.outcome,
                                     event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
                                         separator: " "),
                                 ]

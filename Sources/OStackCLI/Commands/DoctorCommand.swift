@@ -34,7 +34,7 @@ struct DoctorCommand: AsyncParsableCommand {
             /// A check with its wording rendered; the same keys as ever under `--json`.
             struct RenderedCheck: Encodable {
                 var name: String
-                var account: String?
+                var account: AccountReference?
                 var status: Doctor.Check.Status
                 var message: String
                 var fix: String?
@@ -44,15 +44,17 @@ struct DoctorCommand: AsyncParsableCommand {
                 var ok: Bool
                 var checks: [RenderedCheck]
             }
+            let byAlias = Dictionary(accounts.map { ($0.alias, $0) }, uniquingKeysWith: { first, _ in first })
             let rendered = checks.map { check in
                 RenderedCheck(
-                    name: check.name, account: check.account, status: check.status, message: check.message.rendered,
+                    name: check.name, account: check.account.flatMap { byAlias[$0] }.map(AccountReference.init),
+                    status: check.status, message: check.message.rendered,
                     fix: check.fix?.rendered, checked: check.checked)
             }
             context.emit(json: Document(ok: ok, checks: rendered)) {
                 rendered.map { check in
                     let mark = ["ok": "ok  ", "warn": "warn", "fail": "FAIL"][check.status.rawValue] ?? "?"
-                    var line = "\(mark)  \(check.account.map { "\($0): " } ?? "")\(check.name): \(check.message)"
+                    var line = "\(mark)  \(check.account.map { "\($0.alias): " } ?? "")\(check.name): \(check.message)"
                     if let fix = check.fix, check.status != .ok { line += "\n      fix: \(fix)" }
                     return ErrorPresenter.sanitize(line, maxLength: 400)
                 }.joined(separator: "\n")

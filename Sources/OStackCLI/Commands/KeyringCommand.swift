@@ -30,17 +30,17 @@ struct KeyringMigrate: AsyncParsableCommand {
             let accounts =
                 try account.map { [try AccountSelection(accounts: context.registry.accounts()).resolve($0)] }
                 ?? context.registry.accounts()
-            struct Row: Encodable { var account: String; var moved: Int; var cleaned: Int }
+            struct Row: Encodable { var account: AccountReference; var moved: Int; var cleaned: Int }
             var rows: [Row] = []
             for account in accounts {
                 let outcome = try migration.migrate(account, to: target)  // audits the backend change
-                rows.append(Row(account: outcome.account, moved: outcome.moved, cleaned: outcome.cleaned))
+                rows.append(Row(account: .init(account), moved: outcome.moved, cleaned: outcome.cleaned))
             }
             struct Document: Encodable { var backend: String; var accounts: [Row] }
             context.emit(json: Document(backend: target, accounts: rows)) { () -> String in
                 rows.isEmpty
                     ? "No accounts."
-                    : rows.map { "\($0.account): \(target) (\($0.moved) item\($0.moved == 1 ? "" : "s") moved)" }
+                    : rows.map { "\($0.account.alias): \(target) (\($0.moved) item\($0.moved == 1 ? "" : "s") moved)" }
                         .joined(separator: "\n")
             }
         }

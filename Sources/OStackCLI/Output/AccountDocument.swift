@@ -67,3 +67,15 @@ struct StatusDocument: Encodable {
     }
     enum CodingKeys: String, CodingKey { case account, selectedBy, session, queue, lastSyncAt }
 }
+
+/// How every JSON document names an account: `{"id","alias"}` under `account` (or a list of them
+/// under `accounts`), the same in every command (docs/commands.md, "JSON output").
+struct AccountReference: Encodable {
+    var id: String
+    var alias: String
+
+    init(_ account: Account) {
+        id = account.id.rawValue
+        alias = account.alias
+    }
+}

@@ -72,8 +72,8 @@ struct ConflictsCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let conflict = ConflictsCommand.document(try context.selectedSession().sync.conflict(id))
-                struct Document: Encodable { var conflicts: [ConflictDocument] }
-                context.emit(json: Document(conflicts: [conflict])) {
+                struct Document: Encodable { var conflict: ConflictDocument }
+                context.emit(json: Document(conflict: conflict)) {
                     "\(conflict.object) \(conflict.recordId) (\(conflict.operation))\n"
                         + Table(
                             headers: ["field", "base", "mine", "theirs"],

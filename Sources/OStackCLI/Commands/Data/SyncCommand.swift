@@ -180,14 +180,14 @@ struct SyncCommand: AsyncParsableCommand {
                 let account = try context.selectedAccount().account
                 let status = try context.session(account).sync.status()
                 struct Document: Encodable {
-                    var account: String
+                    var account: AccountReference
                     var objects: [SyncService.Status.Object]
                     var queue: LocalStore.QueueCounts
                     var lastSyncAt: Date?
                 }
                 let objects = status.objects
                 let document = Document(
-                    account: account.alias, objects: objects, queue: status.queue, lastSyncAt: status.lastSyncAt)
+                    account: .init(account), objects: objects, queue: status.queue, lastSyncAt: status.lastSyncAt)
                 context.emit(json: document) {
                     var text = "account  \(account.alias)\n"
                     text +=

@@ -11,14 +11,20 @@ struct Lock: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
+            struct Document: Encodable {
+                var account: AccountReference?
+                var accounts: [AccountReference]?
+                var locked = true
+            }
             if all {
                 service.lockAll()
-                context.emit(json: ["locked": "all"], human: "Locked every account.")
+                let accounts = try context.registry.accounts().map(AccountReference.init)
+                context.emit(json: Document(accounts: accounts), human: "Locked every account.")
                 return
             }
             let account = try selection.account(context)
             try service.lock(account)
-            context.emit(json: ["locked": account.id.rawValue], human: "Locked \(account.alias).")
+            context.emit(json: Document(account: .init(account)), human: "Locked \(account.alias).")
         }
     }
 }
@@ -53,7 +59,7 @@ struct Unlock: AsyncParsableCommand {
                     : try SecretInput.prompt("Recovery key for \(name): ", noInput: global.noInput)
                 try service.unlock(account, recoveryKey: try RecoveryKey(parsing: text))
                 context.emit(
-                    json: ["unlocked": account.id.rawValue],
+                    json: UnlockDocument(account: .init(account)),
                     human: "Unlocked \(account.alias) with the recovery key. Set a new PIN: ostack pin set")
                 return
             }
@@ -72,7 +78,12 @@ struct Unlock: AsyncParsableCommand {
             }
             let prompt = "PIN for \(ErrorPresenter.sanitize(account.alias, maxLength: 64)): "
             try service.unlock(account, pin: try PINInput(fromStdin: pinStdin, noInput: global.noInput).read(prompt))
-            context.emit(json: ["unlocked": account.id.rawValue], human: "Unlocked \(account.alias).")
+            context.emit(json: UnlockDocument(account: .init(account)), human: "Unlocked \(account.alias).")
         }
+    }
+
+    struct UnlockDocument: Encodable {
+        var account: AccountReference
+        var unlocked = true
     }
 }

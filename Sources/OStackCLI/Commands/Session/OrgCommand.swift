@@ -59,8 +59,8 @@ struct OrgCommand: AsyncParsableCommand {
                         ), detail: "no account for the organization")
                 }
                 try context.accountsService().switchTo(target.id.rawValue)
-                struct Document: Encodable { var account: String }
-                context.emit(json: Document(account: target.alias), human: "Now using \(target.alias) by default.")
+                struct Document: Encodable { var account: AccountReference }
+                context.emit(json: Document(account: .init(target)), human: "Now using \(target.alias) by default.")
             }
         }
     }
