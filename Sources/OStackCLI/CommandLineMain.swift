@@ -111,7 +111,7 @@ struct UsageError {
         return (names, [], nil, false)
     }
 
-    private static func describe(_ type: any ParsableCommand.Type) -> (
+    static func describe(_ type: any ParsableCommand.Type) -> (
         name: String, aliases: [String], children: [any ParsableCommand.Type], hasDefault: Bool
     ) {
         func open<Command: ParsableCommand>(_: Command.Type) -> (String, [String], [any ParsableCommand.Type], Bool) {

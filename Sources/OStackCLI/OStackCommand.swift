@@ -7,7 +7,7 @@ public struct OStackCommand: AsyncParsableCommand {
         commandName: "ostack",
         abstract: "Work with several ObjectStack accounts from the terminal.",
         discussion: """
-            Each account is an isolated context: its own keyring namespace, its own encrypted
+            Each account is an isolated context: its own keyring namespace, its own encrypted \
             database, its own sync queue and audit trail.
             """,
         version: OStackVersion.current,

@@ -1,3 +1,4 @@
+import ArgumentParser
 import OStackCore
 import Testing
 
@@ -91,5 +92,23 @@ import Testing
         #expect(UsageError.nearest("xyz", in: ["records"]) == nil)
         #expect(UsageError.commandPath(["records", "lst", "task"]).unknownWord == "lst")
         #expect(UsageError.commandPath(["records", "list", "task"]).unknownWord == nil)
+    }
+
+    /// Help text is written in paragraphs that ArgumentParser wraps to the terminal: a hard line
+    /// break in the middle of a sentence shows up as a ragged break at any other width.
+    @Test func helpTextHasNoMidSentenceBreaks() {
+        var pending: [any ParsableCommand.Type] = [OStackCommand.self]
+        var checked = 0
+        while let command = pending.popLast() {
+            pending += UsageError.describe(command).children
+            let lines = command.configuration.discussion.split(separator: "\n", omittingEmptySubsequences: false)
+            for (line, next) in zip(lines, lines.dropFirst()) where !line.isEmpty && !next.isEmpty {
+                let ends = line.last.map { ".:)!?".contains($0) } ?? true
+                let tabular = next.contains(":  ")
+                #expect(ends || tabular || !(next.first?.isLowercase ?? false), "\(command._commandName): \(line)")
+            }
+            checked += 1
+        }
+        #expect(checked > 40)
     }
 }

@@ -9,9 +9,9 @@ struct ExportDatabaseCommand: AsyncParsableCommand {
         commandName: "export-database",
         abstract: "Write a copy of the account's local database for backup (encrypted under a passphrase).",
         discussion: """
-            The copy is encrypted under a passphrase you choose (asked twice on a terminal, or read from stdin
-            with --passphrase-stdin) with SQLCipher's default settings: `sqlcipher FILE` then `PRAGMA key = '…';`
-            opens it. --plaintext writes plain SQLite instead: it holds every record in the clear.
+            The copy is encrypted under a passphrase you choose (asked twice on a terminal, or read from stdin \
+            with --passphrase-stdin) with SQLCipher's default settings: `sqlcipher FILE` then `PRAGMA key = '…';` \
+            opens it. --plaintext writes plain SQLite instead: it holds every record in the clear. \
             The file must not exist; it is created with mode 0600.
             """)
 

@@ -6,7 +6,7 @@ struct PINCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin", abstract: "Protect an account's local data with a PIN.",
         discussion: """
-            The PIN protects against someone using this CLI at your unlocked session (5 guesses) and against
+            The PIN protects against someone using this CLI at your unlocked session (5 guesses) and against \
             theft of disk or backups. It does not protect against code running as you. See docs/threat-model.md.
             """,
         subcommands: [PINSet.self, PINChange.self, PINRemove.self])

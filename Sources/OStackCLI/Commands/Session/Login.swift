@@ -7,7 +7,7 @@ struct Login: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign in to an ObjectStack server and add (or refresh) the account.",
         discussion: """
-            The password (or API key) is read from a prompt without echo, or from stdin with
+            The password (or API key) is read from a prompt without echo, or from stdin with \
             --password-stdin / --api-key-stdin. It is never accepted as an argument.
             """)
 
