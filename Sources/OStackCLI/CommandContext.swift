@@ -15,6 +15,9 @@ public struct CommandContext: Sendable {
     /// Builds the keyring, HTTP and database dependencies on first use (commands that only read the
     /// registry never touch the keyring).
     public var makeAuthEnvironment: @Sendable (CommandContext) throws(OStackError) -> AuthEnvironment
+    /// Whether opening an account counts as use of its unlocked key (false in `sync --watch` after
+    /// the first cycle, so a watch does not keep an account from locking itself).
+    public var countsAsUse = true
 
     public init(
         global: GlobalOptions, environment: [String: String], terminal: Terminal, layout: FileLayout,
@@ -90,7 +93,9 @@ public struct CommandContext: Sendable {
 
     /// The open data of `account` (opens its database: a locked account is `locked`, exit 4).
     public func session(_ account: Account) throws(OStackError) -> AccountSession {
-        let session = try AccountSession(account: account, environment: authEnvironment())
+        var environment = try authEnvironment()
+        environment.agent?.countsAsUse = countsAsUse
+        let session = try AccountSession(account: account, environment: environment)
         if let seconds = self.environment["OSTACK_METADATA_TTL"].flatMap(Double.init) { session.metadata.ttl = seconds }
         return session
     }

@@ -6,6 +6,9 @@ public struct AgentClient: Sendable {
     public let socketPath: String
     /// The `ostack` executable that serves as the agent (this process's own binary by default).
     public var executable: String = Daemon.currentExecutable
+    /// Whether reading a key counts as use (resets its idle timer). `sync --watch` reads without:
+    /// a background loop must not keep an account unlocked.
+    public var countsAsUse = true
 
     public init(layout: FileLayout, namespaces: KeyringNamespaces) {
         socketPath = layout.runtimeDirectory + "/agent-\(namespaces.prefix).sock"
@@ -62,9 +65,10 @@ public struct AgentClient: Sendable {
 
     /// A key held under another name (e.g. `file-keyring`), or nil.
     public func key(named name: String) -> SecretBytes? {
-        guard let (status, payload) = call(AgentMessage.request(.get, account: name)), status == .ok else {
-            return nil
-        }
+        var answer = call(AgentMessage.request(countsAsUse ? .get : .peek, account: name))
+        // An agent from an older ostack drops a `peek` it does not know: ask as before.
+        if answer == nil && !countsAsUse { answer = call(AgentMessage.request(.get, account: name)) }
+        guard let (status, payload) = answer, status == .ok else { return nil }
         return payload
     }
 

@@ -11,6 +11,8 @@ import SodiumKit
 enum AgentMessage {
     enum Op: UInt8 {
         case put = 1, get, has, forget, forgetAll, status, stop
+        /// `get` without counting as use: the idle timer runs on (`sync --watch`).
+        case peek
     }
 
     enum Status: UInt8 {

@@ -104,6 +104,9 @@ public final class AgentServer {
             entry.lastUse = now  // real use resets the idle timer
             entries[request.account] = entry
             return (AgentMessage.response(.ok, entry.key), false)
+        case .peek:
+            guard let entry = entries[request.account] else { return (AgentMessage.response(.notFound), false) }
+            return (AgentMessage.response(.ok, entry.key), false)
         case .has:
             return (AgentMessage.response(entries[request.account] == nil ? .notFound : .ok), false)
         case .forget:

@@ -53,12 +53,15 @@ public struct SyncService {
     /// no audit event (a watch would otherwise write one per cycle).
     public func sync(
         push: Bool = true, pull: Bool = true, reconcile: Bool = false, auditIdle: Bool = true,
-        progress: (@Sendable (String, Int) -> Void)? = nil
+        progress: (@Sendable (SyncProgress) -> Void)? = nil
     ) throws(OStackError) -> Report {
         var report = Report()
         try session.withSyncLock { () throws(OStackError) in
             var engine = session.engine()
             engine.progress = progress
+            // Cleared when the sync completes: a sync that was interrupted (Ctrl-C, a crash) leaves it,
+            // and `sync status` says the last sync is partial.
+            try store.setValue("sync.started-at", String(store.now))
             if push {
                 let pushed = try engine.push()
                 report.pushed = pushed.pushed
@@ -88,6 +91,7 @@ public struct SyncService {
             }
             report.conflicts = counts.conflict
             try store.setValue("sync.last-at", String(store.now))
+            try store.run("DELETE FROM account_info WHERE key = 'sync.started-at'")
         }
         if auditIdle || !report.isIdle { record(report, push: push, pull: pull) }
         return report
@@ -134,6 +138,9 @@ public struct SyncService {
         public var objects: [Object]
         public var queue: LocalStore.QueueCounts
         public var lastSyncAt: Date?
+        /// When a sync started that did not complete (interrupted or failed part-way), if it is later
+        /// than the last complete one: what it pulled is kept, the rest comes with the next sync.
+        public var partialSyncAt: Date?
     }
 
     /// `sync status`: tracked objects, the queue, the last sync.
@@ -143,7 +150,9 @@ public struct SyncService {
                 name: name, records: try store.recordCount(name),
                 lastPullAt: try store.trackState(name)?.lastPullAt.map { Date(timeIntervalSince1970: $0) })
         }
-        return Status(objects: objects, queue: try store.counts(), lastSyncAt: try session.lastSyncAt())
+        let started = try store.value("sync.started-at").flatMap(Double.init).map { Date(timeIntervalSince1970: $0) }
+        return Status(
+            objects: objects, queue: try store.counts(), lastSyncAt: try session.lastSyncAt(), partialSyncAt: started)
     }
 
     // MARK: The queue

@@ -11,7 +11,7 @@ struct Puller {
     var pageSize = 2000
     /// Reconcile deletions when the last reconciliation is older than this.
     var reconcileInterval: Double = 900
-    var progress: (@Sendable (_ object: String, _ done: Int) -> Void)?
+    var progress: (@Sendable (SyncProgress) -> Void)?
 
     /// One list page: the records to store, and the ones that cannot be stored.
     struct Page {
@@ -23,6 +23,8 @@ struct Puller {
         var last: (version: String?, id: String)?
         /// Records on the page, stored or not.
         var count = 0
+        /// The server's count of the records the request matches (asked on the first page only).
+        var total: Int?
     }
 
     /// Records written per transaction (several pages): each commit writes every index page the
@@ -38,8 +40,12 @@ struct Puller {
         // A first pull brings every record, so it needs no deletion reconciliation right after.
         let initial = state.cursorVersion == nil
         _ = api.directory.discovery  // routes resolved here, not on the fetching thread
-        var pending = fetchPage(object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } })
+        var pending = fetchPage(
+            object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, count: progress != nil)
         var page = try pending.wait()
+        // What is left to pull, counted by the server once (for the progress display only).
+        let total = page.total
+        var seen = 0
         // A first pull of more than one page is a bulk load: the field lookup index is built once,
         // at the end.
         if initial && page.count >= pageSize { try store.suspendIndexes(object) }
@@ -79,7 +85,8 @@ struct Puller {
                         state.cursorID = last.id
                         visited.insert(version + "\u{0}" + last.id)
                     }
-                    progress?(object, report.pulled)
+                    seen += page.count
+                    progress?(.pulling(object: object, done: seen, total: total.map { Swift.max($0, seen) }))
                     if more {
                         page = try pending.wait()
                         if page.count > pageSize { throw malformed("list page bigger than asked") }
@@ -101,10 +108,13 @@ struct Puller {
     }
 
     /// Starts fetching one keyset page on a background thread.
-    func fetchPage(_ object: String, after cursor: (version: String, id: String)?) -> PageFetch {
+    /// `count`: ask for the server's `total` (a COUNT query on its side; only the first page of a
+    /// pull someone watches asks).
+    func fetchPage(_ object: String, after cursor: (version: String, id: String)?, count: Bool = false) -> PageFetch {
         let fetch = PageFetch()
         let api = self.api
-        var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize)), ("count", "false")]
+        var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
+        if !count { query.append(("count", "false")) }
         if let cursor {
             let filter: JSONValue = [
                 "or", ["updated_at", ">", .string(cursor.version)],
@@ -139,6 +149,7 @@ struct Puller {
         return body.withUnsafeBytes { raw -> Page? in
             guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
             var page = Page()
+            page.total = found.total
             page.records.reserveCapacity(found.ranges.count)
             page.count = found.ranges.count
             for range in found.ranges {

@@ -10,10 +10,17 @@ struct Pusher {
     /// Whether updates and deletes may be batched (the server honours per-row versions); otherwise
     /// each goes alone with `If-Match`, so no conditional write is ever sent unconditionally.
     let conditionalBatches: Bool
+    var progress: (@Sendable (SyncProgress) -> Void)?
 
     func push() throws(OStackError) -> PushReport {
         var report = PushReport()
         try store.recoverStaleClaims()
+        let total = progress == nil ? 0 : try store.counts().pending
+        func advanced() {
+            guard let progress, total > 0 else { return }
+            let settled = report.pushed + report.failed + report.conflicts + report.unconfirmed
+            progress(.pushing(done: Swift.min(settled, total), total: total))
+        }
         var rounds = 0
         while rounds < 1_000 {
             rounds += 1
@@ -39,7 +46,10 @@ struct Pusher {
                     let batchable = entries[0].operation == .create || conditionalBatches
                     let single = try singleWritesOnly(entries[0].object)
                     let size = batchable && !single ? cap : 1
-                    for chunk in entries.chunked(size) { try send(Array(chunk), &report) }
+                    for chunk in entries.chunked(size) {
+                        try send(Array(chunk), &report)
+                        advanced()
+                    }
                 }
             } catch let stop where stop.stopsTheAccount {
                 report.stoppedBy = stop.code

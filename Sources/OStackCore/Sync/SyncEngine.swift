@@ -12,7 +12,7 @@ public struct SyncEngine: Sendable {
     public var pageSize = 2000
     /// Reconcile deletions when the last reconciliation is older than this.
     public var reconcileInterval: Double = 900
-    public var progress: (@Sendable (_ object: String, _ done: Int) -> Void)?
+    public var progress: (@Sendable (SyncProgress) -> Void)?
 
     public init(store: LocalStore, api: DataAPI) {
         self.store = store
@@ -20,7 +20,9 @@ public struct SyncEngine: Sendable {
     }
 
     public func push() throws(OStackError) -> PushReport {
-        try Pusher(store: store, api: api, batchCap: batchCap, conditionalBatches: conditionalBatches).push()
+        try Pusher(
+            store: store, api: api, batchCap: batchCap, conditionalBatches: conditionalBatches, progress: progress
+        ).push()
     }
 
     /// Pulls every change of a tracked object since its cursor, then reconciles deletions when due.
@@ -34,4 +36,13 @@ public struct SyncEngine: Sendable {
     public func resolve(_ entry: QueueEntry, keepMine: Bool) throws(OStackError) {
         try ConflictResolver(store: store).resolve(entry, keepMine: keepMine)
     }
+}
+
+/// How far a sync has got, for a progress display (`sync` on a terminal).
+public enum SyncProgress: Sendable, Equatable {
+    /// `done` records of `object` pulled so far, of `total` (the server's count of what was still to
+    /// pull when the pull started; nil when it gave none).
+    case pulling(object: String, done: Int, total: Int?)
+    /// `done` queued changes settled (delivered, failed or in conflict) of `total`.
+    case pushing(done: Int, total: Int)
 }

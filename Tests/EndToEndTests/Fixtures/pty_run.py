@@ -5,7 +5,7 @@ Usage: pty_run.py [--cols N] [--rows N] [--on TEXT --type ANSWER]... [ANSWER] --
        pty_run.py ANSWER COMMAND [ARG...]          (the first form's `--on "[y/N]" --type ANSWER`)
 
 The terminal is --cols wide and --rows high (default 80 x 24). Each time the output shows the next
---on TEXT (after the previous one), its ANSWER and a newline are typed. Prints everything the command
+--on TEXT (after the previous one), its ANSWER and a newline are typed (`^C`: Ctrl-C alone). Prints everything the command
 wrote to the terminal, then exits with its exit code."""
 import fcntl
 import os
@@ -57,8 +57,8 @@ while time.time() < deadline:
         output += chunk
         if script:
             at = output.find(script[0][0], seen)
-            if at >= 0:
-                os.write(fd, script[0][1] + b"\n")
+            if at >= 0:  # "^C" types Ctrl-C (the terminal sends SIGINT), anything else a line
+                os.write(fd, b"\x03" if script[0][1] == b"^C" else script[0][1] + b"\n")
                 seen = at + len(script[0][0])
                 script.pop(0)
     else:

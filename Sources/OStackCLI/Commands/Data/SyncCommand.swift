@@ -58,8 +58,10 @@ struct SyncCommand: AsyncParsableCommand {
                 let configured = try context.configuration.value(of: "sync.interval").value
                 let seconds = Setting.duration(interval ?? configured) ?? 300
                 var cycle = 0
+                var context = context
                 while true {
                     let failed = try syncOnce(context, watchCycle: watch ? cycle : nil)
+                    context.countsAsUse = false  // later watch cycles do not keep the account unlocked
                     cycle += 1
                     if !watch {
                         if let failed { throw failed }
@@ -80,22 +82,22 @@ struct SyncCommand: AsyncParsableCommand {
                 : [try context.selectedAccount().account]
             var reports: [AccountReport] = []
             var firstError: OStackError?
-            let showProgress = !context.global.json && ProcessEnvironment.isTerminal(STDERR_FILENO)
+            let line = ProgressLine.make(context: context)
+            InterruptMessage.install(
+                "ostack: interrupted: what was pulled and pushed so far is kept (`ostack sync status` calls this sync "
+                    + "partial); run `ostack sync` to finish.")
             for account in accounts {
                 var report = AccountReport(
                     id: account.id.rawValue, alias: account.alias, pushed: 0, pulled: 0, deleted: 0, failed: 0,
                     conflicts: 0, ok: false)
                 do throws(OStackError) {
                     let session = try context.session(account)
-                    let terminal = context.terminal
-                    var progress: (@Sendable (String, Int) -> Void)?
-                    if showProgress {
-                        progress = { object, done in terminal.err("\r\u{1B}[2Kpulling \(object): \(done) records") }
-                    }
+                    var progress: (@Sendable (SyncProgress) -> Void)?
+                    if let line { progress = { line.update($0) } }
                     let result = try session.sync.sync(
                         push: !pullOnly, pull: !pushOnly, reconcile: reconcile, auditIdle: watchCycle == nil,
                         progress: progress)
-                    if showProgress { context.terminal.err("\r\u{1B}[2K") }
+                    line?.clear()
                     report.pushed = result.pushed
                     report.pulled = result.pulled
                     report.deleted = result.deleted
@@ -106,6 +108,7 @@ struct SyncCommand: AsyncParsableCommand {
                     report.error = result.error?.code.rawValue
                     if let error = result.exitError(account: account.alias) { firstError = firstError ?? error }
                 } catch {
+                    line?.clear()
                     report.error = error.code.rawValue
                     firstError = firstError ?? error
                 }
@@ -184,16 +187,23 @@ struct SyncCommand: AsyncParsableCommand {
                     var objects: [SyncService.Status.Object]
                     var queue: LocalStore.QueueCounts
                     var lastSyncAt: Date?
+                    /// A later sync that did not complete (interrupted or stopped part-way), or null.
+                    var partialSyncAt: Date?
                 }
                 let objects = status.objects
                 let document = Document(
-                    account: .init(account), objects: objects, queue: status.queue, lastSyncAt: status.lastSyncAt)
+                    account: .init(account), objects: objects, queue: status.queue, lastSyncAt: status.lastSyncAt,
+                    partialSyncAt: status.partialSyncAt)
                 context.emit(json: document) {
                     var text = "account  \(account.alias)\n"
                     text +=
                         "queue    \(document.queue.pending) pending, \(document.queue.failed) failed, \(document.queue.conflict) in conflict\n"
-                    text +=
-                        "synced   \(document.lastSyncAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" } ?? "never")\n"
+                    let ago = { (date: Date) in RecordText.age(Date().timeIntervalSince(date)) + " ago" }
+                    text += "synced   \(document.lastSyncAt.map(ago) ?? "never")\n"
+                    if let partial = document.partialSyncAt {
+                        text +=
+                            "partial  a sync \(ago(partial)) did not finish; what it pulled is kept (`ostack sync`)\n"
+                    }
                     if objects.isEmpty { return text + "No tracked objects (`ostack sync track OBJECT`)." }
                     return text + "\n"
                         + Table(
