@@ -1,4 +1,5 @@
 import ArgumentParser
+import OStackCore
 
 /// Options every command accepts (docs/commands.md, "Global options").
 public struct GlobalOptions: ParsableArguments, Sendable {
@@ -18,6 +19,13 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Flag(name: .customLong("no-input"), help: "Never prompt; fail if input would be needed.")
     public var noInput = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long to wait for the server per request, e.g. 10s or 2m (default 60s; seconds if no unit).",
+            valueName: "duration"))
+    public var timeout: String?
+
     @Flag(name: .long, help: "Add HTTP status and request ids to error output.")
     public var verbose = false
 
@@ -35,7 +43,13 @@ public struct GlobalOptions: ParsableArguments, Sendable {
 
     public func validate() throws {
         if json, let format, format != .json { throw ValidationError("Pass --json or --format \(format), not both.") }
+        if let timeout, timeoutSeconds == nil {
+            throw ValidationError("--timeout takes a duration such as 10s or 2m, not '\(timeout)'.")
+        }
     }
+
+    /// `--timeout` in seconds (at least 1 s, at most 30 days), nil when not given.
+    public var timeoutSeconds: Double? { timeout.flatMap(Setting.duration) }
 
     /// Whether the output is one JSON document (`--json` or `--format json`).
     public var wantsJSON: Bool { json || format == .json }

@@ -34,7 +34,9 @@ enum LiveDependencies {
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
         let caSetting = try? context.configuration.value(of: "tls.ca-file").value
+        let timeout = context.global.timeoutSeconds ?? 60
         let transport = CurlTransport(
+            connectTimeout: min(10, timeout), totalTimeout: timeout,
             caFile: CurlTransport.caFile(setting: caSetting, environment: context.environment))
         var environment = AuthEnvironment(
             layout: context.layout, secrets: store, namespaces: namespaces, transport: transport,

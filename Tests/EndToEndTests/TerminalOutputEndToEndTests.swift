@@ -193,4 +193,33 @@ import Testing
         let all = try ostack.run(["lock", "--all", "--json"]).stdout
         #expect(all == #"{"accounts":[{"alias":"work","id":"\#(id)"}],"locked":true}"# + "\n", "\(all)")
     }
+
+    /// A write waiting on a slow server shows a spinner on a terminal that says the change is saved;
+    /// `--timeout` bounds the wait, and not getting an answer in time is saved-and-queued success.
+    @Test func aSlowServerShowsASpinnerAndTimeoutBoundsTheWait() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let slow =
+            #"{"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"count":3,"action":"delay","delayMs":1500}"#
+        try server.control("POST", "faults", slow)
+
+        let waited = try Self.atTerminal(ostack, ["records", "create", "task", "--set", "title=Slow"])
+        #expect(waited.status == 0, "\(waited.stdout)")
+        #expect(waited.stdout.contains("Sending to 127.0.0.1:\(server.port) — the change is saved"), "\(waited.stdout)")
+        #expect(waited.stdout.contains("Created task "))
+
+        let timedOut = try ostack.run(["records", "create", "task", "--set", "title=Late", "--timeout", "1s"])
+        #expect(timedOut.status == 0, "\(timedOut.stderr)")
+        #expect(
+            timedOut.stderr.contains("did not answer in time. The change is saved and queued."), "\(timedOut.stderr)")
+        #expect(!timedOut.stderr.contains("Sending to"), "no spinner when stderr is not a terminal")
+        let strict = try ostack.run(
+            ["records", "create", "task", "--set", "title=Strict", "--timeout", "1", "--require-online"])
+        #expect(strict.status == 5 && strict.stderr.contains("The change is saved and queued."), "\(strict.stderr)")
+        #expect(try ostack.run(["records", "list", "task", "--timeout", "soon"]).status == 64)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let titles = try ostack.run(["records", "list", "task", "--all", "--fields", "title", "--json"]).stdout
+        #expect(titles.contains("Late") && titles.contains("Slow"), "\(titles)")
+    }
 }

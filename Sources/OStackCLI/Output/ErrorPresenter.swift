@@ -34,7 +34,9 @@ public struct ErrorPresenter: Sendable {
         let fields = context.fields.map { Self.sanitize($0) }
         let suggestion = context.suggestion.map { Self.sanitize($0.rendered) }
         func make(_ message: String, _ hint: String?, _ exit: Int32) -> Presentation {
-            Presentation(code: error.code.rawValue, message: message, hint: hint, exitCode: exit)
+            let saved = " The change is saved and queued."
+            let text = context.savedAndQueued && !message.contains("saved and queued") ? message + saved : message
+            return Presentation(code: error.code.rawValue, message: text, hint: hint, exitCode: exit)
         }
         switch error.code {
         case .internal:
@@ -68,7 +70,11 @@ public struct ErrorPresenter: Sendable {
                 "The secure connection to \(host ?? "the server") could not be verified.",
                 "Check the server URL and its certificate; ostack never skips certificate checks.", 5)
         case .timeout:
-            return make("\(host ?? "The server") did not answer in time.", "Try again later.", 5)
+            return make(
+                "\(host ?? "The server") did not answer in time.\(context.count.map { _ in " The change is saved and queued." } ?? "")",
+                context.count == nil
+                    ? "Try again later, or allow longer with --timeout."
+                    : "`ostack sync` pushes queued changes later; --timeout allows a slow server longer.", 5)
         case .conflict:
             return make(
                 "The record was changed on the server since you last saw it.",

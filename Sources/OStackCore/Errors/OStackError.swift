@@ -83,6 +83,9 @@ public struct OStackError: Error, Sendable {
         public var requestID: String?
         /// Ids of records the server sent (shown sanitised, a few at most).
         public var recordIDs: [String] = []
+        /// The change the command made is saved locally and queued: the message says so, whatever
+        /// kept it from the server.
+        public var savedAndQueued = false
 
         public init(
             account: String? = nil, host: String? = nil, object: String? = nil, fields: [String] = [],

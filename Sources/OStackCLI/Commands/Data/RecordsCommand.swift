@@ -111,6 +111,7 @@ struct RecordsCommand: AsyncParsableCommand {
         guard result.queued else { return }
         if var reason = result.reason {
             reason.context.count = 1
+            reason.context.savedAndQueued = true
             try settleQueued(reason, context: context, requireOnline: requireOnline)
             return
         }
@@ -124,6 +125,11 @@ struct RecordsCommand: AsyncParsableCommand {
     static func settleQueued(_ reason: OStackError, context: CommandContext, requireOnline: Bool) throws {
         guard [.offline, .timeout].contains(reason.code), !requireOnline else { throw reason }
         context.warn(reason)
+    }
+
+    /// The spinner's words while a write waits on the server: it is saved already.
+    static func sending(_ session: AccountSession) -> String {
+        "Sending to \(session.account.server.authority) — the change is saved (Ctrl-C stops waiting; `ostack sync` sends it later)"
     }
 
     struct List: AsyncParsableCommand {
@@ -248,7 +254,10 @@ struct RecordsCommand: AsyncParsableCommand {
             try await CommandRunner.run(global) { context in
                 let session = try context.selectedSession()
                 if let batch = try write.batch() {
-                    let (results, reason) = try session.writes.createMany(object, data: batch, offline: write.offline)
+                    let (results, reason) = try Spinner.around(context, RecordsCommand.sending(session)) {
+                        () throws(OStackError) in
+                        try session.writes.createMany(object, data: batch, offline: write.offline)
+                    }
                     let queued = results.filter(\.queued).count
                     struct Document: Encodable { var records: [WriteDocument] }
                     context.emit(
@@ -259,15 +268,17 @@ struct RecordsCommand: AsyncParsableCommand {
                         human:
                             "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
-                    if let reason {
+                    if var reason {
+                        reason.context.savedAndQueued = true
                         try RecordsCommand.settleQueued(reason, context: context, requireOnline: write.requireOnline)
                     }
                     return
                 }
                 let fields = try write.fields(session, object: object)
-                try RecordsCommand.finish(
-                    try session.writes.create(object, data: fields, offline: write.offline), verb: "Created",
-                    context: context, requireOnline: write.requireOnline)
+                let result = try Spinner.around(context, RecordsCommand.sending(session)) { () throws(OStackError) in
+                    try session.writes.create(object, data: fields, offline: write.offline)
+                }
+                try RecordsCommand.finish(result, verb: "Created", context: context, requireOnline: write.requireOnline)
             }
         }
     }
@@ -288,9 +299,10 @@ struct RecordsCommand: AsyncParsableCommand {
                         .invalidInput, context: .init(suggestion: "Give fields with --set or --data."),
                         detail: "no fields")
                 }
-                try RecordsCommand.finish(
-                    try session.writes.update(object, id: id, changes: fields, offline: write.offline), verb: "Updated",
-                    context: context, requireOnline: write.requireOnline)
+                let result = try Spinner.around(context, RecordsCommand.sending(session)) { () throws(OStackError) in
+                    try session.writes.update(object, id: id, changes: fields, offline: write.offline)
+                }
+                try RecordsCommand.finish(result, verb: "Updated", context: context, requireOnline: write.requireOnline)
             }
         }
     }
@@ -312,9 +324,11 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                try RecordsCommand.finish(
-                    try context.selectedSession().writes.delete(object, id: id, offline: offline), verb: "Deleted",
-                    context: context, requireOnline: requireOnline)
+                let session = try context.selectedSession()
+                let result = try Spinner.around(context, RecordsCommand.sending(session)) { () throws(OStackError) in
+                    try session.writes.delete(object, id: id, offline: offline)
+                }
+                try RecordsCommand.finish(result, verb: "Deleted", context: context, requireOnline: requireOnline)
             }
         }
     }
