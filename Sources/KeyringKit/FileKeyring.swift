@@ -14,7 +14,8 @@ import Synchronization
 public final class FileKeyring: KeyringStore, @unchecked Sendable {
     // @unchecked Sendable: mutable state (the derived key) is behind `cache`'s mutex.
     public let path: String
-    let passphrase: @Sendable () throws(KeyringError) -> SecretBytes
+    /// Asks for the passphrase; `true` when it will create a new file (ask twice).
+    let passphrase: @Sendable (_ isNew: Bool) throws(KeyringError) -> SecretBytes
     let newFileParameters: @Sendable () -> Argon2id.Parameters
     let sharedCache: DerivedKeyCache?
     private let cache = Mutex<(key: SecretBytes, parameters: Argon2id.Parameters)?>(nil)
@@ -37,10 +38,10 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     }
 
     /// - Parameters:
-    ///   - passphrase: asked only when the file must be opened or created.
+    ///   - passphrase: asked only when the file must be opened or created (`isNew`: created).
     ///   - parameters: Argon2id parameters for a new file (default MODERATE).
     public init(
-        path: String, passphrase: @escaping @Sendable () throws(KeyringError) -> SecretBytes,
+        path: String, passphrase: @escaping @Sendable (_ isNew: Bool) throws(KeyringError) -> SecretBytes,
         parameters: @escaping @Sendable () -> Argon2id.Parameters = { .moderate() },
         sharedCache: DerivedKeyCache? = nil
     ) {
@@ -106,22 +107,21 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         try withExtendedLifetime(lock) { () throws(KeyringError) in
             var (items, parameters) = try load()
             try body(&items)
-            if writing { try save(items, parameters: parameters) }
+            // No file and nothing to put in one: nothing to create, and no passphrase to ask for
+            // (reading or deleting in a keyring that does not exist yet).
+            if writing && (parameters != nil || !items.isEmpty) { try save(items, parameters: parameters) }
         }
     }
 
-    private func load() throws(KeyringError) -> ([Item], Argon2id.Parameters) {
+    /// The items and the file's key parameters; no items and nil when there is no file yet.
+    private func load() throws(KeyringError) -> ([Item], Argon2id.Parameters?) {
         let bytes: [UInt8]?
         do {
             bytes = try SecureFileSystem.readFile(path)
         } catch {
             throw KeyringError.other("file keyring read: errno \(error.errno)")
         }
-        guard let bytes else {
-            let parameters = newFileParameters()
-            _ = try key(for: parameters)
-            return ([], parameters)
-        }
+        guard let bytes else { return ([], nil) }
         guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes)),
             header.format == "ostack-file-keyring", header.version == 1
         else { throw KeyringError.other("file keyring: unknown format") }
@@ -139,8 +139,11 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         return (try Self.decode(plaintext), header.kdf)
     }
 
-    private func save(_ items: [Item], parameters: Argon2id.Parameters) throws(KeyringError) {
-        let key = try key(for: parameters)
+    /// Writes the items; `parameters` nil creates the file (a new passphrase, asked twice).
+    private func save(_ items: [Item], parameters: Argon2id.Parameters?) throws(KeyringError) {
+        let isNew = parameters == nil
+        let parameters = parameters ?? newFileParameters()
+        let key = try key(for: parameters, isNew: isNew)
         var header = Header(kdf: parameters, nonce: [], ciphertext: [])
         do {
             let box = try AEAD.seal(Self.encode(items), key: key, associatedData: header.associatedData)
@@ -156,7 +159,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     }
 
     /// The derived key for `parameters` (derived once per process).
-    private func key(for parameters: Argon2id.Parameters) throws(KeyringError) -> SecretBytes {
+    private func key(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> SecretBytes {
         if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return cached.key }
         if let shared = sharedCache?.load(), shared.count == parameters.salt.count + 32,
             shared.withUnsafeBytes({ Array($0.prefix(parameters.salt.count)) }) == parameters.salt
@@ -167,7 +170,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
             cache.withLock { $0 = (key, parameters) }
             return key
         }
-        let secret = try passphrase()
+        let secret = try passphrase(isNew)
         let key: SecretBytes
         do {
             key = try Argon2id.deriveKey(password: secret, parameters: parameters)

@@ -20,6 +20,8 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
     case wrongPassphrase
     /// A passphrase was needed but none could be read (no terminal, `--no-input`).
     case passphraseRequired
+    /// A new passphrase was typed twice and the two differ: nothing was created.
+    case passphraseMismatch
     /// Anything else: a short, secret-free description (error domain and code).
     case other(String)
 
@@ -33,6 +35,7 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
         case .denied: "keyring access denied"
         case .wrongPassphrase: "wrong keyring passphrase"
         case .passphraseRequired: "keyring passphrase required"
+        case .passphraseMismatch: "new keyring passphrases differ"
         case .other(let detail): "keyring error (\(detail))"
         }
     }

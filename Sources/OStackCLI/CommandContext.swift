@@ -193,8 +193,10 @@ enum CommandRunner {
     /// `unlockOnDemand`: a locked account met on a terminal asks for its PIN and the body runs
     /// again (docs/commands.md, "Unlock on demand"); `login` opts out (it would ask for the
     /// password again).
+    /// `adjust` may reword an error before it is reported (a command's own hint).
     static func run(
-        _ global: GlobalOptions, unlockOnDemand: Bool = true, _ body: (CommandContext) async throws -> Void
+        _ global: GlobalOptions, unlockOnDemand: Bool = true,
+        adjust: (OStackError) -> OStackError = { $0 }, _ body: (CommandContext) async throws -> Void
     ) async throws {
         let context = CommandContext.live(global: global)
         var unlocked: Set<String> = []
@@ -219,6 +221,9 @@ enum CommandRunner {
         } catch let error as CleanExit {
             Pager.finish()
             throw error
+        } catch let error as OStackError {
+            Pager.finish()
+            throw ExitCode(report(adjust(error), context: context))
         } catch {
             Pager.finish()
             throw ExitCode(report(error, context: context))

@@ -3,6 +3,7 @@ import KeyringKit
 import OStackCore
 import PlatformKit
 import SodiumKit
+import Synchronization
 
 /// Builds the real keyring, HTTP and database dependencies for a command.
 enum LiveDependencies {
@@ -27,8 +28,8 @@ enum LiveDependencies {
             "file": KeyringSecretStore(
                 keyring: FileKeyring(
                     path: fileKeyringPath(context, namespaces),
-                    passphrase: { () throws(KeyringError) in
-                        try passphrase.read()
+                    passphrase: { (isNew) throws(KeyringError) in
+                        try passphrase.read(new: isNew)
                     }, sharedCache: sharedKey)),
         ]
         let store = RoutingSecretStore(
@@ -78,13 +79,22 @@ enum LiveDependencies {
 struct PassphraseSource: Sendable {
     let descriptor: Int32?
     let noInput: Bool
+    /// Set once the two new passphrases differed: the command's clean-up must not ask again.
+    private let mismatched = Flag()
+
+    final class Flag: Sendable {
+        private let value = Mutex(false)
+        func withLock<T>(_ body: (inout Bool) -> T) -> T { value.withLock { body(&$0) } }
+    }
 
     init(environment: [String: String], noInput: Bool) {
         descriptor = environment["OSTACK_KEYRING_PASSPHRASE_FD"].flatMap { Int32($0) }
         self.noInput = noInput
     }
 
-    func read() throws(KeyringError) -> SecretBytes {
+    /// The passphrase from the descriptor, else from a no-echo prompt; a `new` one (the file is
+    /// about to be created) is asked twice on a terminal, so a typo cannot lock every secret away.
+    func read(new: Bool = false) throws(KeyringError) -> SecretBytes {
         if let descriptor {
             var staging = [UInt8](repeating: 0, count: 1024)
             defer { SecretBytes.wipe(&staging) }
@@ -100,11 +110,25 @@ struct PassphraseSource: Sendable {
             guard count > 0 else { throw KeyringError.passphraseRequired }
             return SecretBytes(copying: staging[0..<count])
         }
+        if new && mismatched.withLock({ $0 }) { throw KeyringError.passphraseMismatch }
+        let first: SecretBytes
         do {
-            return try SecretInput.prompt("Keyring passphrase: ", noInput: noInput)
+            first = try SecretInput.prompt(new ? "New keyring passphrase: " : "Keyring passphrase: ", noInput: noInput)
         } catch {
             throw KeyringError.passphraseRequired
         }
+        guard new else { return first }
+        let again: SecretBytes
+        do {
+            again = try SecretInput.prompt("Repeat the keyring passphrase: ", noInput: noInput)
+        } catch {
+            throw KeyringError.passphraseRequired
+        }
+        guard again == first else {
+            mismatched.withLock { $0 = true }
+            throw KeyringError.passphraseMismatch
+        }
+        return first
     }
 }
 

@@ -165,9 +165,17 @@ import Testing
         ]
         let login = try ostack.login(server.url, "bob@example.com", "bob-pass", environment: noBus)
         #expect(login.status == 10)
-        #expect(login.stderr.contains("ostack: hint:"))
+        #expect(
+            login.stderr.contains("ostack: hint:") && login.stderr.contains("add --keyring file"), "\(login.stderr)")
         let remove = try ostack.run(["accounts", "remove", "work"], environment: noBus)
         #expect(remove.status == 10)
+        // An existing account's command does not send the user to --keyring file, which would only
+        // give the same error again (its secrets stay in the Secret Service).
+        #expect(
+            !remove.stderr.contains("add --keyring file")
+                && remove.stderr.contains("only chooses the backend of a new sign-in"), "\(remove.stderr)")
+        let again = try ostack.run(["accounts", "remove", "work", "--keyring", "file"], environment: noBus)
+        #expect(again.status != 0 && !again.stderr.contains("add --keyring file"), "\(again.stderr)")
         #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
         #expect(
             try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")

@@ -120,7 +120,20 @@ import Testing
     static func answering(
         _ ostack: OStackRunner, _ prompt: String, _ answers: [String], _ arguments: [String]
     ) throws -> ProcessResult {
-        let script = answers.flatMap { ["--on", prompt, "--type", $0] }
+        try answering(ostack, answers.map { (prompt, $0) }, arguments)
+    }
+
+    /// `ostack` on a pseudo-terminal that answers each prompt in order.
+    static func answering(
+        _ ostack: OStackRunner, _ script: KeyValuePairs<String, String>, _ arguments: [String]
+    ) throws -> ProcessResult {
+        try answering(ostack, script.map { ($0.key, $0.value) }, arguments)
+    }
+
+    static func answering(
+        _ ostack: OStackRunner, _ pairs: [(String, String)], _ arguments: [String]
+    ) throws -> ProcessResult {
+        let script = pairs.flatMap { ["--on", $0.0, "--type", $0.1] }
         return try runProcess(
             executable: "/usr/bin/python3", arguments: [fixture] + script + ["--", OStackBinary.path] + arguments,
             environment: ostack.baseEnvironment)
@@ -221,5 +234,32 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         let titles = try ostack.run(["records", "list", "task", "--all", "--fields", "title", "--json"]).stdout
         #expect(titles.contains("Late") && titles.contains("Slow"), "\(titles)")
+    }
+
+    /// A new file-keyring passphrase is asked twice on a terminal; two different ones create nothing.
+    @Test func aNewFileKeyringPassphraseIsAskedTwice() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        let login = [
+            "login", "--server", server.url, "--email", "alice@example.com", "--keyring", "file", "--alias", "work",
+        ]
+        func typed(_ first: String, _ second: String) throws -> ProcessResult {
+            try Self.answering(
+                ostack,
+                [
+                    "Password: ": "alice-pass", "New keyring passphrase: ": first,
+                    "Repeat the keyring passphrase: ": second,
+                ],
+                login)
+        }
+        let differ = try typed("correct horse", "correct hosre")
+        #expect(differ.status == 9, "\(differ.stdout)")
+        #expect(differ.stdout.contains("The two passphrases differ; nothing was created."), "\(differ.stdout)")
+        #expect(!differ.stdout.contains("correct"), "no echo")
+        #expect(!(try ostack.run(["accounts", "list"]).stdout.contains("work")))
+        let same = try typed("correct horse", "correct horse")
+        #expect(same.status == 0, "\(same.stdout)")
+        #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
     }
 }

@@ -10,7 +10,7 @@ import Testing
 
     func keyring(_ passphrase: String) -> FileKeyring {
         FileKeyring(
-            path: path, passphrase: { SecretBytes(copying: Array(passphrase.utf8)) },
+            path: path, passphrase: { _ in SecretBytes(copying: Array(passphrase.utf8)) },
             parameters: { Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt()) })
     }
 

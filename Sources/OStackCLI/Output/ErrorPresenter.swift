@@ -158,9 +158,13 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "This needs input, but --no-input is set or stdin is not a terminal.", suggestion, 9)
         case .keyringUnavailable:
+            // Not "use --keyring file" for every command: it chooses the backend of new sign-ins only, so
+            // a command on an existing account would send the user round in a loop. `login` adds it.
             return make(
                 "No keyring (Secret Service) is available.",
-                "Start a desktop keyring such as gnome-keyring, or opt in to the encrypted file backend with --keyring file.",
+                suggestion
+                    ?? ("Start your desktop keyring (gnome-keyring, KWallet or KeePassXC): this account's secrets are "
+                        + "there. (--keyring file only chooses the backend of a new sign-in.)"),
                 10)
         case .keyringLocked:
             return make("The keyring is locked.", suggestion ?? "Unlock your desktop keyring and try again.", 10)

@@ -38,6 +38,11 @@ public struct KeyringSecretStore: SecretStore {
             OStackError(.keyringTimeout, context: .init(suggestion: approvalHint), detail: "keyring: \(error)")
         case .denied, .other: OStackError(.keyringUnavailable, detail: "keyring: \(error)")
         case .wrongPassphrase: OStackError(.wrongPassphrase, detail: "keyring: \(error)")
+        case .passphraseMismatch:
+            OStackError(
+                .invalidInput,
+                context: .init(suggestion: "The two passphrases differ; nothing was created. Type the same one twice."),
+                detail: "keyring: \(error)")
         case .passphraseRequired:
             OStackError(
                 .inputRequired,

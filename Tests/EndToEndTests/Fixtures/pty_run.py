@@ -44,7 +44,7 @@ if pid == 0:  # the size is set before the command starts, so it reads the right
 output = b""
 seen = 0  # how much of the output the last answer has consumed
 status = None
-deadline = time.time() + 60
+deadline = time.time() + float(os.environ.get("PTY_RUN_DEADLINE", "60"))
 while time.time() < deadline:
     ready, _, _ = select.select([fd], [], [], 0.1)
     if ready:
@@ -66,6 +66,9 @@ while time.time() < deadline:
         if done:
             status = waited
             break
+if status is None and time.time() >= deadline:  # still running: stopped, and what it printed is shown
+    os.kill(pid, 9)
+    output += b"\n[pty_run: killed at the deadline]"
 if status is None:
     _, status = os.waitpid(pid, 0)
 sys.stdout.write(output.decode("utf-8", "replace"))

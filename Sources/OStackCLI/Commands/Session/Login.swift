@@ -46,7 +46,15 @@ struct Login: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await CommandRunner.run(global, unlockOnDemand: false) { context in
+        // Only a sign-in can use --keyring file, so only its "no keyring" hint suggests it.
+        let keyringHint = { (error: OStackError) -> OStackError in
+            guard error.code == .keyringUnavailable, global.keyring != "file" else { return error }
+            var error = error
+            error.context.suggestion =
+                "Start a desktop keyring such as gnome-keyring, or sign in with the encrypted file backend: add --keyring file."
+            return error
+        }
+        try await CommandRunner.run(global, unlockOnDemand: false, adjust: keyringHint) { context in
             let environment = try context.authEnvironment()
             guard
                 let serverInput = try server ?? context.configuration.load().lastServer
