@@ -5,6 +5,7 @@ extension CommandContext {
     /// Builds the real dependencies from the process environment. The only place that does.
     public static func live(global: GlobalOptions) -> CommandContext {
         var global = global
+        global.explicitJSON = global.json || global.format == .json
         global.json = global.wantsJSON
         let environment = ProcessEnvironment.current()
         let layout = FileLayout(

@@ -124,7 +124,7 @@ public struct CommandContext: Sendable {
     /// hint, or under `--json` a `{"warning":{code,message,hint}}` document.
     public func warn(_ error: OStackError) {
         let presentation = ErrorPresenter().present(error, referenceID: "-")
-        if global.json {
+        if global.jsonErrors {
             let document = JSONOutput.WarningDocument(
                 warning: .init(code: presentation.code, message: presentation.message, hint: presentation.hint))
             terminal.err(JSONOutput.encode(document) + "\n")
@@ -200,10 +200,13 @@ enum CommandRunner {
     ) async throws {
         let context = CommandContext.live(global: global)
         var unlocked: Set<String> = []
+        OutputFilter.begin(context.global)
+        defer { _ = OutputFilter.end() }
         do {
             while true {
                 do {
                     try await body(context)
+                    if let document = OutputFilter.end() { try OutputFilter.finish(document, context: context) }
                     break
                 } catch let error as OStackError
                     where error.code == .locked && unlockOnDemand && context.canPrompt
@@ -243,7 +246,7 @@ enum CommandRunner {
                 message += " (request \(ErrorPresenter.sanitize(request, maxLength: 64)))"
             }
         }
-        if context.global.json {
+        if context.global.jsonErrors {
             let document = JSONOutput.ErrorDocument(
                 error: .init(code: presentation.code, message: message, hint: presentation.hint))
             context.terminal.err(JSONOutput.encode(document) + "\n")

@@ -16,6 +16,18 @@ public struct GlobalOptions: ParsableArguments, Sendable {
             valueName: "format"))
     public var format: OutputFormat?
 
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: ArgumentHelp("Filter the JSON output with a jq expression (implies --json).", valueName: "expression"))
+    public var jq: String?
+
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: ArgumentHelp(
+            "Render the JSON output with a template, e.g. '{{range .records}}{{.id}}{{\"\\n\"}}{{end}}' (implies --json).",
+            valueName: "template"))
+    public var template: String?
+
     @Flag(name: .customLong("no-input"), help: "Never prompt; fail if input would be needed.")
     public var noInput = false
 
@@ -43,6 +55,13 @@ public struct GlobalOptions: ParsableArguments, Sendable {
 
     public func validate() throws {
         if json, let format, format != .json { throw ValidationError("Pass --json or --format \(format), not both.") }
+        if jq != nil && template != nil { throw ValidationError("Pass --jq or --template, not both.") }
+        if jq != nil || template != nil, let format, format != .json {
+            throw ValidationError("--jq and --template filter JSON: they do not go with --format \(format).")
+        }
+        if let template {
+            do { _ = try Template(template) } catch { throw ValidationError("--template: \(error.message).") }
+        }
         if let timeout, timeoutSeconds == nil {
             throw ValidationError("--timeout takes a duration such as 10s or 2m, not '\(timeout)'.")
         }
@@ -51,8 +70,15 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     /// `--timeout` in seconds (at least 1 s, at most 30 days), nil when not given.
     public var timeoutSeconds: Double? { timeout.flatMap(Setting.duration) }
 
+    /// Whether errors and warnings on stderr are JSON documents: asked for with `--json` or
+    /// `--format json`; `--jq` and `--template` alone are read by a person, so theirs are not.
+    public var jsonErrors: Bool { explicitJSON ?? (json || format == .json) }
+
+    /// Set by `CommandContext.live` before `json` is widened to every JSON-producing option.
+    public var explicitJSON: Bool?
+
     /// Whether the output is one JSON document (`--json` or `--format json`).
-    public var wantsJSON: Bool { json || format == .json }
+    public var wantsJSON: Bool { json || format == .json || jq != nil || template != nil }
 }
 
 extension OutputFormat: ExpressibleByArgument {}

@@ -16,6 +16,8 @@ import Testing
         var text: String
         var environment: [String: String]
         var arguments: [String]
+        /// What an `echo '…' |` or `printf '…' |` before the command writes to its stdin.
+        var input: String? = nil
         var testDescription: String { "\(file):\(line) \(text)" }
     }
 
@@ -122,7 +124,14 @@ import Testing
     static func parse(_ segment: String, file: String, line: Int) -> Example? {
         // The ostack command of a pipeline (`… | ostack …` or `ostack … | cut …`), without redirections.
         let pipeParts = split(segment, on: "|").map { $0.trimmedSpaces() }
-        let command = pipeParts.first { part in words(part).contains("ostack") } ?? pipeParts.last!
+        let position = pipeParts.firstIndex { part in words(part).contains("ostack") } ?? pipeParts.count - 1
+        let command = pipeParts[position]
+        var input: String?
+        if position > 0 {
+            let feeder = words(pipeParts[position - 1])
+            if feeder.first == "echo" { input = feeder.dropFirst().joined(separator: " ") + "\n" }
+            if feeder.first == "printf", feeder.count > 1 { input = feeder[1].replacing("\\n", with: "\n") }
+        }
         var tokens: [String] = []
         var skipNext = false
         for token in words(command) {
@@ -143,7 +152,8 @@ import Testing
         }
         guard tokens.first == "ostack", tokens.count > 1 else { return nil }
         return Example(
-            file: file, line: line, text: segment, environment: environment, arguments: Array(tokens.dropFirst()))
+            file: file, line: line, text: segment, environment: environment, arguments: Array(tokens.dropFirst()),
+            input: input)
     }
 
     /// Signed in as `work` (alice, the default) and `staging` (bob), with a task record on `work`,
@@ -220,7 +230,7 @@ import Testing
                 passphrase = "correct horse battery"
             default: break
             }
-            return (arguments, stdin, passphrase)
+            return (arguments, stdin ?? example.input, passphrase)
         }
     }
 

@@ -112,3 +112,30 @@ import Testing
         #expect(checked > 40)
     }
 }
+
+@Suite struct TemplateTests {
+    let document = JSONValue.parse(
+        Array(
+            #"{"records":[{"id":"a","n":1.5,"ok":true,"tags":["x"]},{"id":"b","n":2,"ok":false,"note":null}],"total":2}"#
+                .utf8))!
+
+    @Test(arguments: [
+        ("{{.total}}", "2"),
+        ("{{range .records}}{{.id}}={{.n}};{{end}}", "a=1.5;b=2;"),
+        ("{{range .records}}{{if .ok}}+{{else}}-{{end}}{{end}}", "+-"),
+        (#"{{range .records}}{{.id}}{{"\n"}}{{end}}"#, "a\nb\n"),
+        ("{{range .records}}{{.tags}}{{.note}}|{{end}}", #"["x"]|"#.appending("|")),
+        ("{{.missing.deeper}}!", "!"),
+        ("plain", "plain"),
+    ])
+    func renders(template: String, expected: String) throws {
+        #expect(try Template(template).render(document) == expected)
+    }
+
+    @Test(arguments: [
+        "{{range .records}}", "{{end}}", "{{.a", "{{if .x}}{{else}}", "{{records}}", #"{{"open}}"#, "{{.a..b}}",
+    ])
+    func refusesBrokenTemplates(template: String) {
+        #expect(throws: Template.ParseError.self) { try Template(template) }
+    }
+}

@@ -46,7 +46,7 @@ struct AgentStatus: AsyncParsableCommand {
             let client = AgentClient(
                 layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))
             guard let status = client.status() else {
-                if global.json {
+                if context.global.json {
                     context.terminal.out("{\"running\":false}\n")
                 } else {
                     context.terminal.out("The agent is not running.\n")

@@ -71,3 +71,30 @@ enum SecretInput {
         return SecretBytes(copying: staging[0..<count])
     }
 }
+
+/// Non-secret input read from stdin (`--data @-`).
+enum StandardInput {
+    nonisolated(unsafe) private static var cached: [UInt8]??
+
+    /// `readAll`, remembered: a command that looks at `--data @-` twice reads stdin once.
+    static func readAllOnce(limit: Int) -> [UInt8]? {
+        if let cached { return cached }
+        let read = readAll(limit: limit)
+        cached = .some(read)
+        return read
+    }
+
+    /// All of stdin, or nil when it holds more than `limit` bytes or cannot be read.
+    static func readAll(limit: Int) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { return bytes }
+            bytes.append(contentsOf: buffer[0..<n])
+            if bytes.count > limit { return nil }
+        }
+    }
+}

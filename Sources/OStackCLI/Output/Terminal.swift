@@ -37,7 +37,10 @@ public struct Terminal: Sendable {
     /// for programs.
     public var defaultFormat: OutputFormat { format ?? (stdoutIsTerminal ? .table : .tsv) }
 
-    public func out(_ text: String) { Self.write(STDOUT_FILENO, text) }
+    public func out(_ text: String) {
+        if OutputFilter.keep(text) { return }  // `--jq` / `--template` filter it at the end
+        Self.write(STDOUT_FILENO, text)
+    }
     public func err(_ text: String) { Self.write(STDERR_FILENO, text) }
 
     public func bold(_ text: String) -> String { useColor ? "\u{1B}[1m\(text)\u{1B}[0m" : text }

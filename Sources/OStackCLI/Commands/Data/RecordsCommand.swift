@@ -29,7 +29,7 @@ struct RecordsCommand: AsyncParsableCommand {
         var set: [String] = []
         @Option(
             name: .long, parsing: .unconditional,
-            help: ArgumentHelp("Fields as a JSON object, or @file.json.", valueName: "json"))
+            help: ArgumentHelp("Fields as a JSON object, @file.json, or @- for stdin.", valueName: "json"))
         var data: String?
         @Flag(name: .long, help: "Save and queue the change without contacting the server.") var offline = false
         @Flag(
@@ -56,6 +56,14 @@ struct RecordsCommand: AsyncParsableCommand {
 
         func bytes(_ data: String) throws(OStackError) -> [UInt8] {
             guard data.hasPrefix("@") else { return Array(data.utf8) }
+            if data == "@-" {
+                guard let read = StandardInput.readAllOnce(limit: 64 << 20) else {
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "--data @- reads at most 64 MiB of JSON from stdin."),
+                        detail: "--data stdin")
+                }
+                return read
+            }
             guard let read = try? SecureFileSystem.readFile(String(data.dropFirst()), followLinks: true) else {
                 throw OStackError(
                     .invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")

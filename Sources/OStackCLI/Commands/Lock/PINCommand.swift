@@ -58,7 +58,7 @@ struct PINSet: AsyncParsableCommand {
                     """)
             FailPoint.hit("pin-set.after-shown")
             try service.commitPIN(pending)
-            if !global.json { context.terminal.out("PIN set for \(account.alias).\n") }
+            if !context.global.json { context.terminal.out("PIN set for \(account.alias).\n") }
             if let warning = context.keyringRetentionWarning(account) { context.note(warning) }
         }
     }
