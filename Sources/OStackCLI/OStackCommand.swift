@@ -14,7 +14,8 @@ public struct OStackCommand: AsyncParsableCommand {
         subcommands: [
             Login.self, Logout.self, AccountsCommand.self, Switch.self, Status.self, AuthCommand.self,
             PINCommand.self, Lock.self, Unlock.self, AgentCommand.self, KeyringCommand.self, ConfigCommand.self,
-            ObjectsCommand.self, AppsCommand.self, RecordsCommand.self, SyncCommand.self, QueueCommand.self,
+            ObjectsCommand.self, AppsCommand.self, RecordsCommand.self, APICommand.self, SyncCommand.self,
+            QueueCommand.self,
             ConflictsCommand.self, ExportDatabaseCommand.self, AuditCommand.self, DoctorCommand.self, OrgCommand.self,
             Completion.self,
         ]

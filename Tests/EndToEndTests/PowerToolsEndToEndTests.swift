@@ -1,3 +1,4 @@
+import FoundationEssentials
 import OStackTestSupport
 import Testing
 
@@ -58,5 +59,49 @@ import Testing
         #expect(many.status == 0 && many.stdout.contains("\"records\":["), "\(many.stderr)")
         let empty = try ostack.run(["records", "create", "task", "--data", "@-"], stdin: "")
         #expect(empty.status == 9)
+    }
+
+    /// `ostack api`: GET, POST, PATCH and DELETE with the account's credentials, `--paginate` over
+    /// 1 000 records, another origin refused, the credential never printed.
+    @Test func apiSendsAuthenticatedRequests() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":1000}"#)
+
+        let listed = try ostack.run(["api", "/data/task?top=2", "--jq", ".records | length"])
+        #expect(listed.status == 0 && listed.stdout == "2\n", "\(listed.stderr)")
+        let created = try ostack.run([
+            "api", "POST", "/data/task", "-f", "title=Via api", "-F", "amount=5", "--jq", ".record.id",
+        ])
+        #expect(created.status == 0, "\(created.stderr)")
+        let id = created.stdout.trimmingCharacters(in: .newlines)
+        #expect(!id.isEmpty)
+        let patched = try ostack.run([
+            "api", "PATCH", "/api/v1/data/task/\(id)", "-f", "title=Patched", "--jq", ".record.title",
+        ])
+        #expect(patched.status == 0 && patched.stdout == "Patched\n", "\(patched.stdout) \(patched.stderr)")
+        let body = try ostack.run(
+            ["api", "PATCH", "/data/task/\(id)", "--input", "-", "--jq", ".record.amount"], stdin: #"{"amount":7}"#)
+        #expect(body.status == 0 && body.stdout == "7\n", "\(body.stdout) \(body.stderr)")
+        let fetched = try ostack.run(["api", "\(server.url)/api/v1/data/task/\(id)", "--jq", ".record.title"])
+        #expect(fetched.stdout == "Patched\n", "a full URL on the account's own server: \(fetched.stderr)")
+        #expect(try ostack.run(["api", "DELETE", "/data/task/\(id)"]).status == 0)
+        let gone = try ostack.run(["api", "/data/task/\(id)"])
+        #expect(gone.status == 7 && gone.stderr.hasPrefix("ostack: error:"))
+
+        let all = try ostack.run(["api", "/data/task", "--paginate", "--jq", ".records | length"])
+        #expect(all.status == 0 && all.stdout == "1000\n", "\(all.stdout) \(all.stderr)")
+
+        let elsewhere = try ostack.run(["api", "http://127.0.0.1:1/api/v1/data/task"])
+        #expect(elsewhere.status == 9 && elsewhere.stderr.contains("only to its own server"), "\(elsewhere.stderr)")
+        let lookalike = try ostack.run(["api", "\(server.url)0/api/v1/data/task"])
+        #expect(lookalike.status == 9)
+        #expect(try ostack.run(["api", "/data/task", "-H", "Authorization: Bearer x"]).status == 9)
+        #expect(try ostack.run(["api", "/data/../auth/get-session"]).status == 9)
+
+        let verbose = try ostack.run(["api", "/data/task?top=1", "--verbose"])
+        #expect(verbose.stderr.contains("> Authorization: (the account's credential, not shown)"))
+        #expect(!verbose.stderr.lowercased().contains("bearer"), "\(verbose.stderr)")
     }
 }

@@ -55,6 +55,24 @@ public struct DataAPI: Sendable {
         return Outcome(response: response)
     }
 
+    /// `ostack api`: any request to the account's own server with its credentials (refreshed and
+    /// retried once on a 401 like every other request). `path` is an absolute path on the server,
+    /// query included, already checked by the caller (`APIPath`).
+    public func raw(
+        method: String, path: String, headers: [(String, String)], body: [UInt8]?
+    ) throws(OStackError) -> Outcome {
+        let target = account.server.url(path)
+        let response = try keeper.send(account) { authorization in
+            var all = [authorization, ("Accept", "application/json")] + headers
+            if let locale { all.append(("Accept-Language", locale)) }
+            if body != nil && !headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+                all.append(("Content-Type", "application/json"))
+            }
+            return TransportRequest(method: method, url: target, headers: all, body: body)
+        }
+        return Outcome(response: response)
+    }
+
     /// Like `exchange`, but a non-2xx status throws the mapped user-safe error.
     public func call(
         _ endpoint: Endpoint, query: [(String, String)] = [], body: JSONValue? = nil, headers: [(String, String)] = []
