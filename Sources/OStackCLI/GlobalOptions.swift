@@ -12,7 +12,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How lists print: table, tsv, csv or json (default: table on a terminal, tsv otherwise).",
+            "How lists print: table, tsv, csv or json (default: table on a terminal, tsv otherwise); export and import: csv, json or ndjson.",
             valueName: "format"))
     public var format: OutputFormat?
 
@@ -54,7 +54,9 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public init() {}
 
     public func validate() throws {
-        if json, let format, format != .json { throw ValidationError("Pass --json or --format \(format), not both.") }
+        if json, let format, format != .json, format != .ndjson {
+            throw ValidationError("Pass --json or --format \(format), not both.")
+        }
         if jq != nil && template != nil { throw ValidationError("Pass --jq or --template, not both.") }
         if jq != nil || template != nil, let format, format != .json {
             throw ValidationError("--jq and --template filter JSON: they do not go with --format \(format).")
@@ -78,7 +80,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public var explicitJSON: Bool?
 
     /// Whether the output is one JSON document (`--json` or `--format json`).
-    public var wantsJSON: Bool { json || format == .json || jq != nil || template != nil }
+    public var wantsJSON: Bool { json || format == .json || format == .ndjson || jq != nil || template != nil }
 }
 
 extension OutputFormat: ExpressibleByArgument {}

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import OStackTestSupport
+import PlatformKit
 import Testing
 
 /// Issue 17 (in part): `--jq`, `--template` and `--data @-` (docs/output.md, "Filtering").
@@ -103,5 +104,73 @@ import Testing
         let verbose = try ostack.run(["api", "/data/task?top=1", "--verbose"])
         #expect(verbose.stderr.contains("> Authorization: (the account's credential, not shown)"))
         #expect(!verbose.stderr.lowercased().contains("bearer"), "\(verbose.stderr)")
+    }
+
+    /// Export → import of 10 000 records into a second account gives the same records; running the
+    /// import again adds nothing; 3 bad rows are reported by line and block the import unless
+    /// `--skip-invalid`; `--dry-run` queues nothing.
+    @Test func exportAndImportRoundTrip() throws {
+        // The second account is on another server, as when data moves between deployments (on one
+        // server the ids would already be taken).
+        let server = try DevServerProcess()
+        let other = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(
+            try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "one"]).status == 0)
+        try #require(
+            try ostack.login(other.url, "alice@example.com", "alice-pass", extra: ["--alias", "two"]).status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":10000}"#)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("tasks.csv")
+
+        let exported = try ostack.run(["records", "export", "task", "--account", "one", "--output", file])
+        #expect(exported.status == 0 && exported.stderr.contains("Exported 10000 task records"), "\(exported.stderr)")
+        #expect(try ostack.run(["records", "export", "task", "--account", "one", "--output", file]).status == 9)
+        let dry = try ostack.run(["records", "import", "task", file, "--account", "two", "--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.contains("10000 of 10000 rows would be imported"), "\(dry.stdout)")
+        #expect(try ostack.run(["queue", "list", "--account", "two", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+
+        let imported = try ostack.run(["records", "import", "task", file, "--account", "two", "--json"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(
+            imported.stdout.contains(#""queued":10000"#) && imported.stdout.contains(#""pushed":10000"#),
+            "\(imported.stdout)")
+        let fields = "title,status,priority,due_date,amount,done,notes,estimate"
+        func contents(_ account: String) throws -> String {
+            try ostack.run([
+                "records", "export", "task", "--account", account, "--remote", "--fields", fields, "--format", "ndjson",
+            ])
+            .stdout.split(separator: "\n").sorted().joined(separator: "\n")
+        }
+        let mine = try contents("one")
+        #expect(mine.split(separator: "\n").count == 10000)
+        #expect(try contents("two") == mine, "the second account holds the same records")
+
+        let again = try ostack.run(["records", "import", "task", file, "--account", "two", "--json"])
+        #expect(
+            again.status == 0 && again.stdout.contains(#""queued":0"#) && again.stdout.contains(#""existing":10000"#))
+
+        let bad = scratch.appending("bad.csv")
+        let rows =
+            ["title,amount,status"]
+            + (1...20).map { n in
+                [4, 9, 15].contains(n) ? "Row \(n),not-a-number,open" : "Row \(n),\(n),open"
+            }
+        try SecureFileSystem.writeAtomically(Array((rows.joined(separator: "\n") + "\n").utf8), to: bad)
+        let refused = try ostack.run(["records", "import", "task", bad, "--account", "one", "--key", "title"])
+        #expect(refused.status == 9, "\(refused.stdout) \(refused.stderr)")
+        #expect(
+            refused.stdout.contains("line 5: amount") && refused.stdout.contains("line 10: amount")
+                && refused.stdout.contains("line 16: amount"), "\(refused.stdout)")
+        #expect(refused.stderr.contains("Nothing was queued"))
+        #expect(try ostack.run(["queue", "list", "--account", "one", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        let skipped = try ostack.run([
+            "records", "import", "task", bad, "--account", "one", "--key", "title", "--skip-invalid", "--json",
+        ])
+        #expect(skipped.status == 0 && skipped.stdout.contains(#""queued":17"#), "\(skipped.stdout) \(skipped.stderr)")
+        let rerun = try ostack.run([
+            "records", "import", "task", bad, "--account", "one", "--key", "title", "--skip-invalid", "--json",
+        ])
+        #expect(rerun.stdout.contains(#""queued":0"#) && rerun.stdout.contains(#""existing":17"#), "\(rerun.stdout)")
     }
 }

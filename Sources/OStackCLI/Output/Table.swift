@@ -27,7 +27,7 @@ public struct Table: Sendable {
             return ([headers] + rows).map { $0.joined(separator: "\t") + "\n" }.joined()
         case .csv:
             return ([headers] + rows).map { $0.map(Self.csvField).joined(separator: ",") + "\r\n" }.joined()
-        case .table, .json:
+        case .table, .json, .ndjson:
             return aligned(headers: headers, rows: rows, width: terminal?.width, terminal: terminal)
         }
     }
@@ -108,6 +108,8 @@ public struct Table: Sendable {
 /// The output formats of list commands (`--format`).
 public enum OutputFormat: String, Sendable, CaseIterable {
     case table, tsv, csv, json
+    /// One JSON object per line (`records export` and `records import`; other commands print their JSON document).
+    case ndjson
 }
 
 /// Terminal columns a string takes: East Asian wide and emoji characters take two, combining

@@ -227,8 +227,39 @@ public struct RecordReads {
         return error
     }
 
-    static func select(_ record: JSONValue, _ fields: [String]?) -> JSONValue {
+    public static func select(_ record: JSONValue, _ fields: [String]?) -> JSONValue {
         guard let fields, case .object(let members) = record else { return record }
         return .object(members.filter { $0.key == "id" || fields.contains($0.key) })
+    }
+}
+
+extension RecordReads {
+    /// Every mirrored record of `object` matching `filter`, handed over one at a time in storage order
+    /// and read in batches of `batch`, so memory stays flat however many there are (`records export`).
+    /// Returns how many were handed over.
+    @discardableResult
+    public func eachLocal(
+        _ object: String, filter: FilterCondition?, batch: Int = 2000, each: (JSONValue) throws(OStackError) -> Void
+    ) throws(OStackError) -> Int {
+        guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
+        let types = try session.schemaIfAvailable(object).map { QueryChecker(schema: $0).fieldTypes } ?? [:]
+        let matcher = filter.map { LocalFilter($0, fieldTypes: types) }
+        var last: Int64 = -1
+        var count = 0
+        while true {
+            let rows = try store.rows(
+                "SELECT rid, data FROM records WHERE object = ? AND rid > ? ORDER BY rid LIMIT ?",
+                [.text(object), .integer(last), .integer(Int64(batch))])
+            for row in rows {
+                last = row.int("rid") ?? last
+                guard let text = row.text("data") else { continue }
+                let bytes = Array(text.utf8)
+                if let matcher, !bytes.withUnsafeBytes({ matcher.matches($0) }) { continue }
+                guard let record = JSONValue.parse(bytes) else { continue }
+                try each(record)
+                count += 1
+            }
+            if rows.count < batch { return count }
+        }
     }
 }

@@ -1,3 +1,5 @@
+import SodiumKit
+
 /// Local-first record writes (docs/sync.md, "Records"): each write is one local transaction — the
 /// record, its queue entry and the audit entry — then pushed at once unless `offline`. A change the
 /// server refused as it stands is undone (only the entry this write added on its own).
@@ -203,5 +205,16 @@ public struct RecordWrites {
     /// A client-chosen record id: lets "did my create arrive?" be answered by id (docs/sync.md).
     public static func newRecordID() -> String {
         RandomID.make(prefix: "r", count: 16, alphabet: "abcdefghijkmnpqrstuvwxyz23456789")
+    }
+}
+
+extension RecordWrites {
+    /// The id `records import --key FIELD` gives a row: the same object, field and value always give
+    /// the same id (so a second run of the same import finds its records instead of duplicating
+    /// them); 16 characters of the URL-safe alphabet, like ObjectStack's own ids.
+    public static func importID(object: String, key: String, value: String) -> String {
+        let digest = BLAKE2b.hash(Array("ostack-import\u{0}\(object)\u{0}\(key)\u{0}\(value)".utf8), length: 16)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+        return String(digest.map { alphabet[Int($0) & 63] })
     }
 }

@@ -8,7 +8,7 @@ import PlatformKit
 struct RecordsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "records", abstract: "Read and change records.",
-        subcommands: [List.self, Get.self, Create.self, Update.self, Delete.self])
+        subcommands: [List.self, Get.self, Create.self, Update.self, Delete.self, Export.self, Import.self])
 
     struct SourceOptions: ParsableArguments {
         @Flag(name: .long, help: "Read the local mirror only.") var local = false

@@ -1,0 +1,477 @@
+import ArgumentParser
+import Glibc
+import OStackCore
+import PlatformKit
+
+/// `records export` and `records import` (docs/commands.md, "Export and import").
+extension RecordsCommand {
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write every record of an object as CSV, JSON or NDJSON (--format), streaming.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object, e.g. task.") var object: String
+        @Option(name: .long, parsing: .unconditional, help: "Only records matching this filter.") var filter: String?
+        @Option(name: .long, parsing: .unconditional, help: "Only these fields (id always), e.g. title,status.")
+        var fields: String?
+        @Option(
+            name: .long, help: ArgumentHelp("Write to this new file (mode 0600) instead of stdout.", valueName: "file"))
+        var output: String?
+        @OptionGroup var source: SourceOptions
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let format = global.format ?? .csv
+                guard [.csv, .json, .ndjson].contains(format) else {
+                    throw OStackError(
+                        .invalidInput,
+                        context: .init(suggestion: "records export writes --format csv, json or ndjson."),
+                        detail: "export format")
+                }
+                let session = try context.selectedSession()
+                var request = RecordReads.ListRequest(object: object)
+                if let filter {
+                    let expression = try FilterParser.parse(filter)
+                    request.wireFilter = expression.wireAST
+                    request.filter = try FilterCondition.parse(expression.wireAST)
+                }
+                request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
+                request.source = source.source
+                let remote = try session.reads.source(for: request) == .remote
+                let schema = session.metadata.cachedSchema(object)
+                let sink = try ExportSink(path: output, format: format, columns: request.fields.map { ["id"] + $0 })
+                defer { sink.close() }
+                let line = ProgressLine.make(context: context)
+                var count = 0
+                let each = { (record: JSONValue) throws(OStackError) in
+                    try sink.write(record, schema: schema)
+                    count += 1
+                    if count % 500 == 0 {
+                        line?.update(label: "exporting \(object)", done: count, total: nil, unit: "records")
+                    }
+                }
+                if remote {
+                    _ = try session.reads.listRemote(request, each: each)
+                } else {
+                    try session.reads.eachLocal(object, filter: request.filter) { (record) throws(OStackError) in
+                        try each(RecordReads.select(record, request.fields))
+                    }
+                }
+                try sink.finish()
+                line?.clear()
+                if output != nil {
+                    context.note(
+                        "Exported \(count) \(object) record\(count == 1 ? "" : "s") from the \(remote ? "server" : "local mirror")."
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// Where an export goes: stdout or a new private file, written in 64 KiB blocks. CSV gets its header
+/// from the first record (or `--fields`); what goes to a terminal is sanitised, what goes to a file
+/// or a pipe is exact.
+final class ExportSink {
+    let fd: Int32
+    let format: OutputFormat
+    let sanitize: Bool
+    let ownsFile: Bool
+    var columns: [String]?
+    var buffer: [UInt8] = []
+    var count = 0
+
+    init(path: String?, format: OutputFormat, columns: [String]?) throws(OStackError) {
+        self.format = format
+        self.columns = columns
+        if let path {
+            let opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard opened >= 0 else {
+                throw OStackError(
+                    .invalidInput,
+                    context: .init(
+                        suggestion: .text(
+                            "Cannot create \(ErrorPresenter.sanitize(path, maxLength: 200)): it exists or the directory is not writable. Nothing was overwritten."
+                        )),
+                    detail: "export file errno \(errno)")
+            }
+            fd = opened
+            ownsFile = true
+            sanitize = false
+        } else {
+            fd = STDOUT_FILENO
+            ownsFile = false
+            sanitize = ProcessEnvironment.isTerminal(STDOUT_FILENO)
+        }
+    }
+
+    func write(_ record: JSONValue, schema: ObjectSchema?) throws(OStackError) {
+        switch format {
+        case .csv:
+            if columns == nil {
+                columns = Self.columns(first: record, schema: schema)
+                append(columns!.map(Self.csvField).joined(separator: ",") + "\r\n")
+            } else if count == 0 {
+                append(columns!.map(Self.csvField).joined(separator: ",") + "\r\n")
+            }
+            append(columns!.map { Self.csvField(value(record[$0])) }.joined(separator: ",") + "\r\n")
+        case .json:
+            append((count == 0 ? "[" : ",\n") + JSONOutput.encode(record))
+        default:
+            append(JSONOutput.encode(record) + "\n")
+        }
+        count += 1
+        if buffer.count >= 65_536 { try flush() }
+    }
+
+    func finish() throws(OStackError) {
+        if format == .json { append(count == 0 ? "[]\n" : "]\n") }
+        if format == .csv && count == 0, let columns {
+            append(columns.map(Self.csvField).joined(separator: ",") + "\r\n")
+        }
+        try flush()
+    }
+
+    func close() {
+        if ownsFile { Glibc.close(fd) }
+    }
+
+    private func value(_ value: JSONValue?) -> String {
+        let text = value.map(RecordText.text) ?? ""
+        return sanitize ? OutputFilter.sanitizeKeepingLines(text) : text
+    }
+
+    private func append(_ text: String) { buffer.append(contentsOf: text.utf8) }
+
+    private func flush() throws(OStackError) {
+        var offset = 0
+        while offset < buffer.count {
+            let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            // The reader went away (`… | head`): the rest is not wanted; stop as `head` expects.
+            if n < 0 && errno == EPIPE && !ownsFile { exit(0) }
+            guard n > 0 else { throw OStackError(.storageFailure, detail: "export write errno \(errno)") }
+            offset += n
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// `id`, the object's fields in metadata order, then the system columns; without metadata the
+    /// first record's keys (`id` first).
+    static func columns(first record: JSONValue, schema: ObjectSchema?) -> [String] {
+        let keys = Set((record.objectValue ?? [:]).keys)
+        let system = ["created_at", "updated_at", "created_by", "updated_by", "owner_id"]
+        if let schema {
+            return ["id"] + schema.fields.map(\.name).filter { $0 != "id" } + system.filter { keys.contains($0) }
+        }
+        return ["id"] + keys.filter { $0 != "id" }.sorted()
+    }
+
+    /// RFC 4180: quoted when the value holds a comma, a quote, a line break or edge spaces.
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) || text.first == " " || text.last == " "
+        else { return text }
+        return "\"" + text.replacingAll("\"", with: "\"\"") + "\""
+    }
+}
+
+extension RecordsCommand {
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create records from a CSV, JSON or NDJSON file: all rows checked first, then queued and pushed.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The object, e.g. task.") var object: String
+        @Argument(help: "The file, or - for stdin (then --format is needed).") var file: String
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "Without an id column: the field whose value identifies a row (the same value, the same record).",
+                valueName: "field"))
+        var key: String?
+        @Flag(name: .customLong("skip-invalid"), help: "Queue the valid rows even when some are not valid.")
+        var skipInvalid = false
+        @Flag(name: .customLong("dry-run"), help: "Check every row and report; queue nothing.") var dryRun = false
+        @Flag(name: .long, help: "Queue the records without pushing them now.") var offline = false
+
+        struct Row {
+            var line: Int
+            var fields: [String: JSONValue]
+        }
+
+        struct Problem: Encodable, Error {
+            var line: Int
+            var problems: [String]
+        }
+
+        struct Document: Encodable {
+            var object: String
+            var rows: Int
+            var queued: Int
+            var existing: Int
+            var invalid: [Problem]
+            var pushed: Int?
+            var dryRun: Bool
+        }
+
+        func run() async throws {
+            try await CommandRunner.run(global) { context in
+                let format = try Self.format(global.format, file: file)
+                let session = try context.selectedSession()
+                let schema = try session.metadata.object(object).schema
+                let validator = FieldValidator(schema: schema)
+                let bytes = try APIRequest.read(file)
+                var invalid: [Problem] = []
+                var rows: [Row] = []
+                for parsed in try Self.parse(bytes, format: format, validator: validator) {
+                    switch parsed {
+                    case .success(let row): rows.append(row)
+                    case .failure(let problem): invalid.append(problem)
+                    }
+                }
+                // A stable id for every row: its own, or one derived from --key.
+                var seen: [String: Int] = [:]
+                var valid: [Row] = []
+                for var row in rows {
+                    var problems = validator.problems(in: row.fields, complete: true).map(\.message)
+                    if row.fields["id"]?.stringValue == nil {
+                        if let key, let value = row.fields[key], value != .null {
+                            row.fields["id"] = .string(
+                                RecordWrites.importID(object: object, key: key, value: RecordText.text(value)))
+                        } else {
+                            problems.append(
+                                key.map { "no value for the key field \($0)" }
+                                    ?? "no id (add an id column, or --key FIELD)")
+                        }
+                    }
+                    if let id = row.fields["id"]?.stringValue {
+                        if let first = seen[id] {
+                            problems.append("the same record as line \(first)")
+                        } else {
+                            seen[id] = row.line
+                        }
+                    }
+                    if problems.isEmpty {
+                        valid.append(row)
+                    } else {
+                        invalid.append(Problem(line: row.line, problems: problems))
+                    }
+                }
+                invalid.sort { $0.line < $1.line }
+                // Rows already here (an earlier run of the same import) are not created again.
+                var fresh: [Row] = []
+                for row in valid {
+                    if try session.store.record(object, row.fields["id"]!.stringValue!) == nil { fresh.append(row) }
+                }
+                let existing = valid.count - fresh.count
+                var document = Document(
+                    object: object,
+                    rows: rows.count + invalid.filter { row in !rows.contains { $0.line == row.line } }.count,
+                    queued: 0, existing: existing, invalid: invalid, pushed: nil, dryRun: dryRun)
+                if !invalid.isEmpty && !skipInvalid || dryRun {
+                    Self.report(document, context: context, refused: !dryRun)
+                    if !invalid.isEmpty && !skipInvalid {
+                        throw OStackError(
+                            .validation,
+                            context: .init(
+                                object: object, count: invalid.count,
+                                suggestion:
+                                    "Nothing was queued. Fix the rows above, or pass --skip-invalid to import the others."
+                            ),
+                            detail: "import: invalid rows")
+                    }
+                    return
+                }
+                // One transaction per chunk of 1 000 rows.
+                var chunk: [[String: JSONValue]] = []
+                for row in fresh {
+                    chunk.append(row.fields)
+                    if chunk.count == 1000 {
+                        _ = try session.writes.createMany(object, data: chunk, offline: true)
+                        document.queued += chunk.count
+                        chunk = []
+                    }
+                }
+                if !chunk.isEmpty {
+                    _ = try session.writes.createMany(object, data: chunk, offline: true)
+                    document.queued += chunk.count
+                }
+                var failure: OStackError?
+                if !offline && document.queued > 0 {
+                    let line = ProgressLine.make(context: context)
+                    var progress: (@Sendable (SyncProgress) -> Void)?
+                    if let line { progress = { line.update($0) } }
+                    let before = try session.store.counts().pending
+                    let result = try session.sync.sync(push: true, pull: false, progress: progress)
+                    line?.clear()
+                    document.pushed = max(0, before - (try session.store.counts().pending))
+                    failure = result.exitError(account: session.account.alias)
+                }
+                Self.report(document, context: context)
+                if var failure {
+                    failure.context.savedAndQueued = true
+                    try RecordsCommand.settleQueued(failure, context: context, requireOnline: false)
+                }
+            }
+        }
+
+        static func report(_ document: Document, context: CommandContext, refused: Bool = false) {
+            context.emit(json: document) {
+                var text = ""
+                for problem in document.invalid.prefix(50) {
+                    text +=
+                        "line \(problem.line): "
+                        + ErrorPresenter.sanitize(problem.problems.joined(separator: "; "), maxLength: 300) + "\n"
+                }
+                if document.invalid.count > 50 { text += "… and \(document.invalid.count - 50) more invalid rows\n" }
+                let what = "\(document.object) record\(document.queued == 1 ? "" : "s")"
+                if refused { return text + "\(document.invalid.count) of \(document.rows) rows are not valid." }
+                if document.dryRun {
+                    text +=
+                        "Dry run: \(document.rows - document.invalid.count - document.existing) of \(document.rows) rows would be imported"
+                } else {
+                    text += "Imported \(document.queued) \(what)"
+                }
+                var notes: [String] = []
+                if document.existing > 0 { notes.append("\(document.existing) already here") }
+                if !document.invalid.isEmpty { notes.append("\(document.invalid.count) invalid") }
+                if let pushed = document.pushed { notes.append("\(pushed) pushed") }
+                return text + (notes.isEmpty ? "" : " (" + notes.joined(separator: ", ") + ")") + "."
+            }
+        }
+
+        static func format(_ given: OutputFormat?, file: String) throws(OStackError) -> OutputFormat {
+            if let given {
+                guard [.csv, .json, .ndjson].contains(given) else {
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "records import reads --format csv, json or ndjson."),
+                        detail: "import format")
+                }
+                return given
+            }
+            let lower = file.lowercased()
+            if lower.hasSuffix(".csv") { return .csv }
+            if lower.hasSuffix(".ndjson") || lower.hasSuffix(".jsonl") { return .ndjson }
+            if lower.hasSuffix(".json") { return .json }
+            throw OStackError(
+                .invalidInput,
+                context: .init(suggestion: "Say which format the file is in: --format csv, json or ndjson."),
+                detail: "import format unknown")
+        }
+
+        /// Rows with their line numbers (the line a CSV record starts on; the element's number in a
+        /// JSON array); a row that cannot even be read is a problem of its own.
+        static func parse(_ bytes: [UInt8], format: OutputFormat, validator: FieldValidator) throws(OStackError)
+            -> [Result<Row, Problem>]
+        {
+            let system = Set(ObjectSchema.systemFields).subtracting(["id"])
+            func clean(_ fields: [String: JSONValue]) -> [String: JSONValue] {
+                fields.filter { !system.contains($0.key) && $0.value != .null }
+            }
+            switch format {
+            case .csv:
+                let records = CSVReader.records(String(decoding: bytes, as: UTF8.self))
+                guard let header = records.first?.fields else { return [] }
+                return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty) }.map { record in
+                    guard record.fields.count == header.count else {
+                        return .failure(
+                            Problem(
+                                line: record.line,
+                                problems: ["\(record.fields.count) cells, the header has \(header.count)"]))
+                    }
+                    var fields: [String: JSONValue] = [:]
+                    var problems: [String] = []
+                    for (name, text) in zip(header, record.fields) where !text.isEmpty {
+                        if name == "id" {
+                            fields["id"] = .string(text)
+                        } else if system.contains(name) {
+                            continue
+                        } else {
+                            do { fields[name] = try validator.typedValue(field: name, text: text) } catch {
+                                problems.append("\(name): not a valid value")
+                            }
+                        }
+                    }
+                    return problems.isEmpty
+                        ? .success(Row(line: record.line, fields: fields))
+                        : .failure(Problem(line: record.line, problems: problems))
+                }
+            case .json:
+                guard let items = JSONValue.parse(bytes)?.arrayValue else {
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: "A JSON import is one array of objects."),
+                        detail: "import json")
+                }
+                return items.enumerated().map { index, item in
+                    guard let fields = item.objectValue else {
+                        return .failure(Problem(line: index + 1, problems: ["not an object"]))
+                    }
+                    return .success(Row(line: index + 1, fields: clean(fields)))
+                }
+            default:
+                var results: [Result<Row, Problem>] = []
+                for (index, line) in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+                    .enumerated()
+                where !line.allSatisfy({ $0 == 32 || $0 == 13 }) {
+                    if let fields = JSONValue.parse(Array(line))?.objectValue {
+                        results.append(.success(Row(line: index + 1, fields: clean(fields))))
+                    } else {
+                        results.append(.failure(Problem(line: index + 1, problems: ["not a JSON object"])))
+                    }
+                }
+                return results
+            }
+        }
+    }
+}
+
+/// RFC 4180 CSV: fields separated by commas, quoted fields may hold commas, doubled quotes and line
+/// breaks; CRLF or LF line ends. Each record knows the line it starts on.
+enum CSVReader {
+    static func records(_ text: String) -> [(line: Int, fields: [String])] {
+        var records: [(line: Int, fields: [String])] = []
+        var fields: [String] = []
+        var field = ""
+        var quoted = false
+        var line = 1
+        var start = 1
+        var characters = Array(text.unicodeScalars)[...]
+        if characters.first == "\u{FEFF}" { characters = characters.dropFirst() }
+        var index = characters.startIndex
+        while index < characters.endIndex {
+            let c = characters[index]
+            index += 1
+            if quoted {
+                if c == "\"" {
+                    if index < characters.endIndex && characters[index] == "\"" {
+                        field.unicodeScalars.append("\"")
+                        index += 1
+                    } else {
+                        quoted = false
+                    }
+                } else {
+                    if c == "\n" { line += 1 }
+                    field.unicodeScalars.append(c)
+                }
+            } else if c == "\"" && field.isEmpty {
+                quoted = true
+            } else if c == "," {
+                fields.append(field)
+                field = ""
+            } else if c == "\n" || c == "\r" {
+                if c == "\r" && index < characters.endIndex && characters[index] == "\n" { index += 1 }
+                fields.append(field)
+                records.append((start, fields))
+                fields = []
+                field = ""
+                line += 1
+                start = line
+            } else {
+                field.unicodeScalars.append(c)
+            }
+        }
+        if !field.isEmpty || !fields.isEmpty {
+            fields.append(field)
+            records.append((start, fields))
+        }
+        return records
+    }
+}
