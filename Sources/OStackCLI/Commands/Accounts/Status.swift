@@ -4,7 +4,8 @@ import OStackCore
 
 /// `ostack status [--all]` — works without the keyring or the network, also while locked.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the selected account (or all) and its state.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the selected account (or all) and its state.")
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .long, help: "Show every account.") var all = false

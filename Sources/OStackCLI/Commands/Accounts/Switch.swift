@@ -4,6 +4,7 @@ import OStackCore
 /// `ostack switch ACCOUNT` — changes only the default account (config), atomically.
 struct Switch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "switch",
         abstract: "Make an account the default.",
         discussion: "Only the default changes; shells that set OSTACK_ACCOUNT or pass --account are unaffected.")
 

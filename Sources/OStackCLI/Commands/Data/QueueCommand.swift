@@ -14,7 +14,7 @@ struct QueueCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List queued changes.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List queued changes.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -45,6 +45,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Make failed changes due again (then run `ostack sync`).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "Entry ids (default: every failed entry).") var ids: [String] = []
@@ -62,6 +63,7 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Discard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "discard",
             abstract: "Drop a queued change and restore the record as last synced.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The entry id (see `ostack queue list`).") var id: String

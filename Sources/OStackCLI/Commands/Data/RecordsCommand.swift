@@ -127,7 +127,7 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List records of an object.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List records of an object.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object, e.g. task.") var object: String
         @Option(name: .long, parsing: .unconditional, help: "A filter, e.g. \"status = 'open' and amount >= 10\".")
@@ -202,7 +202,7 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one record.")
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one record.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object.") var object: String
         @Argument(help: "The record id.") var id: String
@@ -220,7 +220,7 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a record.")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Create a record.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object.") var object: String
         @OptionGroup var write: WriteOptions
@@ -254,7 +254,7 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Update: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change fields of a record.")
+        static let configuration = CommandConfiguration(commandName: "update", abstract: "Change fields of a record.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object.") var object: String
         @Argument(help: "The record id.") var id: String
@@ -277,7 +277,7 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a record.")
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a record.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object.") var object: String
         @Argument(help: "The record id.") var id: String
