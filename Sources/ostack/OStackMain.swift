@@ -7,6 +7,8 @@ struct OStackMain {
     static func main() async {
         // Harden the process before anything else runs: umask 077, not dumpable, no core files.
         ProcessHardening.apply()
+        // A few command lines are answered without the argument parser (EarlyCommand.swift).
+        EarlyCommand.runIfMatched(Array(CommandLine.arguments.dropFirst()))
         await OStackCommand.main()
     }
 }

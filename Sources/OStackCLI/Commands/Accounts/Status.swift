@@ -9,9 +9,18 @@ struct Status: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .long, help: "Show every account.") var all = false
+    @Flag(
+        name: .long,
+        help: "One line for a shell prompt: alias, lock state, queued changes (nothing when no account is selected).")
+    var short = false
+
+    func validate() throws {
+        if short && all { throw ValidationError("--short and --all cannot be used together.") }
+    }
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            if short { return try Self.runShort(context) }
             let service = context.accountsService()
             let now = Date()
             let defaultAccount = try service.configuration.load().defaultAccount
