@@ -2,7 +2,9 @@ import ArgumentParser
 
 /// Options every command accepts (docs/commands.md, "Global options").
 public struct GlobalOptions: ParsableArguments, Sendable {
-    @Option(name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"))
+    @Option(
+        name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"),
+        completion: ShellCompletions.accounts)
     public var account: String?
 
     @Flag(name: .long, help: "Print one JSON document on stdout (errors as JSON on stderr).")

@@ -9,7 +9,7 @@ struct Switch: AsyncParsableCommand {
         discussion: "Only the default changes; shells that set OSTACK_ACCOUNT or pass --account are unaffected.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (id, alias or email@host).") var target: String
+    @Argument(help: "The account (id, alias or email@host).", completion: ShellCompletions.accounts) var target: String
 
     func run() async throws {
         try await CommandRunner.run(global) { context in

@@ -68,7 +68,7 @@ struct ConflictsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "show", abstract: "Show base, mine and theirs per field.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The conflict id.") var id: String
+        @Argument(help: "The conflict id.", completion: ShellCompletions.conflicts) var id: String
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -95,7 +95,7 @@ struct ConflictsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "resolve", abstract: "Resolve a conflict by keeping one side.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The conflict id.") var id: String
+        @Argument(help: "The conflict id.", completion: ShellCompletions.conflicts) var id: String
         @Option(
             name: .long,
             help: "mine: send your change again over the server's version; theirs: adopt the server's record.")

@@ -32,7 +32,7 @@ struct ObjectsCommand: AsyncParsableCommand {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "show", abstract: "Show an object's fields.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object's name, e.g. task.") var name: String
+        @Argument(help: "The object's name, e.g. task.", completion: ShellCompletions.objects) var name: String
 
         func run() async throws {
             try await CommandRunner.run(global) { context in

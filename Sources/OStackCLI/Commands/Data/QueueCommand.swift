@@ -48,7 +48,8 @@ struct QueueCommand: AsyncParsableCommand {
             commandName: "retry",
             abstract: "Make failed changes due again (then run `ostack sync`).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "Entry ids (default: every failed entry).") var ids: [String] = []
+        @Argument(help: "Entry ids (default: every failed entry).", completion: ShellCompletions.queueEntries) var ids:
+            [String] = []
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -66,7 +67,8 @@ struct QueueCommand: AsyncParsableCommand {
             commandName: "discard",
             abstract: "Drop a queued change and restore the record as last synced.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The entry id (see `ostack queue list`).") var id: String
+        @Argument(help: "The entry id (see `ostack queue list`).", completion: ShellCompletions.queueEntries) var id:
+            String
         @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
         func run() async throws {
