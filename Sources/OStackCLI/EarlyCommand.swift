@@ -2,8 +2,9 @@ import ArgumentParser
 import Glibc
 import OStackCore
 
-/// Command lines answered before swift-argument-parser runs: `ostack status --short`, which a
-/// shell prompt runs before every prompt (target: ≤ 1.5 × the process floor, docs/testing.md).
+/// Command lines answered before swift-argument-parser runs: `ostack help <topic>` for topics that
+/// are not commands (`HelpTopics`), and `ostack status --short`, which a shell prompt runs before
+/// every prompt (target: ≤ 1.5 × the process floor, docs/testing.md).
 ///
 /// Parsing the command tree costs more than the command itself (the parser reflects over every
 /// command and checks each invocation for a completion-script request), so the exact spellings below
@@ -20,6 +21,10 @@ public enum EarlyCommand {
 
     /// The exit status when `arguments` was handled here, else nil.
     static func run(_ arguments: [String]) -> Int32? {
+        if let topic = HelpTopics.text(for: arguments) {
+            print(topic, terminator: "")
+            return 0
+        }
         guard let global = statusShortOptions(arguments) else { return nil }
         let context = CommandContext.live(global: global)
         do {
