@@ -15,8 +15,9 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
+## build-release: release build of ostack, the Swift runtime linked statically (docs/decisions/0008-static-swift-runtime.md)
 build-release: deps
-	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build -c release --static-swift-stdlib $(SWIFT_BUILD_FLAGS)
 
 ## devserver: build ostack-devserver (its own package, never linked into ostack)
 devserver: deps

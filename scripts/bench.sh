@@ -3,8 +3,10 @@
 # Prints a table and writes bench-results.json (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build -c release --product ostack
-swift build -c release --product ostack-bench
+# The release binary links the Swift runtime statically, as `make build-release` builds it
+# (docs/decisions/0008-static-swift-runtime.md); ostack-bench too, so the two builds share one cache.
+swift build -c release --static-swift-stdlib --product ostack
+swift build -c release --static-swift-stdlib --product ostack-bench
 swift build -c release --package-path DevServer
 export OSTACK_DEVSERVER="$PWD/DevServer/.build/release/ostack-devserver"
 exec ./scripts/with-keyring.sh .build/release/ostack-bench --json bench-results.json "$@"

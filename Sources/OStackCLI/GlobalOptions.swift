@@ -3,7 +3,9 @@ import OStackCore
 
 /// Options every command accepts (docs/commands.md, "Global options").
 public struct GlobalOptions: ParsableArguments, Sendable {
-    @Option(name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"))
+    @Option(
+        name: .long, help: ArgumentHelp("The account to use: id, alias, or email@host.", valueName: "account"),
+        completion: ShellCompletions.accounts)
     public var account: String?
 
     @Flag(name: .long, help: "Print one JSON document on stdout (errors as JSON on stderr).")
@@ -52,6 +54,27 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     public var keyring: String?
 
     public init() {}
+
+    /// Options for a command line answered without the parser (`EarlyCommand`, shell completions).
+    /// Every property is set here: reading an option that was neither parsed nor set traps, so a
+    /// new option must be added here too (`CommandTreeTests` reads them all).
+    public static func unparsed(
+        account: String? = nil, json: Bool = false, noInput: Bool = false, verbose: Bool = false,
+        noColor: Bool = false
+    ) -> GlobalOptions {
+        var global = GlobalOptions()
+        global.account = account
+        global.json = json
+        global.format = nil
+        global.jq = nil
+        global.template = nil
+        global.noInput = noInput
+        global.timeout = nil
+        global.verbose = verbose
+        global.noColor = noColor
+        global.keyring = nil
+        return global
+    }
 
     public func validate() throws {
         if json, let format, format != .json, format != .ndjson {

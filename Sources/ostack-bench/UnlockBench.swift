@@ -3,11 +3,14 @@ import OStackCore
 import OStackTestSupport
 import SodiumKit
 
-/// PIN unlock at MODERATE (target: total ≤ Argon2id time + 20 ms), measured in-process on the
-/// command's own code path (LockService with the real Secret Service and agent), against a bare
-/// Argon2id derivation with the envelope's stored parameters in the same run. Process start-up, the
-/// same for every command, is what the `cli` bench measures.
+/// PIN unlock at MODERATE (target: ≤ 1.05 × a bare Argon2id MODERATE derivation), measured
+/// in-process on the command's own code path (LockService with the real Secret Service and agent),
+/// against a bare Argon2id derivation with the envelope's stored parameters in the same run. A ratio,
+/// so a busy machine slows both sides alike. Process start-up, the same for every command, is what
+/// the `cli` bench measures.
 enum UnlockBench {
+    static let rows = ["unlock-moderate", "unlock-overhead", "argon2id-moderate-bare"]
+
     static func run(ostack: String, runs: Int = 9) throws -> [BenchResult] {
         let server = try DevServerProcess()
         let home = TemporaryDirectory(prefix: "ostack-bench-unlock")
@@ -49,16 +52,17 @@ enum UnlockBench {
         _ = agent.stop()
         let unlock = Measure.median(unlocks) * 1000
         let baseline = Measure.median(argon) * 1000
-        // Paired: each unlock is followed by a bare derivation, so the median of the differences is the
-        // overhead, free of the run-to-run drift of Argon2id itself.
+        // Paired: each unlock is followed by a bare derivation, so the medians of the differences and
+        // of the ratios are free of the run-to-run drift of Argon2id itself.
         let overhead = Measure.median(zip(unlocks, argon).map { $0 - $1 }) * 1000
+        let ratio = Measure.median(zip(unlocks, argon).map { $0 / $1 })
         return [
             BenchResult(
                 name: "unlock-moderate", value: unlock, unit: "ms (median)", baseline: baseline,
-                ratio: unlock / baseline, target: "<= Argon2id + 20 ms", ok: overhead <= 20),
+                ratio: unlock / baseline, target: "information", ok: true),
             BenchResult(
-                name: "unlock-overhead", value: overhead, unit: "ms (median of pairs)", baseline: nil, ratio: nil,
-                target: "<= 20 ms", ok: overhead <= 20),
+                name: "unlock-overhead", value: overhead, unit: "ms (median of pairs)", baseline: baseline,
+                ratio: ratio, target: "unlock <= 1.05 x Argon2id", ok: ratio <= 1.05),
             BenchResult(
                 name: "argon2id-moderate-bare", value: baseline, unit: "ms (median)", baseline: nil, ratio: nil,
                 target: "baseline", ok: true),

@@ -1,5 +1,5 @@
 // ostack-bench: release-build benchmarks for `make bench` (docs/testing.md). Never linked into ostack.
-//   ostack-bench [--only NAME,…] [--json PATH] [--fixtures DIR]
+//   ostack-bench [--only NAME,…] [--json PATH] [--fixtures DIR]   (NAME: a group such as `cli`, or a row)
 import FoundationEssentials
 import Glibc
 import PlatformKit
@@ -23,14 +23,17 @@ while !arguments.isEmpty {
 }
 
 let selected = only
-func wanted(_ name: String) -> Bool { selected?.contains(name) ?? true }
+/// A group runs when `--only` names it or one of its rows (all the group's rows are then reported).
+func wanted(_ name: String, rows: [String] = []) -> Bool {
+    selected.map { $0.contains(name) || rows.contains(where: $0.contains) } ?? true
+}
 
 var results: [BenchResult] = []
 do {
     if wanted("crypto") { results += try CryptoBench.run() }
     if wanted("rotation") { results += try RotationBench.run(rows: 100_000) }
-    if wanted("unlock") { results += try UnlockBench.run(ostack: ostackBinary) }
-    if wanted("cli") { results += try CLIBench.run(ostack: ostackBinary) }
+    if wanted("unlock", rows: UnlockBench.rows) { results += try UnlockBench.run(ostack: ostackBinary) }
+    if wanted("cli", rows: CLIBench.rows) { results += try CLIBench.run(ostack: ostackBinary) }
     if wanted("devserver") { results += try DevServerBench.run() }
     if selected.map({ $0.contains { ["sync", "pull-100k", "pull-1m", "push"].contains($0) } }) ?? true {
         results += try SyncBench.run(ostack: ostackBinary, only: selected)

@@ -1,3 +1,4 @@
+import FoundationEssentials
 @testable import OStackCore
 import Testing
 
@@ -23,5 +24,27 @@ import Testing
         #expect(Timestamp.iso8601(secondsSince1970: time, milliseconds: true) == "2026-11-23T01:46:44.305Z")
         #expect(Timestamp.iso8601(secondsSince1970: time, milliseconds: false) == "2026-11-23T01:46:44Z")
         #expect(Timestamp.iso8601(secondsSince1970: 0, milliseconds: true) == "1970-01-01T00:00:00.000Z")
+    }
+
+    /// The hand parser gives exactly the dates Foundation's ISO 8601 parser gives, and leaves every
+    /// other spelling (fractions, offsets, impossible dates) to it.
+    @Test(arguments: [
+        "2026-11-23T01:46:44Z", "1970-01-01T00:00:00Z", "2024-02-29T23:59:59Z", "2000-12-31T00:00:00Z",
+        "2026-11-23T01:46:44.305Z", "2026-11-23T02:46:44+01:00", "2025-02-29T00:00:00Z", "2026-02-30T00:00:00Z",
+        "2026-13-01T00:00:00Z", "2026-11-23T24:00:00Z", "2026-11-23 01:46:44Z", "2026-11-23T01:46:4aZ", "", "soon",
+    ])
+    func parsedTimestampsMatchFoundation(_ text: String) {
+        #expect(Timestamp.parseISO8601(text) == (try? Date(text, strategy: .iso8601)))
+    }
+
+    @Test func registryDatesDecodeAsWithTheISO8601Strategy() throws {
+        struct Stamped: Codable, Equatable { var at: Date }
+        let json = Data(#"{"at":"2026-11-23T01:46:44Z"}"#.utf8)
+        let standard = JSONDecoder()
+        standard.dateDecodingStrategy = .iso8601
+        let fast = JSONDecoder()
+        fast.dateDecodingStrategy = Timestamp.decodingStrategy
+        #expect(try fast.decode(Stamped.self, from: json) == standard.decode(Stamped.self, from: json))
+        #expect(throws: DecodingError.self) { try fast.decode(Stamped.self, from: Data(#"{"at":"soon"}"#.utf8)) }
     }
 }

@@ -115,6 +115,7 @@ struct AuditCommand: AsyncParsableCommand {
 
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Check the trail's chain and its keyring anchor (exit 1 with the first bad sequence).")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var selection: AccountArgument

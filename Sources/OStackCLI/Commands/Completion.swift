@@ -3,6 +3,7 @@ import ArgumentParser
 /// `ostack completion bash|zsh|fish` — prints a completion script generated from the command tree.
 struct Completion: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "completion",
         abstract: "Print a shell completion script.",
         discussion: """
             bash:  ostack completion bash > ~/.local/share/bash-completion/completions/ostack

@@ -9,7 +9,8 @@ struct DoctorCommand: AsyncParsableCommand {
         commandName: "doctor", abstract: "Check the keyring, files, databases, sessions, sync and audit trails.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "Only this account (default: every account).") var target: String?
+    @Argument(help: "Only this account (default: every account).", completion: ShellCompletions.accounts) var target:
+        String?
 
     func run() async throws {
         try await CommandRunner.run(global) { context in

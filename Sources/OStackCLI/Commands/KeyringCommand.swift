@@ -15,7 +15,7 @@ struct KeyringMigrate: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @Option(name: .customLong("to"), help: "secret-service or file.") var target: String
-    @Argument(help: "The account (default: every account).") var account: String?
+    @Argument(help: "The account (default: every account).", completion: ShellCompletions.accounts) var account: String?
 
     func validate() throws {
         guard LiveDependencies.backendNames.contains(target) else {

@@ -6,7 +6,7 @@ import Synchronization
 
 /// `--jq EXPR` and `--template TEXT` (docs/output.md, "Filtering"): the command's JSON document is
 /// kept in memory instead of printed, then filtered — by the system's `jq` (see
-/// docs/decisions/0008-jq.md) or by `Template` — and the result printed, sanitised when stdout is a
+/// docs/decisions/0009-jq.md) or by `Template` — and the result printed, sanitised when stdout is a
 /// terminal. Only a command that succeeded is filtered; errors go to stderr as always.
 enum OutputFilter {
     private static let captured = Mutex<[UInt8]?>(nil)

@@ -28,7 +28,7 @@ public enum RegistryFormat {
 
     static func decoder() -> JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = Timestamp.decodingStrategy
         return decoder
     }
 
@@ -52,6 +52,11 @@ public enum RegistryFormat {
     static func decodeCurrent(_ bytes: [UInt8], migrateWith registry: AccountRegistry) throws(OStackError)
         -> Document
     {
+        // The common case in one pass: a current document decodes as one. Anything else (an older or
+        // newer format, damage) takes the version probe below, which decides what happens.
+        if let document = try? decoder().decode(Document.self, from: Data(bytes)), document.version == currentVersion {
+            return document
+        }
         let found = try version(of: bytes)
         if found == currentVersion { return try decode(bytes) }
         if found > currentVersion {

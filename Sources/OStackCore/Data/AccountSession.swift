@@ -149,7 +149,7 @@ public struct AccountStateSummary: Codable, Sendable, Equatable {
     public static func read(_ path: String) -> AccountStateSummary? {
         guard let bytes = try? SecureFileSystem.readFile(path) else { return nil }
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = Timestamp.decodingStrategy
         return try? decoder.decode(AccountStateSummary.self, from: Data(bytes))
     }
 }

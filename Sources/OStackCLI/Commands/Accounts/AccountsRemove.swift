@@ -8,7 +8,7 @@ struct AccountsRemove: AsyncParsableCommand {
         abstract: "Remove an account: its keyring items first (verified), then its files, then its entry.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (id, alias or email@host).") var target: String
+    @Argument(help: "The account (id, alias or email@host).", completion: ShellCompletions.accounts) var target: String
     @Flag(name: .long, help: "Remove even with unsynced changes (they are lost).") var force = false
     @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 

@@ -6,7 +6,7 @@ struct AccountsRename: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "rename", abstract: "Give an account a new alias.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The account (id, alias or email@host).") var account: String
+    @Argument(help: "The account (id, alias or email@host).", completion: ShellCompletions.accounts) var account: String
     @Argument(help: "The new alias.") var alias: String
 
     func run() async throws {

@@ -4,13 +4,23 @@ import OStackCore
 
 /// `ostack status [--all]` — works without the keyring or the network, also while locked.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the selected account (or all) and its state.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the selected account (or all) and its state.")
 
     @OptionGroup var global: GlobalOptions
     @Flag(name: .long, help: "Show every account.") var all = false
+    @Flag(
+        name: .long,
+        help: "One line for a shell prompt: alias, lock state, queued changes (nothing when no account is selected).")
+    var short = false
+
+    func validate() throws {
+        if short && all { throw ValidationError("--short and --all cannot be used together.") }
+    }
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            if short { return try Self.runShort(context) }
             let service = context.accountsService()
             let now = Date()
             let defaultAccount = try service.configuration.load().defaultAccount

@@ -40,7 +40,7 @@ struct ConflictsCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List conflicts.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List conflicts.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -65,9 +65,10 @@ struct ConflictsCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show base, mine and theirs per field.")
+        static let configuration = CommandConfiguration(
+            commandName: "show", abstract: "Show base, mine and theirs per field.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The conflict id.") var id: String
+        @Argument(help: "The conflict id.", completion: ShellCompletions.conflicts) var id: String
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -91,9 +92,10 @@ struct ConflictsCommand: AsyncParsableCommand {
     }
 
     struct Resolve: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Resolve a conflict by keeping one side.")
+        static let configuration = CommandConfiguration(
+            commandName: "resolve", abstract: "Resolve a conflict by keeping one side.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The conflict id.") var id: String
+        @Argument(help: "The conflict id.", completion: ShellCompletions.conflicts) var id: String
         @Option(
             name: .long,
             help: "mine: send your change again over the server's version; theirs: adopt the server's record.")

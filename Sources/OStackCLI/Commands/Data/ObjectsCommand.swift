@@ -7,7 +7,8 @@ struct ObjectsCommand: AsyncParsableCommand {
         commandName: "objects", abstract: "List objects and show their fields.", subcommands: [List.self, Show.self])
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the objects of the account's server.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the objects of the account's server.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -29,9 +30,9 @@ struct ObjectsCommand: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show an object's fields.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show an object's fields.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object's name, e.g. task.") var name: String
+        @Argument(help: "The object's name, e.g. task.", completion: ShellCompletions.objects) var name: String
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -93,7 +94,7 @@ struct AppsCommand: AsyncParsableCommand {
         commandName: "apps", abstract: "List apps.", subcommands: [List.self])
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the apps you may open.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the apps you may open.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {

@@ -14,7 +14,7 @@ struct QueueCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List queued changes.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List queued changes.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -45,9 +45,11 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Retry: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "retry",
             abstract: "Make failed changes due again (then run `ostack sync`).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "Entry ids (default: every failed entry).") var ids: [String] = []
+        @Argument(help: "Entry ids (default: every failed entry).", completion: ShellCompletions.queueEntries) var ids:
+            [String] = []
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -62,9 +64,11 @@ struct QueueCommand: AsyncParsableCommand {
 
     struct Discard: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "discard",
             abstract: "Drop a queued change and restore the record as last synced.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The entry id (see `ostack queue list`).") var id: String
+        @Argument(help: "The entry id (see `ostack queue list`).", completion: ShellCompletions.queueEntries) var id:
+            String
         @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
         func run() async throws {

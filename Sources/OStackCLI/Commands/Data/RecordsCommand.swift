@@ -141,9 +141,9 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List records of an object.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List records of an object.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object, e.g. task.") var object: String
+        @Argument(help: "The object, e.g. task.", completion: ShellCompletions.objects) var object: String
         @Option(name: .long, parsing: .unconditional, help: "A filter, e.g. \"status = 'open' and amount >= 10\".")
         var filter: String?
         @Option(
@@ -235,9 +235,9 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Get: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one record.")
+        static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one record.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object.") var object: String
+        @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @Argument(help: "The record id.") var id: String
         @OptionGroup var source: SourceOptions
 
@@ -253,9 +253,9 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a record.")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Create a record.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object.") var object: String
+        @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @OptionGroup var write: WriteOptions
 
         func run() async throws {
@@ -292,9 +292,9 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Update: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Change fields of a record.")
+        static let configuration = CommandConfiguration(commandName: "update", abstract: "Change fields of a record.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object.") var object: String
+        @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @Argument(help: "The record id.") var id: String
         @OptionGroup var write: WriteOptions
 
@@ -316,9 +316,9 @@ struct RecordsCommand: AsyncParsableCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a record.")
+        static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete a record.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object.") var object: String
+        @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @Argument(help: "The record id.") var id: String
         @Flag(name: .long, help: "Save and queue the deletion without contacting the server.") var offline = false
         @Flag(

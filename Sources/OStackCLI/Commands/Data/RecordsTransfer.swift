@@ -7,6 +7,7 @@ import PlatformKit
 extension RecordsCommand {
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract: "Write every record of an object as CSV, JSON or NDJSON (--format), streaming.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object, e.g. task.") var object: String
@@ -177,6 +178,7 @@ final class ExportSink {
 extension RecordsCommand {
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "import",
             abstract: "Create records from a CSV, JSON or NDJSON file: all rows checked first, then queued and pushed.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The object, e.g. task.") var object: String

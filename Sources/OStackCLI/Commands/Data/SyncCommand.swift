@@ -139,9 +139,10 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     struct Track: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Mirror an object locally (pulled by `sync`).")
+        static let configuration = CommandConfiguration(
+            commandName: "track", abstract: "Mirror an object locally (pulled by `sync`).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object, e.g. task.") var object: String
+        @Argument(help: "The object, e.g. task.", completion: ShellCompletions.objects) var object: String
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -154,9 +155,10 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     struct Untrack: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Stop mirroring an object (queued changes are kept).")
+        static let configuration = CommandConfiguration(
+            commandName: "untrack", abstract: "Stop mirroring an object (queued changes are kept).")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object.") var object: String
+        @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation on a terminal.") var yes = false
 
         func run() async throws {

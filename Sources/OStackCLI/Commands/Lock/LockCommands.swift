@@ -3,7 +3,7 @@ import OStackCore
 
 /// `ostack lock [ACCOUNT|--all]` — wipes keys from the agent at once.
 struct Lock: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Lock an account's local data now.")
+    static let configuration = CommandConfiguration(commandName: "lock", abstract: "Lock an account's local data now.")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: AccountArgument
     @Flag(name: .long, help: "Lock every account.") var all = false
@@ -32,6 +32,7 @@ struct Lock: AsyncParsableCommand {
 /// `ostack unlock [ACCOUNT] [--pin-stdin|--recovery-key|--recovery-key-stdin]`
 struct Unlock: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Unlock an account's local data with its PIN or recovery key.")
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: AccountArgument

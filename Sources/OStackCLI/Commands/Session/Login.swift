@@ -5,6 +5,7 @@ import SodiumKit
 /// `ostack login` — passwords and API keys come from a no-echo prompt or stdin, never argv.
 struct Login: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "login",
         abstract: "Sign in to an ObjectStack server and add (or refresh) the account.",
         discussion: """
             The password (or API key) is read from a prompt without echo, or from stdin with \

@@ -3,7 +3,8 @@ import OStackCore
 
 /// `ostack logout [ACCOUNT|--all]` — the account stays, with its data, as "signed out".
 struct Logout: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Sign out: delete the session token, keep the data.")
+    static let configuration = CommandConfiguration(
+        commandName: "logout", abstract: "Sign out: delete the session token, keep the data.")
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var selection: AccountArgument

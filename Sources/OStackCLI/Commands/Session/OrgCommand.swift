@@ -9,7 +9,8 @@ struct OrgCommand: AsyncParsableCommand {
         subcommands: [List.self, Switch.self])
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the organizations you belong to.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "List the organizations you belong to.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -37,6 +38,7 @@ struct OrgCommand: AsyncParsableCommand {
 
     struct Switch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "switch",
             abstract: "Make the account of another organization the default (sign in to it once first).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The organization id (see `ostack org list`).") var organization: String

@@ -1,0 +1,69 @@
+import ArgumentParser
+import Glibc
+import OStackCore
+
+/// Command lines answered before swift-argument-parser runs: `ostack help <topic>` for topics that
+/// are not commands (`HelpTopics`), and `ostack status --short`, which a shell prompt runs before
+/// every prompt (target: ≤ 1.5 × the process floor, docs/testing.md).
+///
+/// Parsing the command tree costs more than the command itself (the parser reflects over every
+/// command and checks each invocation for a completion-script request), so the exact spellings below
+/// are recognised here and everything else — any other flag, `--help`, a repeated or malformed
+/// option — falls through to the parser unchanged. The answer is the same either way: both paths
+/// call `Status.runShort` with the same `GlobalOptions` and report errors with `CommandRunner`
+/// (tested in `StatusShortEndToEndTests`).
+public enum EarlyCommand {
+    /// Runs the command and exits when `arguments` (without the program name) is one answered here;
+    /// returns otherwise.
+    public static func runIfMatched(_ arguments: [String]) {
+        if let status = run(arguments) { exit(status) }
+    }
+
+    /// The exit status when `arguments` was handled here, else nil.
+    static func run(_ arguments: [String]) -> Int32? {
+        if let topic = HelpTopics.text(for: arguments) {
+            print(topic, terminator: "")
+            return 0
+        }
+        guard let global = statusShortOptions(arguments) else { return nil }
+        let context = CommandContext.live(global: global)
+        do {
+            try Status.runShort(context)
+            return 0
+        } catch {
+            return CommandRunner.report(error, context: context)
+        }
+    }
+
+    /// `status --short` with any of `--json`, `--no-input`, `--verbose`, `--no-color`,
+    /// `--account VALUE`/`--account=VALUE`, each at most once, in any order; nil for anything else.
+    static func statusShortOptions(_ arguments: [String]) -> GlobalOptions? {
+        guard arguments.first == "status" else { return nil }
+        var seen: Set<String> = []
+        var account: String?
+        var index = 1
+        while index < arguments.count {
+            var word = arguments[index]
+            index += 1
+            if word.hasPrefix("--account=") {
+                account = String(word.dropFirst("--account=".count))
+                word = "--account"
+            } else if word == "--account" {
+                guard index < arguments.count else { return nil }
+                account = arguments[index]
+                index += 1
+            } else {
+                guard ["--short", "--json", "--no-input", "--verbose", "--no-color"].contains(word) else { return nil }
+            }
+            guard seen.insert(word).inserted else { return nil }
+        }
+        if seen.contains("--account") {
+            // A value the parser would read differently (empty, or looking like a flag) goes to the parser.
+            guard let value = account, !value.isEmpty, !value.hasPrefix("-") else { return nil }
+        }
+        guard seen.contains("--short") else { return nil }
+        return GlobalOptions.unparsed(
+            account: account, json: seen.contains("--json"), noInput: seen.contains("--no-input"),
+            verbose: seen.contains("--verbose"), noColor: seen.contains("--no-color"))
+    }
+}
