@@ -3,7 +3,7 @@ SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 DEVSERVER_DIR := DevServer
 
-.PHONY: all deps build build-release devserver test test-kwallet bench demo man lint format clean
+.PHONY: all deps build build-release devserver test test-kwallet bench demo man install uninstall lint format clean
 
 all: build
 
@@ -15,7 +15,7 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
-## build-release: release build of ostack, the Swift runtime linked statically (docs/decisions/0008-static-swift-runtime.md)
+## build-release: release build of ostack, the Swift runtime linked statically (docs/decisions/0008-fast-start-up.md)
 build-release: deps
 	$(SWIFT) build -c release --static-swift-stdlib $(SWIFT_BUILD_FLAGS)
 
@@ -48,10 +48,19 @@ bench: deps
 demo: deps
 	./scripts/demo.sh
 
-## man: regenerate docs/man/ostack.1 from the command tree (swift-argument-parser's generate-manual)
+## man: regenerate docs/man/ostack.1 from the command tree (generate-manual) and docs/man/sections.mdoc
 man: deps
-	mkdir -p docs/man
-	$(SWIFT) package --allow-writing-to-directory docs/man generate-manual --output-directory $(CURDIR)/docs/man
+	SWIFT=$(SWIFT) ./scripts/man.sh
+
+PREFIX ?= /usr/local
+
+## install: the release binary, man page and bash/zsh/fish completions under PREFIX (default /usr/local)
+install: build-release
+	./scripts/install.sh "$(PREFIX)" .build/release/ostack
+
+## uninstall: remove what install put under PREFIX
+uninstall:
+	./scripts/install.sh --uninstall "$(PREFIX)"
 
 lint: deps
 	$(SWIFT) format lint --recursive --strict Sources Tests Package.swift DevServer/Sources DevServer/Tests DevServer/Package.swift

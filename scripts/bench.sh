@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The release binary links the Swift runtime statically, as `make build-release` builds it
-# (docs/decisions/0008-static-swift-runtime.md); ostack-bench too, so the two builds share one cache.
+# (docs/decisions/0008-fast-start-up.md); ostack-bench too, so the two builds share one cache.
 swift build -c release --static-swift-stdlib --product ostack
 swift build -c release --static-swift-stdlib --product ostack-bench
 swift build -c release --package-path DevServer

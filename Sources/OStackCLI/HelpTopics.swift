@@ -28,6 +28,9 @@ enum HelpTopics {
           OSTACK_METADATA_TTL           metadata cache lifetime in seconds (default 300)
           OSTACK_FAILPOINT              debug builds only: kill the process at a named point (tests)
           NO_COLOR, TERM                a non-empty NO_COLOR or TERM=dumb turns colours off
+          COLUMNS                       the width tables fit into (default: the terminal's width)
+          OSTACK_PAGER, PAGER, LESS     the pager for tables on a terminal (default less, LESS=FRX);
+                                        empty or cat for none
           CURL_CA_BUNDLE, SSL_CERT_FILE certificate authorities to verify servers with, when the setting
                                         tls.ca-file is unset (as curl does)
           LC_ALL, LC_MESSAGES, LANG     language of labels from the server when the setting locale is auto
