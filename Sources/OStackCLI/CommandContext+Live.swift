@@ -10,7 +10,8 @@ extension CommandContext {
         let environment = ProcessEnvironment.current()
         let layout = FileLayout(
             environment: environment, userID: ProcessEnvironment.userID,
-            homeDirectory: ProcessEnvironment.passwordHomeDirectory)
+            // The password database only when HOME does not say (it costs an NSS lookup at every start).
+            homeDirectory: environment["HOME"]?.hasPrefix("/") == true ? nil : ProcessEnvironment.passwordHomeDirectory)
         return CommandContext(
             global: global, environment: environment,
             terminal: Terminal(environment: environment, noColorFlag: global.noColor, format: global.format),

@@ -38,6 +38,7 @@ do {
     if selected.map({ $0.contains { ["sync", "pull-100k", "pull-1m", "push"].contains($0) } }) ?? true {
         results += try SyncBench.run(ostack: ostackBinary, only: selected)
     }
+    if wanted("transfer", rows: TransferBench.rows) { results += try TransferBench.run(ostack: ostackBinary) }
     if wanted("transport") {
         results += try TransportBench.run(serverScript: fixtures + "/test_server.py", requests: 2000)
     }

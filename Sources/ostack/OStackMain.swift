@@ -1,15 +1,19 @@
+import Dispatch
 import Glibc
 import OStackCLI
 import PlatformKit
 
 @main
 struct OStackMain {
-    static func main() async {
+    /// Synchronous on purpose: the command lines answered early (`status --short` at every shell
+    /// prompt) run before Swift's concurrency runtime starts; every other command runs as a task.
+    static func main() {
         // Harden the process before anything else runs: umask 077, not dumpable, no core files.
         ProcessHardening.apply()
         let arguments = Array(CommandLine.arguments.dropFirst())
         // A few command lines are answered without the argument parser (EarlyCommand.swift).
         EarlyCommand.runIfMatched(arguments)
-        exit(await CommandLineMain.run(arguments))
+        Task { exit(await CommandLineMain.run(arguments)) }
+        dispatchMain()
     }
 }

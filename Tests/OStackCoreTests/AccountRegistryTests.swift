@@ -61,6 +61,31 @@ import Testing
         #expect(try AccountRegistry(layout: layout).accounts() == accounts)
     }
 
+    /// `account(withID:)` (status --short) decodes one entry and agrees with `accounts()`; an older
+    /// format gives nil (the caller falls back to `accounts()`, which migrates).
+    @Test func oneAccountByIDAgreesWithTheWholeRegistry() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let registry = AccountRegistry(layout: layout)
+        #expect(try registry.account(withID: try #require(AccountID(rawValue: "crm.example.com::u1"))) == nil)
+        try registry.update { accounts in
+            for index in 0..<20 { accounts.append(try! Self.makeAccount("a\(index)", user: "u\(index)")) }
+        }
+        for account in try registry.accounts() {
+            #expect(try registry.account(withID: account.id) == account)
+        }
+        #expect(try registry.account(withID: try #require(AccountID(rawValue: "crm.example.com::nobody"))) == nil)
+
+        let older = TemporaryDirectory()
+        let oldLayout = FileLayout(environment: ["OSTACK_HOME": older.path], userID: 1)
+        try oldLayout.createDirectories()
+        try SecureFileSystem.writeAtomically(
+            try #require(try SecureFileSystem.readFile(Self.fixturePath("accounts-v1.json"))), to: oldLayout.registryFile)
+        let oldRegistry = AccountRegistry(layout: oldLayout)
+        let first = try #require(try oldRegistry.accounts().first)  // migrates to the current format
+        #expect(try oldRegistry.account(withID: first.id) == first)
+    }
+
     @Test func newerFormatIsRefusedAndUntouched() throws {
         let home = TemporaryDirectory()
         let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)

@@ -278,13 +278,20 @@ extension FieldScanner {
     public static func recordRanges(in body: UnsafeRawBufferPointer) -> (
         ranges: [Range<Int>], hasMore: Bool?, total: Int?
     )? {
+        objectRanges(of: "records", in: body)
+    }
+
+    /// Like `recordRanges`, for the array of objects under any top-level key (the registry's `accounts`).
+    public static func objectRanges(of arrayKey: String, in body: UnsafeRawBufferPointer) -> (
+        ranges: [Range<Int>], hasMore: Bool?, total: Int?
+    )? {
         var reader = Reader(bytes: body)
         reader.skipSpace()
         guard reader.consume(UInt8(ascii: "{")) else { return nil }
         var ranges: [Range<Int>]?
         var hasMore: Bool?
         var total: Int?
-        let recordsKey = Array("records".utf8)
+        let recordsKey = Array(arrayKey.utf8)
         let hasMoreKey = Array("hasMore".utf8)
         let totalKey = Array("total".utf8)
         reader.skipSpace()
