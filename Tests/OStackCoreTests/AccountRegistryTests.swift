@@ -80,7 +80,8 @@ import Testing
         let oldLayout = FileLayout(environment: ["OSTACK_HOME": older.path], userID: 1)
         try oldLayout.createDirectories()
         try SecureFileSystem.writeAtomically(
-            try #require(try SecureFileSystem.readFile(Self.fixturePath("accounts-v1.json"))), to: oldLayout.registryFile)
+            try #require(try SecureFileSystem.readFile(Self.fixturePath("accounts-v1.json"))),
+            to: oldLayout.registryFile)
         let oldRegistry = AccountRegistry(layout: oldLayout)
         let first = try #require(try oldRegistry.accounts().first)  // migrates to the current format
         #expect(try oldRegistry.account(withID: first.id) == first)

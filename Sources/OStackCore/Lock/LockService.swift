@@ -139,24 +139,41 @@ public struct LockService: Sendable {
         try agent.verify()  // a runtime directory or socket of another user: refuse before anything (#lock-3)
         agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
         let dek: AccountDataKey
+        // Whether a plain db-key is left over from an interrupted `pin set` is looked up while
+        // Argon2id runs (no other keyring call is under way then); it is deleted only after the PIN
+        // has opened the envelope.
+        let plainKey = PlainKeyProbe()
         do {
-            (dek, _) = try openWithPIN(account, pin: pin)
+            (dek, _) = try openWithPIN(account, pin: pin) { [secrets] in
+                let key = self.key(account, .dbKey)
+                plainKey.start { (try? secrets.read(key)).map { $0 != nil } ?? true }
+            }
         } catch {
+            plainKey.wait()
             // Recorded while locked: buffered, appended to the chain at the next unlock (AuditBuffer).
             if error.code == .wrongPIN || error.code == .pinLockedOut {
                 environment.audit(account, "unlock", outcome: "failed", details: ["reason": error.code.rawValue])
             }
             throw error
         }
-        environment.audit(account, "unlock", details: ["with": "pin"])
+        // The audit event (a keyring read and write for its buffer's anchor) is written while the
+        // key goes to the agent and the counter reset completes; `unlock` waits for all three.
+        let audited = DispatchGroup()
+        audited.enter()
+        DispatchQueue.global().async { [environment] in
+            environment.audit(account, "unlock", details: ["with": "pin"])
+            audited.leave()
+        }
         do {
             try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         } catch {
+            audited.wait()
             try? finishReset()
             throw error
         }
+        audited.wait()
         try finishReset()  // the counter reset is durable (read back) before `unlock` returns (#pin-3)
-        try deletePlainKey(account)  // finishes an interrupted `pin set`
+        if plainKey.wait() { try deletePlainKey(account) }  // finishes an interrupted `pin set`
     }
 
     public func unlock(_ account: Account, recoveryKey: RecoveryKey) throws(OStackError) {
@@ -201,7 +218,10 @@ public struct LockService: Sendable {
 
     /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
     /// reset on success; the fifth consecutive failure crypto-erases the PIN path (#pin-4).
-    func openWithPIN(_ account: Account, pin: PIN) throws(OStackError) -> (AccountDataKey, PINRing) {
+    /// `whileDeriving` runs once the attempt is counted, just before the key derivation starts.
+    func openWithPIN(_ account: Account, pin: PIN, whileDeriving: () -> Void = {}) throws(OStackError)
+        -> (AccountDataKey, PINRing)
+    {
         guard let envelope = try KeyEnvelope.read(from: environment.pinEnvelopePath(account)) else {
             if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) {
                 throw OStackError(.pinLockedOut, context: .init(account: account.alias))
@@ -213,6 +233,7 @@ public struct LockService: Sendable {
         // Read, refuse at the limit, increment and persist — under the counter lock (PINCounter.swift).
         var ring = try countAttempt(account)
         FailPoint.hit("unlock.after-count")
+        whileDeriving()
         let kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
         do {
             let dek = try envelope.open(kek: kek, accountID: account.id)
@@ -255,6 +276,33 @@ public struct LockService: Sendable {
         guard try secrets.read(key(account, .dbKey)) == nil else {
             throw OStackError(.keyringUnavailable, detail: "the plain db-key is still in the keyring")
         }
+    }
+}
+
+/// Looks up, on a background thread, whether a plain `db-key` is in the keyring (true when it is, or
+/// when the lookup failed: then `deletePlainKey` checks again).
+final class PlainKeyProbe: @unchecked Sendable {
+    // @unchecked Sendable: `found` is written by the worker before `group.leave()` and read only
+    // after `group.wait()`.
+    private let group = DispatchGroup()
+    private var found = false
+    private var started = false
+
+    func start(_ lookup: @escaping @Sendable () -> Bool) {
+        started = true
+        group.enter()
+        DispatchQueue.global().async {
+            self.found = lookup()
+            self.group.leave()
+        }
+    }
+
+    /// The answer, once the lookup is done (true when it never started: check the slow way).
+    @discardableResult
+    func wait() -> Bool {
+        guard started else { return true }
+        group.wait()
+        return found
     }
 }
 
