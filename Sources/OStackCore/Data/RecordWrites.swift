@@ -45,6 +45,31 @@ public struct RecordWrites {
         return (results, reason)
     }
 
+    /// `records import`: saves and queues creates in one transaction, without pushing and without
+    /// reading each record back (the caller pushes once at the end). Returns how many were queued.
+    @discardableResult
+    public func queueCreates(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError) -> Int {
+        try createLocally(object, items).count
+    }
+
+    /// Of `ids`, those whose record is already here (one query per 500).
+    public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
+        var found = Set<String>()
+        var start = 0
+        while start < ids.count {
+            let chunk = Array(ids[start..<Swift.min(start + 500, ids.count)])
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            for row in try store.rows(
+                "SELECT id FROM records WHERE object = ? AND id IN (\(marks))",
+                [.text(object)] + chunk.map { .text($0) })
+            {
+                if let id = row.text("id") { found.insert(id) }
+            }
+            start += 500
+        }
+        return found
+    }
+
     /// Validates, then saves records and queues their creates; returns each id with the queue entry
     /// the create added on its own (nil when it was merged into an older one).
     func createLocally(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError)

@@ -259,10 +259,8 @@ extension RecordsCommand {
                 }
                 invalid.sort { $0.line < $1.line }
                 // Rows already here (an earlier run of the same import) are not created again.
-                var fresh: [Row] = []
-                for row in valid {
-                    if try session.store.record(object, row.fields["id"]!.stringValue!) == nil { fresh.append(row) }
-                }
+                let here = try session.writes.existing(object, ids: valid.map { $0.fields["id"]!.stringValue! })
+                let fresh = valid.filter { !here.contains($0.fields["id"]!.stringValue!) }
                 let existing = valid.count - fresh.count
                 var document = Document(
                     object: object,
@@ -287,15 +285,12 @@ extension RecordsCommand {
                 for row in fresh {
                     chunk.append(row.fields)
                     if chunk.count == 1000 {
-                        _ = try session.writes.createMany(object, data: chunk, offline: true)
-                        document.queued += chunk.count
+                        document.queued += try session.writes.queueCreates(object, chunk)
                         chunk = []
                     }
                 }
-                if !chunk.isEmpty {
-                    _ = try session.writes.createMany(object, data: chunk, offline: true)
-                    document.queued += chunk.count
-                }
+                if !chunk.isEmpty { document.queued += try session.writes.queueCreates(object, chunk) }
+                if document.queued > 0 { session.didChange() }
                 var failure: OStackError?
                 if !offline && document.queued > 0 {
                     let line = ProgressLine.make(context: context)
