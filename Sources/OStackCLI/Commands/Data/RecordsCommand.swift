@@ -169,9 +169,7 @@ struct RecordsCommand: AsyncParsableCommand {
                 let session = try context.selectedSession()
                 var request = RecordReads.ListRequest(object: object)
                 if let filter {
-                    let expression = try FilterParser.parse(filter)
-                    request.wireFilter = expression.wireAST
-                    request.filter = try FilterCondition.parse(expression.wireAST)
+                    try request.setFilter(filter)
                 } else if let filterJSON {
                     guard let json = JSONValue.parse(Array(filterJSON.utf8)) else {
                         throw OStackError(
@@ -339,6 +337,15 @@ struct RecordsCommand: AsyncParsableCommand {
                 try RecordsCommand.finish(result, verb: "Deleted", context: context, requireOnline: requireOnline)
             }
         }
+    }
+}
+
+extension RecordReads.ListRequest {
+    /// `--filter EXPR`: the filter language compiled to the protocol's AST, for the server and the mirror.
+    mutating func setFilter(_ text: String) throws(OStackError) {
+        let expression = try FilterParser.parse(text)
+        wireFilter = expression.wireAST
+        filter = try FilterCondition.parse(expression.wireAST)
     }
 }
 

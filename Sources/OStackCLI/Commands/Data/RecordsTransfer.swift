@@ -30,11 +30,7 @@ extension RecordsCommand {
                 }
                 let session = try context.selectedSession()
                 var request = RecordReads.ListRequest(object: object)
-                if let filter {
-                    let expression = try FilterParser.parse(filter)
-                    request.wireFilter = expression.wireAST
-                    request.filter = try FilterCondition.parse(expression.wireAST)
-                }
+                if let filter { try request.setFilter(filter) }
                 request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
                 request.source = source.source
                 let remote = try session.reads.source(for: request) == .remote
