@@ -204,6 +204,7 @@ enum CommandRunner {
         defer { _ = OutputFilter.end() }
         do {
             while true {
+                let printed = Terminal.stdoutWrites
                 do {
                     try await body(context)
                     if let document = OutputFilter.end() { try OutputFilter.finish(document, context: context) }
@@ -211,10 +212,14 @@ enum CommandRunner {
                 } catch let error as OStackError
                     where error.code == .locked && unlockOnDemand && context.canPrompt
                     && error.context.account.map({ !unlocked.contains($0) }) == true
+                    // Run again only a command that has printed nothing yet (no output twice).
+                    && Terminal.stdoutWrites == printed
                 {
                     let alias = error.context.account!
                     try context.unlockOnDemand(alias, because: error)
                     unlocked.insert(alias)
+                    _ = OutputFilter.end()
+                    OutputFilter.begin(context.global)
                 }
             }
             Pager.finish()

@@ -100,6 +100,12 @@ import Testing
         #expect(lookalike.status == 9)
         #expect(try ostack.run(["api", "/data/task", "-H", "Authorization: Bearer x"]).status == 9)
         #expect(try ostack.run(["api", "/data/../auth/get-session"]).status == 9)
+        // The sign-in routes answer with credentials: not through ostack api.
+        let session = try ostack.run(["api", "/auth/get-session"])
+        #expect(session.status == 9 && session.stdout.isEmpty && session.stderr.contains("sign-in routes"))
+        let linkInQuery = try ostack.run(["api", #"/data/task?top=1&filter=["title","=","https://elsewhere.example"]"#])
+        #expect(linkInQuery.status == 0, "\(linkInQuery.stderr)")
+        #expect(try ostack.run(["api", "/data/task?top=0", "--paginate"]).status == 9)
 
         let verbose = try ostack.run(["api", "/data/task?top=1", "--verbose"])
         #expect(verbose.stderr.contains("> Authorization: (the account's credential, not shown)"))
@@ -126,6 +132,9 @@ import Testing
         let exported = try ostack.run(["records", "export", "task", "--account", "one", "--output", file])
         #expect(exported.status == 0 && exported.stderr.contains("Exported 10000 task records"), "\(exported.stderr)")
         #expect(try ostack.run(["records", "export", "task", "--account", "one", "--output", file]).status == 9)
+        #expect(try ostack.run(["records", "export", "task", "--account", "one", "--jq", "."]).status == 9)
+        let asJSON = try ostack.run(["records", "export", "task", "--account", "one", "--json", "--fields", "title"])
+        #expect(asJSON.status == 0 && asJSON.stdout.hasPrefix("[{") && asJSON.stdout.hasSuffix("]\n"))
         let dry = try ostack.run(["records", "import", "task", file, "--account", "two", "--dry-run"])
         #expect(dry.status == 0 && dry.stdout.contains("10000 of 10000 rows would be imported"), "\(dry.stdout)")
         #expect(try ostack.run(["queue", "list", "--account", "two", "--json"]).stdout == #"{"entries":[]}"# + "\n")

@@ -170,6 +170,12 @@ import Testing
         let listed = try ostack.run(["records", "list", "task", "--local", "--json"])
         #expect(listed.status == 0 && listed.stdout.contains("Typed"), "unlocked for the next command too")
 
+        // A locked account met by `sync`: asked for on a terminal, then one report, not two.
+        try #require(try ostack.run(["lock"]).status == 0)
+        let synced = try Self.answering(ostack, "PIN for work: ", ["482913"], ["sync", "--json"])
+        #expect(synced.status == 0, "\(synced.stdout)")
+        #expect(synced.stdout.ranges(of: #"{"accounts":"#).count == 1, "\(synced.stdout)")
+
         try #require(try ostack.run(["lock"]).status == 0)
         let withKey = try Self.answering(ostack, "Recovery key for work: ", [recovery], ["unlock", "--recovery-key"])
         #expect(withKey.status == 0, "\(withKey.stdout)")

@@ -48,6 +48,18 @@ import Testing
         #expect(dirty.render(as: .csv, terminal: terminal) == "id,note\r\na1,\"tab here,\"\"quoted\"\" next x\"\r\n")
     }
 
+    /// A server's total can be anything: the progress line never traps on it.
+    @Test func progressWithAnyTotal() {
+        for total in [Int.max, 0, 1, -5] {
+            let line = ProgressLine.render(
+                label: "pulling task", done: 1, total: total, unit: "records", elapsed: 10, width: 80)
+            #expect(DisplayWidth.of(line) <= 79)
+        }
+        #expect(
+            ProgressLine.render(label: "x", done: 41_000, total: 100_000, unit: "records", elapsed: 2, width: 200)
+                .contains("41%  41 000/100 000  20 500/s  ETA 3 s"))
+    }
+
     @Test func wideCharactersTakeTwoColumns() {
         #expect(DisplayWidth.of("日本語") == 6)
         #expect(DisplayWidth.of("e\u{301}") == 1)

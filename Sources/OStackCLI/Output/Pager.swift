@@ -43,6 +43,10 @@ enum Pager {
         // A pager that quits early (`q` in less) must not kill ostack with SIGPIPE: writes fail
         // with EPIPE instead and the rest of the output is dropped.
         signal(SIGPIPE, SIG_IGN)
+        // Ctrl-C and Ctrl-\ belong to the pager while it runs (as with git): ostack must not exit and
+        // leave it holding the terminal.
+        signal(SIGINT, SIG_IGN)
+        signal(SIGQUIT, SIG_IGN)
         dup2(fds[1], STDOUT_FILENO)
         close(fds[1])
         child = pid
@@ -55,5 +59,7 @@ enum Pager {
         close(STDOUT_FILENO)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        signal(SIGINT, SIG_DFL)
+        signal(SIGQUIT, SIG_DFL)
     }
 }

@@ -95,6 +95,7 @@ final class ProgressLine: @unchecked Sendable {
     }
 
     static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0, seconds < 1e7 else { return "—" }  // a server's total can be anything
         let seconds = Int(seconds.rounded(.up))
         if seconds < 60 { return "\(seconds) s" }
         if seconds < 3600 { return "\(seconds / 60) min \(seconds % 60) s" }
@@ -111,16 +112,23 @@ final class ProgressLine: @unchecked Sendable {
 /// Ctrl-C during a sync: the progress line is cleared and a message says what is kept, then the
 /// process exits 130 at once. Everything a sync writes is committed in transactions that survive
 /// being cut off, so what was pulled or pushed stays, and `sync status` calls the sync partial.
+/// Installed for the sync itself only (`remove` restores the default before any prompt); the
+/// message is written once into a buffer that is never freed, so the handler reads stable memory.
 enum InterruptMessage {
-    nonisolated(unsafe) private static var message: [CChar] = []
+    nonisolated(unsafe) private static var message: UnsafeMutableBufferPointer<UInt8>?
 
     static func install(_ text: String) {
-        message = Array(("\r\u{1B}[2K" + text + "\n").utf8CString)
+        if message == nil {
+            let bytes = Array(("\r\u{1B}[2K" + text + "\n").utf8)
+            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
+            _ = buffer.initialize(from: bytes)
+            message = buffer
+        }
         signal(SIGINT) { _ in
-            InterruptMessage.message.withUnsafeBufferPointer { buffer in
-                _ = write(STDERR_FILENO, buffer.baseAddress, max(0, buffer.count - 1))
-            }
+            if let buffer = InterruptMessage.message { _ = write(STDERR_FILENO, buffer.baseAddress, buffer.count) }
             _exit(130)
         }
     }
+
+    static func remove() { signal(SIGINT, SIG_DFL) }
 }

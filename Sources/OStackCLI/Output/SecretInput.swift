@@ -33,9 +33,12 @@ enum SecretInput {
             silent.c_lflag |= tcflag_t(ICANON)
             tcsetattr(fd, TCSAFLUSH, &silent)
         }
+        // Ctrl-C at the prompt puts echo back before the process ends (the terminal would stay silent).
+        EchoGuard.arm(fd: fd, original: original, active: haveTerminal)
         _ = text.withCString { write(fd, $0, strlen($0)) }
         defer {
             if haveTerminal { tcsetattr(fd, TCSAFLUSH, &original) }
+            EchoGuard.disarm()
             _ = "\n".withCString { write(fd, $0, 1) }
         }
         return try readLine(fd: fd, maxBytes: 4096)
@@ -96,5 +99,29 @@ enum StandardInput {
             bytes.append(contentsOf: buffer[0..<n])
             if bytes.count > limit { return nil }
         }
+    }
+}
+
+/// Restores the terminal's echo when Ctrl-C ends a no-echo prompt (then exits 130, as the default
+/// action would). Only async-signal-safe calls in the handler; the settings live in static storage.
+enum EchoGuard {
+    nonisolated(unsafe) private static var terminal: Int32 = -1
+    nonisolated(unsafe) private static var settings = termios()
+
+    static func arm(fd: Int32, original: termios, active: Bool) {
+        guard active else { return }
+        settings = original
+        terminal = fd
+        signal(SIGINT) { _ in
+            if EchoGuard.terminal >= 0 { tcsetattr(EchoGuard.terminal, TCSANOW, &EchoGuard.settings) }
+            _ = write(STDERR_FILENO, "\n", 1)
+            _exit(130)
+        }
+    }
+
+    static func disarm() {
+        guard terminal >= 0 else { return }
+        terminal = -1
+        signal(SIGINT, SIG_DFL)
     }
 }

@@ -38,9 +38,14 @@ public struct Terminal: Sendable {
     public var defaultFormat: OutputFormat { format ?? (stdoutIsTerminal ? .table : .tsv) }
 
     public func out(_ text: String) {
+        Self.stdoutWrites += 1
         if OutputFilter.keep(text) { return }  // `--jq` / `--template` filter it at the end
         Self.write(STDOUT_FILENO, text)
     }
+
+    /// How many times a command has written its stdout (kept or printed): a command is run again
+    /// after an unlock on demand only when it has printed nothing.
+    nonisolated(unsafe) static var stdoutWrites = 0
     public func err(_ text: String) { Self.write(STDERR_FILENO, text) }
 
     public func bold(_ text: String) -> String { useColor ? "\u{1B}[1m\(text)\u{1B}[0m" : text }

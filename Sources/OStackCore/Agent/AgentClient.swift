@@ -65,10 +65,11 @@ public struct AgentClient: Sendable {
 
     /// A key held under another name (e.g. `file-keyring`), or nil.
     public func key(named name: String) -> SecretBytes? {
-        var answer = call(AgentMessage.request(countsAsUse ? .get : .peek, account: name))
-        // An agent from an older ostack drops a `peek` it does not know: ask as before.
-        if answer == nil && !countsAsUse { answer = call(AgentMessage.request(.get, account: name)) }
-        guard let (status, payload) = answer, status == .ok else { return nil }
+        // No fallback to `get` when a `peek` gets no answer (an agent from an older ostack drops an
+        // op it does not know): a watch then sees the account as locked rather than keep it unlocked.
+        guard let (status, payload) = call(AgentMessage.request(countsAsUse ? .get : .peek, account: name)),
+            status == .ok
+        else { return nil }
         return payload
     }
 

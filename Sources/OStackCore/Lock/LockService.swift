@@ -158,6 +158,7 @@ public struct LockService: Sendable {
         }
         // The audit event (a keyring read and write for its buffer's anchor) is written while the
         // key goes to the agent and the counter reset completes; `unlock` waits for all three.
+        plainKey.wait()  // done long ago (Argon2id took longer): no two keyring calls at once
         let audited = DispatchGroup()
         audited.enter()
         DispatchQueue.global().async { [environment] in

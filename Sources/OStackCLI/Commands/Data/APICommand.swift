@@ -48,8 +48,19 @@ struct APICommand: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let session = try context.selectedSession()
-            var request = try APIRequest(
-                words: words, server: session.account.server, base: session.api.directory.discovery.routes.base)
+            let routes = session.api.directory.discovery.routes
+            var request = try APIRequest(words: words, server: session.account.server, base: routes.base)
+            // The sign-in routes answer with credentials (get-session carries the session token):
+            // ostack keeps those to itself (login, logout and auth refresh use them).
+            if request.path == routes.auth || request.path.hasPrefix(routes.auth + "/") {
+                throw OStackError(
+                    .invalidInput,
+                    context: .init(
+                        suggestion: .text(
+                            "ostack api does not call the sign-in routes (their answers carry credentials); use "
+                                + "ostack login, logout or auth refresh.")),
+                    detail: "api: auth route")
+            }
             try request.add(headers: headers)
             let fields = try APIRequest.fields(strings: stringFields, typed: typedFields)
             if let input {
@@ -126,6 +137,11 @@ struct APICommand: AsyncParsableCommand {
     /// `{"records":[…],"total":n}`. A page that repeats the previous one stops with an error.
     static func paginate(_ request: APIRequest, session: AccountSession, context: CommandContext) throws(OStackError) {
         let pageSize = request.query.last { $0.0 == "top" }.flatMap { Int($0.1) } ?? 200
+        guard pageSize > 0 else {
+            throw OStackError(
+                .invalidInput, context: .init(suggestion: "--paginate needs a page size (top) above 0."),
+                detail: "paginate top")
+        }
         var base = request
         base.query.removeAll { $0.0 == "top" || $0.0 == "skip" }
         var records: [JSONValue] = []
@@ -180,7 +196,9 @@ struct APIRequest {
     init(words: [String], server: ServerURL, base: String) throws(OStackError) {
         method = words.count == 2 ? words[0].uppercased() : "GET"
         var target = words.last!
-        if target.contains("://") {
+        // A full URL starts with a scheme (`https://…`); `://` later on (in a query) is part of a path.
+        let scheme = target.prefix { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+        if !scheme.isEmpty, target.dropFirst(scheme.count).hasPrefix("://") {
             // A full URL only on the account's own server (its scheme, host, port and path prefix).
             let own = server.absoluteString
             guard target.hasPrefix(own), let next = target.dropFirst(own.count).first, next == "/" || next == "?"
@@ -236,7 +254,7 @@ struct APIRequest {
             let name = String(line[..<colon]).trimmingWhitespace()
             let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
             let reserved = ["authorization", "cookie", "host", "content-length", "transfer-encoding"]
-            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }),
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }),
                 !value.contains(where: { $0.isNewline }), !reserved.contains(name.lowercased())
             else {
                 throw OStackError(

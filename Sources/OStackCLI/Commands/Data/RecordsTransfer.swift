@@ -21,7 +21,15 @@ extension RecordsCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let format = global.format ?? .csv
+                // The export is written as it streams: there is no document for --jq or --template.
+                guard global.jq == nil && global.template == nil else {
+                    throw OStackError(
+                        .invalidInput,
+                        context: .init(
+                            suggestion: "records export streams its records: use --format ndjson and pipe it to jq."),
+                        detail: "export filter")
+                }
+                let format = global.format ?? (global.json ? .json : .csv)
                 guard [.csv, .json, .ndjson].contains(format) else {
                     throw OStackError(
                         .invalidInput,
@@ -104,12 +112,8 @@ final class ExportSink {
     func write(_ record: JSONValue, schema: ObjectSchema?) throws(OStackError) {
         switch format {
         case .csv:
-            if columns == nil {
-                columns = Self.columns(first: record, schema: schema)
-                append(columns!.map(Self.csvField).joined(separator: ",") + "\r\n")
-            } else if count == 0 {
-                append(columns!.map(Self.csvField).joined(separator: ",") + "\r\n")
-            }
+            if columns == nil { columns = Self.columns(first: record, schema: schema) }
+            if count == 0 { append(header(columns!)) }
             append(columns!.map { Self.csvField(value(record[$0])) }.joined(separator: ",") + "\r\n")
         case .json:
             append((count == 0 ? "[" : ",\n") + JSONOutput.encode(record))
@@ -122,14 +126,18 @@ final class ExportSink {
 
     func finish() throws(OStackError) {
         if format == .json { append(count == 0 ? "[]\n" : "]\n") }
-        if format == .csv && count == 0, let columns {
-            append(columns.map(Self.csvField).joined(separator: ",") + "\r\n")
-        }
+        if format == .csv && count == 0, let columns { append(header(columns)) }
         try flush()
     }
 
     func close() {
         if ownsFile { Glibc.close(fd) }
+    }
+
+    /// The CSV header line: field names (from the server when there is no metadata), sanitised for a terminal.
+    private func header(_ columns: [String]) -> String {
+        columns.map { Self.csvField(sanitize ? OutputFilter.sanitizeKeepingLines($0) : $0) }.joined(separator: ",")
+            + "\r\n"
     }
 
     private func value(_ value: JSONValue?) -> String {

@@ -86,6 +86,7 @@ struct SyncCommand: AsyncParsableCommand {
             InterruptMessage.install(
                 "ostack: interrupted: what was pulled and pushed so far is kept (`ostack sync status` calls this sync "
                     + "partial); run `ostack sync` to finish.")
+            defer { InterruptMessage.remove() }
             for account in accounts {
                 var report = AccountReport(
                     id: account.id.rawValue, alias: account.alias, pushed: 0, pulled: 0, deleted: 0, failed: 0,
@@ -109,6 +110,9 @@ struct SyncCommand: AsyncParsableCommand {
                     if let error = result.exitError(account: account.alias) { firstError = firstError ?? error }
                 } catch {
                     line?.clear()
+                    // One locked account: thrown before anything is printed, so that on a terminal
+                    // the PIN is asked for and the sync runs (unlock on demand).
+                    if error.code == .locked && !all { throw error }
                     report.error = error.code.rawValue
                     firstError = firstError ?? error
                 }
