@@ -155,6 +155,32 @@ import Testing
         #expect(mine.split(separator: "\n").count == 10000)
         #expect(try contents("two") == mine, "the second account holds the same records")
 
+        // From the mirror (written straight from the stored text) the same as from the server.
+        #expect(try ostack.run(["sync", "track", "task", "--account", "one"]).status == 0)
+        #expect(try ostack.run(["sync", "--account", "one"]).status == 0)
+        for format in ["csv", "ndjson"] {
+            func lines(_ source: String) throws -> [String] {
+                let out = try ostack.run(["records", "export", "task", "--account", "one", source, "--format", format])
+                #expect(out.status == 0, "\(out.stderr)")
+                return out.stdout.split(separator: format == "csv" ? "\r\n" : "\n").map(String.init)
+            }
+            let local = try lines("--local")
+            let remote = try lines("--remote")
+            #expect(local.count == 10_000 + (format == "csv" ? 1 : 0))
+            if format == "csv" {
+                #expect(local.first == remote.first, "the same header")
+                #expect(local.sorted() == remote.sorted())
+            } else {
+                func id(_ line: String) -> String? {
+                    line.firstRange(of: #""id":""#).map { String(line[$0.upperBound...].prefix { $0 != "\"" }) }
+                }
+                #expect(Set(local.compactMap(id)) == Set(remote.compactMap(id)))
+                #expect(
+                    Set(local.compactMap(id)).count == 10_000
+                        && local.allSatisfy { $0.hasPrefix("{") && $0.hasSuffix("}") })
+            }
+        }
+
         let again = try ostack.run(["records", "import", "task", file, "--account", "two", "--json"])
         #expect(
             again.status == 0 && again.stdout.contains(#""queued":0"#) && again.stdout.contains(#""existing":10000"#))

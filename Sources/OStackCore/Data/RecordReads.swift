@@ -241,23 +241,36 @@ extension RecordReads {
     public func eachLocal(
         _ object: String, filter: FilterCondition?, batch: Int = 2000, each: (JSONValue) throws(OStackError) -> Void
     ) throws(OStackError) -> Int {
+        try eachLocalJSON(object, filter: filter, batch: batch) { (bytes) throws(OStackError) in
+            guard let record = JSONValue.parse(bytes) else { return false }
+            try each(record)
+            return true
+        }
+    }
+
+    /// Like `eachLocal`, handing over each record's stored JSON text (validated when it was stored)
+    /// without decoding it; `each` returns whether it took the record (for the count).
+    @discardableResult
+    public func eachLocalJSON(
+        _ object: String, filter: FilterCondition?, batch: Int = 2000, each: ([UInt8]) throws(OStackError) -> Bool
+    ) throws(OStackError) -> Int {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
         let types = try session.schemaIfAvailable(object).map { QueryChecker(schema: $0).fieldTypes } ?? [:]
         let matcher = filter.map { LocalFilter($0, fieldTypes: types) }
         var last: Int64 = -1
         var count = 0
         while true {
+            // A range of the table itself (NOT INDEXED): through the (object, id) index each batch
+            // would visit every record of the object again.
             let rows = try store.rows(
-                "SELECT rid, data FROM records WHERE object = ? AND rid > ? ORDER BY rid LIMIT ?",
-                [.text(object), .integer(last), .integer(Int64(batch))])
+                "SELECT rid, data FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
+                [.integer(last), .text(object), .integer(Int64(batch))])
             for row in rows {
                 last = row.int("rid") ?? last
                 guard let text = row.text("data") else { continue }
                 let bytes = Array(text.utf8)
                 if let matcher, !bytes.withUnsafeBytes({ matcher.matches($0) }) { continue }
-                guard let record = JSONValue.parse(bytes) else { continue }
-                try each(record)
-                count += 1
+                if try each(bytes) { count += 1 }
             }
             if rows.count < batch { return count }
         }

@@ -57,8 +57,18 @@ extension RecordsCommand {
                 if remote {
                     _ = try session.reads.listRemote(request, each: each)
                 } else {
-                    try session.reads.eachLocal(object, filter: request.filter) { (record) throws(OStackError) in
+                    try session.reads.eachLocalJSON(object, filter: request.filter) { (bytes) throws(OStackError) in
+                        // Straight from the stored text where it can be (no decoding); else as a value.
+                        if request.fields == nil, try sink.write(json: bytes, schema: schema) {
+                            count += 1
+                            if count % 500 == 0 {
+                                line?.update(label: "exporting \(object)", done: count, total: nil, unit: "records")
+                            }
+                            return true
+                        }
+                        guard let record = JSONValue.parse(bytes) else { return false }
                         try each(RecordReads.select(record, request.fields))
+                        return true
                     }
                 }
                 try sink.finish()
@@ -107,6 +117,51 @@ final class ExportSink {
             ownsFile = false
             sanitize = ProcessEnvironment.isTerminal(STDOUT_FILENO)
         }
+    }
+
+    /// A record from its stored JSON text, without decoding it: as it is for `json` and `ndjson`
+    /// (when it is one line), its fields scanned for `csv`. False when it must go the slow way
+    /// (a terminal, which gets sanitised values; CSV cells holding lists or objects; the first CSV
+    /// record without metadata, whose keys make the header).
+    func write(json bytes: [UInt8], schema: ObjectSchema?) throws(OStackError) -> Bool {
+        guard !sanitize else { return false }
+        switch format {
+        case .csv:
+            guard let columns else { return false }
+            let values = scanner(columns).scan(bytes)
+            var line = ""
+            for (index, value) in values.enumerated() {
+                if index > 0 { line += "," }
+                switch value {
+                case .missing, .null: break
+                case .bool(let flag): line += flag ? "true" : "false"
+                case .number(let number): line += FieldValidator.format(number)
+                case .string(let text): line += Self.csvField(text)
+                case .compound: return false
+                }
+            }
+            if count == 0 { append(header(columns)) }
+            append(line + "\r\n")
+        case .json:
+            append(count == 0 ? "[" : ",\n")
+            buffer.append(contentsOf: bytes)
+        default:
+            guard !bytes.contains(UInt8(ascii: "\n")) else { return false }
+            buffer.append(contentsOf: bytes)
+            buffer.append(UInt8(ascii: "\n"))
+        }
+        count += 1
+        if buffer.count >= 65_536 { try flush() }
+        return true
+    }
+
+    private var fieldScanner: (columns: [String], scanner: FieldScanner)?
+
+    private func scanner(_ columns: [String]) -> FieldScanner {
+        if let fieldScanner, fieldScanner.columns == columns { return fieldScanner.scanner }
+        let scanner = FieldScanner(fields: columns)
+        fieldScanner = (columns, scanner)
+        return scanner
     }
 
     func write(_ record: JSONValue, schema: ObjectSchema?) throws(OStackError) {
