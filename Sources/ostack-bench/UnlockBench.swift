@@ -11,7 +11,7 @@ import SodiumKit
 enum UnlockBench {
     static let rows = ["unlock-moderate", "unlock-overhead", "argon2id-moderate-bare"]
 
-    static func run(ostack: String, runs: Int = 9) throws -> [BenchResult] {
+    static func run(ostack: String, runs: Int = 15) throws -> [BenchResult] {
         let server = try DevServerProcess()
         let home = TemporaryDirectory(prefix: "ostack-bench-unlock")
         let prefix = "ostack-bench-\(UInt32.random(in: 0...UInt32.max))"

@@ -62,13 +62,18 @@ public struct AuditBuffer: Sendable {
     }
 
     /// Appends one event (best effort: auditing never stops the command it records).
-    public func append(_ event: String, outcome: String = "ok", details: [String: String] = [:], now: Date = Date()) {
+    /// `key`: the buffer key when the caller already holds it (read while Argon2id ran during an
+    /// unlock), so that this append makes no keyring call; else it is read (and made if missing).
+    public func append(
+        _ event: String, outcome: String = "ok", details: [String: String] = [:], now: Date = Date(),
+        key given: SecretBytes? = nil
+    ) {
         var line = Line(
             id: String(Int64(now.timeIntervalSince1970 * 1_000_000)) + "-" + String(SecureRandom.uniform(1_000_000)),
             time: AuditTrail.timestamp(now), event: event, outcome: outcome, details: details)
         let directory = SecureFileSystem.parentDirectory(of: path)
         guard SecureFileSystem.isDirectory(directory, followLinks: false) else { return }
-        if let key = try? signer?.bufferKey(create: true) { line.mac = mac(line, key: key).map(Hex.encode) }
+        if let key = given ?? (try? signer?.bufferKey(create: true)) { line.mac = mac(line, key: key).map(Hex.encode) }
         guard let data = try? JSONEncoder().encode(line) else { return }
         try? SecureFileSystem.appendLine(Array(data), to: path)
     }

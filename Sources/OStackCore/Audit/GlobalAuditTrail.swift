@@ -143,8 +143,11 @@ public struct GlobalAuditTrail: Sendable {
 
 extension AuthEnvironment {
     /// Records an event of `account` (buffered until its database is next opened; see AuditBuffer).
-    public func audit(_ account: Account, _ event: String, outcome: String = "ok", details: [String: String] = [:]) {
-        auditBuffer(account).append(event, outcome: outcome, details: details, now: clock.now())
+    public func audit(
+        _ account: Account, _ event: String, outcome: String = "ok", details: [String: String] = [:],
+        key: SecretBytes? = nil
+    ) {
+        auditBuffer(account).append(event, outcome: outcome, details: details, now: clock.now(), key: key)
     }
 
     /// The account's audit buffer, its lines authenticated under the keyring-held buffer key.
@@ -152,6 +155,12 @@ extension AuthEnvironment {
         AuditBuffer(
             layout: layout, account: account,
             signer: GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces))
+    }
+
+    /// The key of the accounts' audit buffers when it exists (no keyring write): `unlock` reads it
+    /// while Argon2id runs and hands it to `audit(_:_:key:)`.
+    public func auditBufferKey() -> SecretBytes? {
+        try? GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces).bufferKey(create: false)
     }
 
     /// Records an event in the global trail.

@@ -137,17 +137,24 @@ public struct LockService: Sendable {
 
     public func unlock(_ account: Account, pin: PIN) throws(OStackError) {
         try agent.verify()  // a runtime directory or socket of another user: refuse before anything (#lock-3)
-        agent.startIfNeeded(environment: processEnvironment)  // starts while Argon2id runs
         let dek: AccountDataKey
-        // Whether a plain db-key is left over from an interrupted `pin set` is looked up while
-        // Argon2id runs (no other keyring call is under way then); it is deleted only after the PIN
-        // has opened the envelope.
+        // While Argon2id runs, on one other thread: the agent is started if it is not running, the
+        // audit buffer's key is read, and whether a plain db-key is left over from an interrupted
+        // `pin set` is looked up (no other keyring call is under way then; the key is deleted only
+        // after the PIN has opened the envelope).
         let plainKey = PlainKeyProbe()
         do {
-            (dek, _) = try openWithPIN(account, pin: pin) { [secrets] in
-                let key = self.key(account, .dbKey)
-                plainKey.start { (try? secrets.read(key)).map { $0 != nil } ?? true }
-            }
+            (dek, _) = try openWithPIN(
+                account, pin: pin,
+                whileDeriving: { [secrets, environment, agent, processEnvironment] in
+                    let key = self.key(account, .dbKey)
+                    plainKey.start {
+                        agent.startIfNeeded(environment: processEnvironment)
+                        plainKey.auditKey = environment.auditBufferKey()
+                        return (try? secrets.read(key)).map { $0 != nil } ?? true
+                    }
+                },
+                afterDeriving: { plainKey.wait() })
         } catch {
             plainKey.wait()
             // Recorded while locked: buffered, appended to the chain at the next unlock (AuditBuffer).
@@ -156,24 +163,18 @@ public struct LockService: Sendable {
             }
             throw error
         }
-        // The audit event (a keyring read and write for its buffer's anchor) is written while the
-        // key goes to the agent and the counter reset completes; `unlock` waits for all three.
-        plainKey.wait()  // done long ago (Argon2id took longer): no two keyring calls at once
-        let audited = DispatchGroup()
-        audited.enter()
-        DispatchQueue.global().async { [environment] in
-            environment.audit(account, "unlock", details: ["with": "pin"])
-            audited.leave()
-        }
+        // The key goes to the agent while the counter reset completes on its own thread; the audit
+        // event (a keyring read and write for its buffer's anchor) comes after the reset, so that
+        // no two keyring calls of this process ever overlap (libsecret's calls are not safe to
+        // run at once).
         do {
             try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
         } catch {
-            audited.wait()
             try? finishReset()
             throw error
         }
-        audited.wait()
         try finishReset()  // the counter reset is durable (read back) before `unlock` returns (#pin-3)
+        environment.audit(account, "unlock", details: ["with": "pin"], key: plainKey.auditKey)
         if plainKey.wait() { try deletePlainKey(account) }  // finishes an interrupted `pin set`
     }
 
@@ -219,10 +220,12 @@ public struct LockService: Sendable {
 
     /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
     /// reset on success; the fifth consecutive failure crypto-erases the PIN path (#pin-4).
-    /// `whileDeriving` runs once the attempt is counted, just before the key derivation starts.
-    func openWithPIN(_ account: Account, pin: PIN, whileDeriving: () -> Void = {}) throws(OStackError)
-        -> (AccountDataKey, PINRing)
-    {
+    /// `whileDeriving` runs once the attempt is counted, just before the key derivation starts;
+    /// `afterDeriving` as soon as it ends, before any other keyring call (it waits for whatever
+    /// `whileDeriving` started).
+    func openWithPIN(
+        _ account: Account, pin: PIN, whileDeriving: () -> Void = {}, afterDeriving: () -> Void = {}
+    ) throws(OStackError) -> (AccountDataKey, PINRing) {
         guard let envelope = try KeyEnvelope.read(from: environment.pinEnvelopePath(account)) else {
             if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) {
                 throw OStackError(.pinLockedOut, context: .init(account: account.alias))
@@ -235,7 +238,11 @@ public struct LockService: Sendable {
         var ring = try countAttempt(account)
         FailPoint.hit("unlock.after-count")
         whileDeriving()
-        let kek = try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+        let derived = Result { () throws(OStackError) in
+            try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+        }
+        afterDeriving()
+        let kek = try derived.get()
         do {
             let dek = try envelope.open(kek: kek, accountID: account.id)
             ring.failures = 0
@@ -288,6 +295,8 @@ final class PlainKeyProbe: @unchecked Sendable {
     private let group = DispatchGroup()
     private var found = false
     private var started = false
+    /// The audit buffer key, read in the same pass (nil: the audit reads it itself).
+    var auditKey: SecretBytes?
 
     func start(_ lookup: @escaping @Sendable () -> Bool) {
         started = true
