@@ -20,6 +20,8 @@ packages=(
   libkf5wallet-bin
   libqca-qt5-2-plugins
   jq
+  man-db
+  gcc
 )
 
 missing=()
