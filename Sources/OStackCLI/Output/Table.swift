@@ -39,10 +39,11 @@ public struct Table: Sendable {
         return ErrorPresenter.sanitize(flattened, maxLength: maxLength)
     }
 
+    /// RFC 4180: quoted when the value holds a comma, a quote, a line break or edge spaces (a
+    /// table's cells have no line breaks; an export's values may).
     static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" }) || text.first == " " || text.last == " " else {
-            return text
-        }
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) || text.first == " " || text.last == " "
+        else { return text }
         return "\"" + text.replacingAll("\"", with: "\"\"") + "\""
     }
 

@@ -136,7 +136,7 @@ final class ExportSink {
                 case .missing, .null: break
                 case .bool(let flag): line += flag ? "true" : "false"
                 case .number(let number): line += FieldValidator.format(number)
-                case .string(let text): line += Self.csvField(text)
+                case .string(let text): line += Table.csvField(text)
                 case .compound: return false
                 }
             }
@@ -169,7 +169,7 @@ final class ExportSink {
         case .csv:
             if columns == nil { columns = Self.columns(first: record, schema: schema) }
             if count == 0 { append(header(columns!)) }
-            append(columns!.map { Self.csvField(value(record[$0])) }.joined(separator: ",") + "\r\n")
+            append(columns!.map { Table.csvField(value(record[$0])) }.joined(separator: ",") + "\r\n")
         case .json:
             append((count == 0 ? "[" : ",\n") + JSONOutput.encode(record))
         default:
@@ -191,7 +191,7 @@ final class ExportSink {
 
     /// The CSV header line: field names (from the server when there is no metadata), sanitised for a terminal.
     private func header(_ columns: [String]) -> String {
-        columns.map { Self.csvField(sanitize ? OutputFilter.sanitizeKeepingLines($0) : $0) }.joined(separator: ",")
+        columns.map { Table.csvField(sanitize ? OutputFilter.sanitizeKeepingLines($0) : $0) }.joined(separator: ",")
             + "\r\n"
     }
 
@@ -219,18 +219,11 @@ final class ExportSink {
     /// first record's keys (`id` first).
     static func columns(first record: JSONValue, schema: ObjectSchema?) -> [String] {
         let keys = Set((record.objectValue ?? [:]).keys)
-        let system = ["created_at", "updated_at", "created_by", "updated_by", "owner_id"]
         if let schema {
-            return ["id"] + schema.fields.map(\.name).filter { $0 != "id" } + system.filter { keys.contains($0) }
+            return ["id"] + schema.fields.map(\.name).filter { $0 != "id" }
+                + ObjectSchema.systemFields.filter { $0 != "id" && keys.contains($0) }
         }
         return ["id"] + keys.filter { $0 != "id" }.sorted()
-    }
-
-    /// RFC 4180: quoted when the value holds a comma, a quote, a line break or edge spaces.
-    static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) || text.first == " " || text.last == " "
-        else { return text }
-        return "\"" + text.replacingAll("\"", with: "\"\"") + "\""
     }
 }
 
