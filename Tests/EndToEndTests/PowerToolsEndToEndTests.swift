@@ -16,6 +16,8 @@ import Testing
         #expect(titles.stdout == "Seed 1\nSeed 2\nSeed 3\nSeed 4\nSeed 5\n", "\(titles.stdout)")
         let count = try ostack.run(["records", "list", "task", "--all", "--jq", ".records | length"])
         #expect(count.stdout == "5\n")
+        let negated = try ostack.run(["records", "list", "task", "--limit", "1", "--jq", "-.records[0].amount"])
+        #expect(negated.stdout == "-1\n", "an expression starting with - is not an option: \(negated.stderr)")
 
         let template = #"{{range .records}}{{.title}} ({{if .done}}done{{else}}open{{end}}){{"\n"}}{{end}}"#
         let rendered = try ostack.run(["records", "list", "task", "--limit", "3", "--template", template])

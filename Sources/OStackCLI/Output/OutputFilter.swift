@@ -44,7 +44,9 @@ enum OutputFilter {
                     .invalidInput, context: .init(suggestion: "--jq needs jq: install it (`make deps` does)."),
                     detail: "no jq")
             }
-            let result = Subprocess.run(jq, ["-r", expression], input: document)
+            // A leading space keeps an expression that starts with `-` from being read as an option
+            // (jq 1.6 has no `--`); jq ignores the space.
+            let result = Subprocess.run(jq, ["-r", " " + expression], input: document)
             guard result.status == 0 else {
                 let said =
                     String(decoding: result.stderr.prefix(300), as: UTF8.self)
@@ -95,35 +97,23 @@ enum Subprocess {
     }
 
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]) -> Result {
-        var inPipe: [Int32] = [-1, -1]
-        var outPipe: [Int32] = [-1, -1]
-        var errPipe: [Int32] = [-1, -1]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&errPipe) == 0 else {
+        guard let inPipe = Spawn.pipe(), let outPipe = Spawn.pipe(), let errPipe = Spawn.pipe() else {
             return Result(status: -1, stdout: [], stderr: [])
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], STDERR_FILENO)
-        for fd in inPipe + outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
-        let words = [executable] + arguments
-        let argv = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ) == 0
-        close(inPipe[0])
-        close(outPipe[1])
-        close(errPipe[1])
-        guard spawned else {
-            close(inPipe[1])
-            close(outPipe[0])
-            close(errPipe[0])
+        let started = Spawn.start(
+            executable, arguments, environment: ProcessEnvironment.current(),
+            descriptors: [STDIN_FILENO: inPipe.read, STDOUT_FILENO: outPipe.write, STDERR_FILENO: errPipe.write])
+        close(inPipe.read)
+        close(outPipe.write)
+        close(errPipe.write)
+        guard let pid = started else {
+            close(inPipe.write)
+            close(outPipe.read)
+            close(errPipe.read)
             return Result(status: -1, stdout: [], stderr: [])
         }
         signal(SIGPIPE, SIG_IGN)  // a filter that stops reading early must not kill ostack
-        let writer = inPipe[1]
+        let writer = inPipe.write
         let written = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             input.withUnsafeBytes { raw in
@@ -140,17 +130,17 @@ enum Subprocess {
         }
         let errors = Mutex<[UInt8]>([])
         let errorsRead = DispatchSemaphore(value: 0)
-        let errorReader = errPipe[0]
+        let errorReader = errPipe.read
         DispatchQueue.global().async {
             let bytes = drain(errorReader)
             errors.withLock { $0 = bytes }
             errorsRead.signal()
         }
-        let output = drain(outPipe[0])
+        let output = drain(outPipe.read)
         written.wait()
         errorsRead.wait()
-        close(outPipe[0])
-        close(errPipe[0])
+        close(outPipe.read)
+        close(errPipe.read)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let exit = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)

@@ -17,27 +17,15 @@ enum Pager {
         let environment = context.environment
         let command = (environment["OSTACK_PAGER"] ?? environment["PAGER"] ?? "less").trimmingWhitespace()
         guard !command.isEmpty, command != "cat" else { return }
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[0], STDIN_FILENO)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addclose(&actions, fds[1])
+        guard let pipe = Spawn.pipe() else { return }
         var childEnvironment = environment
         if childEnvironment["LESS"] == nil { childEnvironment["LESS"] = "FRX" }
         if childEnvironment["LV"] == nil { childEnvironment["LV"] = "-c" }
-        let words: [String] = ["/bin/sh", "-c", command]
-        let argv = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let envp = childEnvironment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, envp) == 0
-        close(fds[0])
-        guard spawned else {
-            close(fds[1])
+        let started = Spawn.start(
+            "/bin/sh", ["-c", command], environment: childEnvironment, descriptors: [STDIN_FILENO: pipe.read])
+        close(pipe.read)
+        guard let pid = started else {
+            close(pipe.write)
             return
         }
         // A pager that quits early (`q` in less) must not kill ostack with SIGPIPE: writes fail
@@ -47,8 +35,8 @@ enum Pager {
         // leave it holding the terminal.
         signal(SIGINT, SIG_IGN)
         signal(SIGQUIT, SIG_IGN)
-        dup2(fds[1], STDOUT_FILENO)
-        close(fds[1])
+        dup2(pipe.write, STDOUT_FILENO)
+        close(pipe.write)
         child = pid
     }
 
