@@ -46,9 +46,18 @@ public struct CommandContext: Sendable {
     }
 
     /// The account selected for this command (`--account` > `OSTACK_ACCOUNT` > default).
+    /// The default account, the common case, decodes only its own registry entry (every command
+    /// selects an account at start; `status --short` runs at every shell prompt). Anything else —
+    /// `--account`, `OSTACK_ACCOUNT`, an older registry format, a default that is gone — reads the
+    /// whole registry, with the same result.
     public func selectedAccount() throws(OStackError) -> (account: Account, source: SelectionSource) {
-        let accounts = try registry.accounts()
         let defaultAccount = try configuration.load().defaultAccount
+        if global.account?.isEmpty ?? true, environment["OSTACK_ACCOUNT"]?.isEmpty ?? true, let defaultAccount,
+            let account = try registry.account(withID: defaultAccount)
+        {
+            return (account, .default)
+        }
+        let accounts = try registry.accounts()
         return try AccountSelection(accounts: accounts).select(
             flag: global.account, environment: environment["OSTACK_ACCOUNT"], defaultAccount: defaultAccount)
     }

@@ -34,11 +34,7 @@ extension Status {
     static func runShort(_ context: CommandContext) throws {
         let selected: Account?
         do {
-            if let account = try defaultAccountOnly(context) {
-                selected = account
-            } else {
-                selected = try context.selectedAccount().account
-            }
+            selected = try context.selectedAccount().account
         } catch {
             guard error.code == .noAccount else { throw error }
             selected = nil
@@ -51,16 +47,6 @@ extension Status {
         }
         let line = document.alias == nil ? "" : shortLine(document)
         context.emit(json: document) { line }
-    }
-
-    /// The default account, decoding only its registry entry, when nothing else selects one (no
-    /// `--account`, no `OSTACK_ACCOUNT`); nil otherwise, or when it is not found, and the full
-    /// selection answers (the same result, as `AccountSelection` picks the default the same way).
-    static func defaultAccountOnly(_ context: CommandContext) throws(OStackError) -> Account? {
-        guard context.global.account?.isEmpty ?? true, context.environment["OSTACK_ACCOUNT"]?.isEmpty ?? true,
-            let id = try context.configuration.load().defaultAccount
-        else { return nil }
-        return try context.registry.account(withID: id)
     }
 
     static func shortDocument(_ summary: AccountSummary, state: AccountStateSummary?, now: Date) -> ShortDocument {
