@@ -60,6 +60,13 @@ import Testing
                 .contains("41%  41 000/100 000  20 500/s  ETA 3 s"))
     }
 
+    /// A comma or quote followed by a combining mark is still a comma or a quote to a CSV reader.
+    @Test func csvQuotingSeesScalarsNotCharacters() {
+        #expect(Table.csvField("a,\u{301}b") == "\"a,\u{301}b\"")
+        #expect(Table.csvField("x\"\u{301}\ny") == "\"x\"\"\u{301}\ny\"")
+        #expect(Table.csvField("plain") == "plain")
+    }
+
     @Test func wideCharactersTakeTwoColumns() {
         #expect(DisplayWidth.of("日本語") == 6)
         #expect(DisplayWidth.of("e\u{301}") == 1)
@@ -86,14 +93,15 @@ import Testing
 
     @Test func keyOrderIsTheDocumentsOrder() {
         let body = Array(
-            #"{"success":true,"data":{"item":{"name":"task","label":"A \"fields\" label","fields":{"zeta":{"fields":{"x":1}},"alpha":{"options":[{"a":[1,2,{}]}]},"mid\u00e9":{}}}}}"#
+            #"{"success":true,"meta":{"fields":{"not":1,"these":2}},"data":{"item":{"name":"task","label":"A \"fields\" label","fields":{"zeta":{"fields":{"x":1}},"alpha":{"options":[{"a":[1,2,{}]}]},"mid\u00e9":{}}}}}"#
                 .utf8)
-        #expect(JSONKeyOrder.members(of: "fields", in: body) == ["zeta", "alpha", "midé"])
-        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"fields":{}}"#.utf8)) == [])
-        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"fields":{"a":1"#.utf8)) == nil)
-        #expect(JSONKeyOrder.members(of: "fields", in: Array(#"{"other":[]}"#.utf8)) == nil)
+        #expect(JSONKeyOrder.members(at: ["data", "item", "fields"], in: body) == ["zeta", "alpha", "midé"])
+        #expect(JSONKeyOrder.members(at: ["fields"], in: Array(#"{"fields":{}}"#.utf8)) == [])
+        #expect(JSONKeyOrder.members(at: ["fields"], in: Array(#"{"fields":{"a":1"#.utf8)) == nil)
+        #expect(JSONKeyOrder.members(at: ["fields"], in: Array(#"{"other":[]}"#.utf8)) == nil)
+        #expect(JSONKeyOrder.members(at: ["item", "fields"], in: Array(#"{"item":{"fields":[]}}"#.utf8)) == nil)
         let deep = String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
-        #expect(JSONKeyOrder.members(of: "fields", in: Array(deep.utf8)) == nil)
+        #expect(JSONKeyOrder.members(at: ["fields"], in: Array(deep.utf8)) == nil)
     }
 
     @Test func mistypedSubcommandsGetASuggestion() {

@@ -41,10 +41,22 @@ public struct Table: Sendable {
 
     /// RFC 4180: quoted when the value holds a comma, a quote, a line break or edge spaces (a
     /// table's cells have no line breaks; an export's values may).
+    /// Decided on Unicode scalars, not characters: a `,` or `"` followed by a combining mark is one
+    /// Swift character, but a CSV reader still sees the comma or the quote.
     static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0.isNewline }) || text.first == " " || text.last == " "
+        let scalars = text.unicodeScalars
+        guard
+            scalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) || scalars.first == " "
+                || scalars.last == " "
         else { return text }
-        return "\"" + text.replacingAll("\"", with: "\"\"") + "\""
+        var quoted = String.UnicodeScalarView()
+        quoted.append("\"")
+        for scalar in scalars {
+            if scalar == "\"" { quoted.append("\"") }
+            quoted.append(scalar)
+        }
+        quoted.append("\"")
+        return String(quoted)
     }
 
     private func aligned(headers: [String], rows: [[String]], width: Int?, terminal: Terminal?) -> String {
@@ -150,13 +162,5 @@ enum DisplayWidth {
             used += size
         }
         return result + "…"
-    }
-}
-
-extension String {
-    func replacingAll(_ target: Character, with replacement: String) -> String {
-        var result = ""
-        for character in self { if character == target { result += replacement } else { result.append(character) } }
-        return result
     }
 }

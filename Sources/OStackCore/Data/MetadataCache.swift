@@ -84,7 +84,7 @@ public struct MetadataCache: Sendable {
             throw OStackError(
                 .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "meta item malformed")
         }
-        if let order = JSONKeyOrder.members(of: "fields", in: outcome.response.body), !order.isEmpty {
+        if let order = JSONKeyOrder.members(at: ["item", "fields"], in: outcome.response.body), !order.isEmpty {
             members[ObjectSchema.fieldOrderKey] = .array(order.map(JSONValue.string))
             item = .object(members)
         }

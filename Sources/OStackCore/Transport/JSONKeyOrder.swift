@@ -3,46 +3,37 @@
 /// defined them, and tables show columns in that order (docs/output.md, "Columns of records list").
 /// Reads with `FieldScanner.Reader`, the byte reader the list and record scanners use.
 public enum JSONKeyOrder {
-    /// The member names, in document order, of the first object found under a member named `key`
-    /// (searching nested objects depth first, in document order); nil when there is none or the
-    /// text is not well-formed enough to tell (nested deeper than 64 objects, unterminated).
-    public static func members(of key: String, in bytes: [UInt8]) -> [String]? {
+    /// The member names, in document order, of the object at `path` (member names from the top
+    /// object down, e.g. `["item", "fields"]`); nil when there is no object there or the text is
+    /// not well-formed enough to tell.
+    public static func members(at path: [String], in bytes: [UInt8]) -> [String]? {
         bytes.withUnsafeBytes { raw in
             var reader = FieldScanner.Reader(bytes: raw)
+            for name in path {
+                reader.skipSpace()
+                guard enter(&reader, member: name) else { return nil }
+            }
             reader.skipSpace()
-            return search(&reader, key: Array(key.utf8), depth: 0)
+            return memberNames(&reader)
         }
     }
 
-    /// In the object at the reader, which it moves past: the members of `key`'s object.
-    private static func search(_ reader: inout FieldScanner.Reader, key: [UInt8], depth: Int) -> [String]? {
-        guard depth < 64, reader.consume(UInt8(ascii: "{")) else { return nil }
-        var found: [String]?
+    /// Moves the reader from the start of an object to the value of its member `name` (the first
+    /// one), which must be an object; false when there is none.
+    private static func enter(_ reader: inout FieldScanner.Reader, member name: String) -> Bool {
+        guard reader.consume(UInt8(ascii: "{")) else { return false }
         reader.skipSpace()
-        if reader.consume(UInt8(ascii: "}")) { return nil }
+        if reader.consume(UInt8(ascii: "}")) { return false }
         while true {
             reader.skipSpace()
-            guard let name = reader.stringRange() else { return nil }
+            guard let key = reader.stringRange() else { return false }
             reader.skipSpace()
-            guard reader.consume(UInt8(ascii: ":")) else { return nil }
+            guard reader.consume(UInt8(ascii: ":")) else { return false }
             reader.skipSpace()
-            if found == nil, reader.current == UInt8(ascii: "{") {
-                let start = reader.index
-                if FieldScanner.Reader.decode(reader.bytes, name) == String(decoding: key, as: UTF8.self) {
-                    guard let names = memberNames(&reader) else { return nil }
-                    found = names
-                } else if let nested = search(&reader, key: key, depth: depth + 1) {
-                    found = nested
-                } else {
-                    reader.index = start
-                    guard reader.skipValue() else { return nil }
-                }
-            } else if !reader.skipValue() {
-                return nil
-            }
+            if FieldScanner.Reader.decode(reader.bytes, key) == name { return reader.current == UInt8(ascii: "{") }
+            guard reader.skipValue() else { return false }
             reader.skipSpace()
-            if reader.consume(UInt8(ascii: ",")) { continue }
-            return reader.consume(UInt8(ascii: "}")) ? found : nil
+            guard reader.consume(UInt8(ascii: ",")) else { return false }
         }
     }
 
