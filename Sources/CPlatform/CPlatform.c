@@ -15,6 +15,10 @@ int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *pa
     return posix_spawn_file_actions_addchdir_np(actions, path);
 }
 
+int cplatform_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
+
 #include <sys/socket.h>
 
 long cplatform_peer_uid(int fd) {

@@ -75,6 +75,10 @@ import Testing
             #expect(try registry.account(withID: account.id) == account)
         }
         #expect(try registry.account(withID: try #require(AccountID(rawValue: "crm.example.com::nobody"))) == nil)
+        // The same id twice (a hand-edited registry): no guess, the caller reads the whole registry.
+        let twice = try #require(try registry.accounts().first)
+        try registry.update { $0.append(twice) }
+        #expect(try registry.account(withID: twice.id) == nil)
 
         let older = TemporaryDirectory()
         let oldLayout = FileLayout(environment: ["OSTACK_HOME": older.path], userID: 1)

@@ -17,6 +17,10 @@ int cplatform_pipe_cloexec(int fds[2]);
 /// posix_spawn_file_actions_addchdir_np: a GNU extension Glibc's Swift overlay does not expose.
 int cplatform_spawn_addchdir(posix_spawn_file_actions_t *actions, const char *path);
 
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34+): the child closes every descriptor from
+/// `lowest` up, so it inherits none but the ones it was given.
+int cplatform_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int lowest);
+
 /// The uid of the process at the other end of a connected Unix socket (SO_PEERCRED; struct ucred
 /// needs _GNU_SOURCE). Returns -1 on error.
 long cplatform_peer_uid(int fd);

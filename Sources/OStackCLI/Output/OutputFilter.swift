@@ -97,9 +97,12 @@ enum Subprocess {
     }
 
     static func run(_ executable: String, _ arguments: [String], input: [UInt8]) -> Result {
-        guard let inPipe = Spawn.pipe(), let outPipe = Spawn.pipe(), let errPipe = Spawn.pipe() else {
+        let pipes = (0..<3).compactMap { _ in Spawn.pipe() }
+        guard pipes.count == 3 else {
+            for pipe in pipes { close(pipe.read); close(pipe.write) }
             return Result(status: -1, stdout: [], stderr: [])
         }
+        let (inPipe, outPipe, errPipe) = (pipes[0], pipes[1], pipes[2])
         let started = Spawn.start(
             executable, arguments, environment: ProcessEnvironment.current(),
             descriptors: [STDIN_FILENO: inPipe.read, STDOUT_FILENO: outPipe.write, STDERR_FILENO: errPipe.write])

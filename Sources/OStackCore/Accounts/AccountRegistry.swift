@@ -33,14 +33,18 @@ public struct AccountRegistry: Sendable {
             guard version == .number(Double(RegistryFormat.currentVersion)),
                 let found = FieldScanner.objectRanges(of: "accounts", in: raw)
             else { return nil }
-            return Array("id".utf8).withUnsafeBytes { key in
-                found.ranges.first {
+            let matching = Array("id".utf8).withUnsafeBytes { key in
+                found.ranges.filter {
                     FieldScanner.value(of: key, in: UnsafeRawBufferPointer(rebasing: raw[$0])) == .string(id.rawValue)
                 }
             }
+            // Exactly one entry (a hand-edited registry with the id twice takes the full path).
+            return matching.count == 1 ? matching[0] : nil
         }
-        guard let range else { return nil }
-        return try? RegistryFormat.decoder().decode(Account.self, from: Data(bytes[range]))
+        guard let range, let account = try? RegistryFormat.decoder().decode(Account.self, from: Data(bytes[range])),
+            account.id == id
+        else { return nil }
+        return account
     }
 
     /// Runs `body` on the accounts under the registry lock and writes the result back if it changed.
