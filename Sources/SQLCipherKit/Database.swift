@@ -169,6 +169,17 @@ public final class Database: @unchecked Sendable {
         return result
     }
 
+    /// Runs `body` in the transaction already open, or in a new one (`transaction`) when none is.
+    /// Unlike `transaction`, a nested call sets no savepoint, so a failure inside it is not undone on
+    /// its own: it must fail the enclosing transaction (a caller that catches it and goes on would
+    /// keep half of the body's changes). For the small writes made many times inside one large
+    /// transaction: under a savepoint SQLite journals every page a write changes, and SQLCipher
+    /// encrypts each of those copies (docs/decisions/0010-pull-write-path.md).
+    public func joiningTransaction<R, E: Error>(_ body: () throws(E) -> R) throws -> R {
+        if savepointDepth > 0 { return try body() }
+        return try transaction(body)
+    }
+
     // MARK: Maintenance
 
     /// `PRAGMA integrity_check`: nil when "ok", else the first problem reported.

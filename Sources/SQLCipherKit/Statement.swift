@@ -50,13 +50,7 @@ public final class Statement {
         case .null: rc = sqlite3_bind_null(handle, index)
         case .integer(let number): rc = sqlite3_bind_int64(handle, index, number)
         case .real(let number): rc = sqlite3_bind_double(handle, index, number)
-        case .text(let text):
-            // Explicit byte length: text may contain NUL characters.
-            var utf8 = text.utf8CString
-            utf8.removeLast()
-            rc = utf8.withUnsafeBufferPointer { buffer in
-                sqlite3_bind_text(handle, index, buffer.baseAddress, Int32(buffer.count), csqlcipher_transient())
-            }
+        case .text(let text): rc = textCode(text, at: index)
         case .blob(let bytes):
             rc = bytes.withUnsafeBytes { raw in
                 sqlite3_bind_blob(
@@ -65,6 +59,48 @@ public final class Statement {
             }
         }
         try database.check(rc, "bind")
+    }
+
+    private func textCode(_ text: String, at index: Int32) -> Int32 {
+        // Explicit byte length: text may contain NUL characters. SQLite copies it.
+        var text = text
+        return text.withUTF8 { utf8 in
+            sqlite3_bind_text(
+                handle, index,
+                UnsafeRawPointer(utf8.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                    .assumingMemoryBound(to: CChar.self), Int32(utf8.count), csqlcipher_transient())
+        }
+    }
+
+    // Unchecked binds for bulk writes: no array of values, no `String` of bytes already in hand. The
+    // first failure (a bad index, out of memory) is kept and thrown by `checkBindings()`.
+
+    public func bindText(_ text: String, at index: Int32) { note(textCode(text, at: index)) }
+
+    /// Binds bytes the caller has checked to be UTF-8 as text (SQLite copies them).
+    public func bindText(utf8 bytes: UnsafeRawBufferPointer, at index: Int32) {
+        note(
+            sqlite3_bind_text(
+                handle, index,
+                (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self),
+                Int32(bytes.count), csqlcipher_transient()))
+    }
+
+    public func bindInteger(_ value: Int64, at index: Int32) { note(sqlite3_bind_int64(handle, index, value)) }
+
+    public func bindNull(at index: Int32) { note(sqlite3_bind_null(handle, index)) }
+
+    private var bindFailure: Int32 = 0
+
+    private func note(_ code: Int32) {
+        if code != 0 && bindFailure == 0 { bindFailure = code }
+    }
+
+    /// Throws the first failure of the unchecked binds since the last call.
+    public func checkBindings() throws(SQLiteError) {
+        let code = bindFailure
+        bindFailure = 0
+        try database.check(code, "bind")
     }
 
     /// Binds secret bytes as text without them ever becoming a Swift `String` (SQLite copies them).

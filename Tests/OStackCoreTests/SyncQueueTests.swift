@@ -522,6 +522,53 @@ private struct Fixture {
         #expect(try store.indexedFields("task").isEmpty)
     }
 
+    /// The pull's write path (`MirrorWriter`, docs/decisions/0010-pull-write-path.md): a first pull
+    /// inserts before it looks up, so a record that is here after all, or comes twice, must still be
+    /// updated in place with its indexed fields replaced.
+    @Test func aFirstPullMeetingRecordsAlreadyHereUpdatesThemInPlace() throws {
+        try store.track(schema)
+        try store.putRecord("task", ["id": "t1", "title": "Local", "project_id": "p1"], version: "v1")
+        let rid = try store.database.scalarInteger("SELECT rid FROM records WHERE id = 't1'")
+        try store.markInvalid("task", "t1")
+        func row(_ id: String, _ version: String, _ fields: String) -> (id: String, version: String?, json: [UInt8]) {
+            (id, version, Array(#"{"id":"\#(id)",\#(fields)}"#.utf8))
+        }
+        let written = try store.transaction { () throws(OStackError) -> Int in
+            try store.applyPulled(
+                "task",
+                [
+                    row("t1", "v2", #""title":"Server""#),
+                    row("t2", "v1", #""title":"First","project_id":"p2""#),
+                    row("t2", "v2", #""title":"Second","project_id":"p3""#),
+                ], likelyNew: true)
+        }
+        #expect(written == 3)
+        #expect(try store.recordCount("task") == 2)
+        #expect(try store.database.scalarInteger("SELECT rid FROM records WHERE id = 't1'") == rid)
+        #expect(try store.database.scalarInteger("SELECT invalid FROM records WHERE id = 't1'") == 0)
+        #expect(try store.record("task", "t1")?.version == "v2")
+        #expect(try store.record("task", "t2")?.data["title"] == "Second")
+        let fields = try store.database.query(
+            "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
+        ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
+        #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second"])
+    }
+
+    /// Inside an open transaction the mirror writes join it (no savepoint): a failure after them
+    /// undoes them with everything else.
+    @Test func mirrorWritesInsideATransactionAreUndoneWithIt() throws {
+        try store.track(schema)
+        #expect(throws: OStackError.self) {
+            try store.transaction { () throws(OStackError) in
+                try store.putRecord("task", ["id": "t9", "title": "Gone"], version: "v1")
+                _ = try store.applyPulled("task", [("t8", "v1", Array(#"{"id":"t8"}"#.utf8))], likelyNew: true)
+                throw OStackError(.storageFailure, detail: "test")
+            }
+        }
+        #expect(try store.recordCount("task") == 0)
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 0)
+    }
+
     @Test func indexedEqualitiesAreOnlyNonNumericStrings() throws {
         func indexable(_ text: String) throws -> [String] {
             let condition = try FilterCondition.parse(try #require(JSONValue.parse(Array(text.utf8))))

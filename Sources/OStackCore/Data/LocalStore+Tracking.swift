@@ -18,11 +18,14 @@ extension LocalStore {
     /// of values an index lookup per row is slower than the sequential scan.
     static let indexedTypes: Set<String> = ["lookup", "master_detail", "user", "email"]
 
+    /// The fields of `schema` whose values go into `record_fields`.
+    public static func indexedFieldNames(_ schema: ObjectSchema) -> [String] {
+        schema.fields.filter { indexedTypes.contains($0.type) }.map(\.name) + (schema.nameField.map { [$0] } ?? [])
+    }
+
     /// Starts mirroring `object` and creates its indexes.
     public func track(_ schema: ObjectSchema) throws(OStackError) {
-        let fields =
-            schema.fields.filter { Self.indexedTypes.contains($0.type) }.map(\.name)
-            + (schema.nameField.map { [$0] } ?? [])
+        let fields = Self.indexedFieldNames(schema)
         try transaction { () throws(OStackError) in
             try run(
                 "INSERT OR IGNORE INTO tracked (object) VALUES (?)", [.text(schema.name)])
@@ -107,7 +110,7 @@ extension LocalStore {
 
     public func advanceCursor(_ object: String, version: String, id: String) throws(OStackError) {
         try run(
-            "UPDATE tracked SET cursor_version = ?, cursor_id = ? WHERE object = ?",
+            "UPDATE OR FAIL tracked SET cursor_version = ?, cursor_id = ? WHERE object = ?",
             [.text(version), .text(id), .text(object)])
     }
 

@@ -129,6 +129,18 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// `body` as part of the transaction already open (no savepoint: a failure fails that
+    /// transaction), or in its own when none is (`Database.joiningTransaction`).
+    func joiningTransaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
+        do {
+            return try database.joiningTransaction(body)
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw Self.storage(error)
+        }
+    }
+
     static func storage(_ error: any Error) -> OStackError {
         if let sqlite = error as? SQLiteError {
             if sqlite.kind == .unreadable { return OStackError(.storageUnreadable, detail: "database: \(sqlite.kind)") }
@@ -143,20 +155,22 @@ public final class LocalStore: @unchecked Sendable {
     /// thousands of times per push.
     private var statements: [String: Statement] = [:]
 
-    func statement(_ sql: String, _ bindings: [SQLValue]) throws(OStackError) -> Statement {
+    /// The statement for `sql`, prepared once.
+    func prepared(_ sql: String) throws(OStackError) -> Statement {
+        if let cached = statements[sql] { return cached }
         do {
-            let statement: Statement
-            if let cached = statements[sql] {
-                statement = cached
-            } else {
-                statement = try database.prepare(sql)
-                if statements.count < 64 { statements[sql] = statement }
-            }
-            try statement.bind(bindings)
+            let statement = try database.prepare(sql)
+            if statements.count < 64 { statements[sql] = statement }
             return statement
         } catch {
             throw Self.storage(error)
         }
+    }
+
+    func statement(_ sql: String, _ bindings: [SQLValue]) throws(OStackError) -> Statement {
+        let statement = try prepared(sql)
+        do { try statement.bind(bindings) } catch { throw Self.storage(error) }
+        return statement
     }
 
     func run(_ sql: String, _ bindings: [SQLValue] = []) throws(OStackError) {
@@ -213,48 +227,16 @@ public final class LocalStore: @unchecked Sendable {
     /// Writes a record as the server has it (or as a local edit shows it).
     public func putRecord(_ object: String, _ data: JSONValue, version: String?) throws(OStackError) {
         guard let id = data["id"]?.stringValue else { return }
-        let fields = try indexedFields(object).sorted()
-        let scanner = FieldScanner(fields: fields)
-        try transaction { () throws(OStackError) in
-            try write(object, id: id, json: data.serialized(), version: version, fields: fields, scanner: scanner)
-        }
-    }
-
-    /// One record into the mirror and its indexed fields into `record_fields`: an existing row is
-    /// updated in place (its `rid`, and so its place in the table, stays), a new one appended.
-    /// Like the REPLACE it stands for, it resets `schema_version` and `invalid`.
-    func write(
-        _ object: String, id: String, json: [UInt8], version: String?, fields: [String], scanner: FieldScanner
-    ) throws(OStackError) {
-        let text = SQLValue.text(String(decoding: json, as: UTF8.self))
-        let versionValue = version.map { SQLValue.text($0) } ?? .null
-        let existing = try integer("SELECT rid FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)])
-        let rid: Int
-        if existing != 0 {
-            rid = existing
-            try run(
-                "UPDATE records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?",
-                [text, versionValue, .integer(Int64(rid))])
-            if !fields.isEmpty { try run("DELETE FROM record_fields WHERE rid = ?", [.integer(Int64(rid))]) }
-        } else {
-            try run(
-                "INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)",
-                [.text(object), .text(id), text, versionValue])
-            rid = Int(database.lastInsertRowID)
-        }
-        guard !fields.isEmpty else { return }
-        let values = json.withUnsafeBytes { raw in scanner.scan(raw) }
-        for (field, value) in zip(fields, values) {
-            guard case .string(let string) = value else { continue }
-            try run(
-                "INSERT OR REPLACE INTO record_fields (rid, field, object, value) VALUES (?, ?, ?, ?)",
-                [.integer(Int64(rid)), .text(field), .text(object), .text(string)])
+        let writer = try MirrorWriter(store: self, object: object)
+        let json = data.serialized()
+        try joiningTransaction { () throws(OStackError) in
+            try writer.write(id: id, json: json, version: version)
         }
     }
 
     /// Flags a mirrored record as not valid (its server version could not be taken: it is stale).
     public func markInvalid(_ object: String, _ id: String) throws(OStackError) {
-        try run("UPDATE records SET invalid = 1 WHERE object = ? AND id = ?", [.text(object), .text(id)])
+        try run("UPDATE OR FAIL records SET invalid = 1 WHERE object = ? AND id = ?", [.text(object), .text(id)])
     }
 
     public func deleteRecord(_ object: String, _ id: String) throws(OStackError) {
@@ -263,7 +245,9 @@ public final class LocalStore: @unchecked Sendable {
 
     /// Replaces a local id with the server's (a server that ignored the client-chosen id).
     public func renameRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
-        try run("UPDATE records SET id = ? WHERE object = ? AND id = ?", [.text(newID), .text(object), .text(oldID)])
+        try run(
+            "UPDATE OR FAIL records SET id = ? WHERE object = ? AND id = ?",
+            [.text(newID), .text(object), .text(oldID)])
         try renameQueuedRecord(object, from: oldID, to: newID)
         // The id the user was shown keeps working (docs/sync.md, "Acknowledgement").
         try setValue(Self.aliasKey(object, oldID), newID)
@@ -293,18 +277,18 @@ public final class LocalStore: @unchecked Sendable {
     /// Pulled records, written in one transaction with one prepared statement; a record with a queued
     /// local change is left alone (pending changes are never overwritten). Returns how many were
     /// written.
-    public func applyPulled(_ object: String, _ records: [(id: String, version: String?, json: [UInt8])])
-        throws(OStackError) -> Int
-    {
-        let fields = try indexedFields(object).sorted()
-        let scanner = FieldScanner(fields: fields)
-        return try transaction { () throws(OStackError) -> Int in
+    /// `likelyNew`: most records are not in the mirror yet (a first pull): each is inserted first,
+    /// and only looked up when the insert finds it there.
+    public func applyPulled(
+        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false
+    ) throws(OStackError) -> Int {
+        let writer = try MirrorWriter(store: self, object: object)
+        return try joiningTransaction { () throws(OStackError) -> Int in
             // Records with a queued change are skipped (usually none: one query per page).
             let queued = try queuedRecordIDs(object)
             var written = 0
             for record in records where !queued.contains(record.id) {
-                try write(
-                    object, id: record.id, json: record.json, version: record.version, fields: fields, scanner: scanner)
+                try writer.write(id: record.id, json: record.json, version: record.version, likelyNew: likelyNew)
                 written += 1
             }
             return written

@@ -124,7 +124,7 @@ public struct MetadataCache: Sendable {
             let bad = !validator.problems(in: data.filter { schema.isKnown($0.key) }, complete: true).isEmpty
             if bad { invalid += 1 }
             try store.run(
-                "UPDATE records SET schema_version = ?, invalid = ? WHERE object = ? AND id = ?",
+                "UPDATE OR FAIL records SET schema_version = ?, invalid = ? WHERE object = ? AND id = ?",
                 [.integer(Int64(version)), .integer(bad ? 1 : 0), .text(schema.name), .text(id)])
         }
         try store.setValue("schema.\(schema.name).changed-at", String(store.now))

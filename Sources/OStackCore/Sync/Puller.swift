@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
 /// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
@@ -9,6 +10,8 @@ struct Puller {
     let store: LocalStore
     let api: DataAPI
     var pageSize = 2000
+    /// Pages fetched ahead of the one being written (each about 1 MB at 2 000 records of ~450 bytes).
+    var pagesAhead = 3
     /// Reconcile deletions when the last reconciliation is older than this.
     var reconcileInterval: Double = 900
     var progress: (@Sendable (SyncProgress) -> Void)?
@@ -40,9 +43,14 @@ struct Puller {
         // A first pull brings every record, so it needs no deletion reconciliation right after.
         let initial = state.cursorVersion == nil
         _ = api.directory.discovery  // routes resolved here, not on the fetching thread
-        var pending = fetchPage(
-            object, after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, count: progress != nil)
-        var page = try pending.wait()
+        let stream = PageStream(depth: pagesAhead)
+        defer { stream.cancel() }
+        stream.start(
+            after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, pageSize: pageSize
+        ) { [self] (cursor, first) throws(OStackError) -> Page in
+            try fetchPage(object, after: cursor, count: first && progress != nil)
+        }
+        var page = try stream.next()
         // What is left to pull, counted by the server once (for the progress display only).
         let total = page.total
         var seen = 0
@@ -72,8 +80,7 @@ struct Puller {
                 while more && written < recordsPerCommit {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     more = page.count >= pageSize && last.version != nil
-                    if more { pending = fetchPage(object, after: (last.version!, last.id)) }
-                    let applied = try store.applyPulled(object, page.records)
+                    let applied = try store.applyPulled(object, page.records, likelyNew: initial)
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
                     // An older copy of a rejected record is stale now: kept, but flagged.
@@ -88,7 +95,7 @@ struct Puller {
                     seen += page.count
                     progress?(.pulling(object: object, done: seen, total: total.map { Swift.max($0, seen) }))
                     if more {
-                        page = try pending.wait()
+                        page = try stream.next()
                         if page.count > pageSize { throw malformed("list page bigger than asked") }
                         more = page.count > 0
                         if more, let next = page.last, visited.contains((next.version ?? "") + "\u{0}" + next.id) {
@@ -107,11 +114,12 @@ struct Puller {
         return report
     }
 
-    /// Starts fetching one keyset page on a background thread.
+    /// Fetches one keyset page (on the stream's thread).
     /// `count`: ask for the server's `total` (a COUNT query on its side; only the first page of a
     /// pull someone watches asks).
-    func fetchPage(_ object: String, after cursor: (version: String, id: String)?, count: Bool = false) -> PageFetch {
-        let fetch = PageFetch()
+    func fetchPage(_ object: String, after cursor: (version: String, id: String)?, count: Bool = false)
+        throws(OStackError) -> Page
+    {
         let api = self.api
         var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
         if !count { query.append(("count", "false")) }
@@ -122,24 +130,15 @@ struct Puller {
             ]
             query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
         }
-        let request = query
-        DispatchQueue.global().async {
-            fetch.finish(
-                Result { () throws(OStackError) -> Page in
-                    let outcome = try api.exchange(.list(object: object), query: request)
-                    guard outcome.ok else {
-                        throw outcome.error.asOStackError(
-                            account: api.account.alias, host: api.account.server.authority)
-                    }
-                    guard let page = Self.parsePage(outcome.response.body) else {
-                        throw OStackError(
-                            .unexpectedResponse, context: .init(host: api.account.server.authority),
-                            detail: "list page malformed")
-                    }
-                    return page
-                })
+        let outcome = try api.exchange(.list(object: object), query: query)
+        guard outcome.ok else {
+            throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
         }
-        return fetch
+        guard let page = Self.parsePage(outcome.response.body) else {
+            throw OStackError(
+                .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "list page malformed")
+        }
+        return page
     }
 
     /// A list page's records as (id, version, raw JSON), found without decoding the page; each
@@ -155,7 +154,7 @@ struct Puller {
             for range in found.ranges {
                 let slice = UnsafeRawBufferPointer(rebasing: raw[range])
                 let values = scanner.scan(slice)
-                guard case .string(let id) = values[0], PushClassifier.recordID(.object(["id": .string(id)])) != nil
+                guard case .string(let id) = values[0], PushClassifier.isUsableID(id)
                 else {
                     page.rejected.append(nil)
                     continue
@@ -184,19 +183,69 @@ public struct PullReport: Sendable {
     public var rejected: [String?] = []
 }
 
-/// One page being fetched in the background; `wait` blocks until it arrives.
-final class PageFetch: @unchecked Sendable {
-    // @unchecked: `result` is written once before `done` is signalled and read only after waiting.
-    private var result: Result<Puller.Page, OStackError>?
-    private let done = DispatchSemaphore(value: 0)
+/// Keyset pages fetched ahead of the writer on a thread of their own, at most `depth` waiting: the
+/// fetcher does not stall while a commit writes, and the writer rarely waits for the network.
+/// Each page's request needs the previous page's last key, so the fetcher follows the keyset on its
+/// own; it stops at a short page, a page without a key, a page bigger than asked, an error, or
+/// `cancel()`. The writer checks the same conditions and asks for a next page only when the fetcher
+/// goes on; a `next()` after the fetcher stopped fails instead of waiting forever.
+final class PageStream: Sendable {
+    private struct State {
+        var pages: [Result<Puller.Page, OStackError>] = []
+        var finished = false
+        var cancelled = false
+    }
+    private let state = Mutex(State())
+    private let ready = DispatchSemaphore(value: 0)
+    private let room: DispatchSemaphore
 
-    func finish(_ result: Result<Puller.Page, OStackError>) {
-        self.result = result
-        done.signal()
+    init(depth: Int) { room = DispatchSemaphore(value: max(1, depth)) }
+
+    func start(
+        after cursor: (version: String, id: String)?, pageSize: Int,
+        fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.Page
+    ) {
+        DispatchQueue.global().async { [self] in
+            var cursor = cursor
+            var first = true
+            while true {
+                room.wait()
+                if state.withLock({ $0.cancelled }) { break }
+                let result = Result { () throws(OStackError) -> Puller.Page in try fetch(cursor, first) }
+                first = false
+                state.withLock { $0.pages.append(result) }
+                ready.signal()
+                guard case .success(let page) = result, page.count == pageSize, let last = page.last,
+                    let version = last.version
+                else { break }
+                cursor = (version, last.id)
+            }
+            state.withLock { $0.finished = true }
+            ready.signal()
+        }
     }
 
-    func wait() throws(OStackError) -> Puller.Page {
-        done.wait()
-        return try result!.get()
+    /// The next page, waiting for it.
+    func next() throws(OStackError) -> Puller.Page {
+        while true {
+            ready.wait()
+            let (page, done): (Result<Puller.Page, OStackError>?, Bool) = state.withLock {
+                $0.pages.isEmpty ? (nil, $0.finished) : ($0.pages.removeFirst(), false)
+            }
+            if let page {
+                room.signal()
+                return try page.get()
+            }
+            if done {
+                ready.signal()  // any later call fails the same way
+                throw OStackError(.unexpectedResponse, detail: "list pages ended early")
+            }
+        }
+    }
+
+    /// Stops the fetcher after the request under way (it waits for room, so it is woken here).
+    func cancel() {
+        state.withLock { $0.cancelled = true }
+        room.signal()
     }
 }

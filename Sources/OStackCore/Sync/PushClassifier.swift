@@ -89,10 +89,22 @@ public enum PushClassifier {
     /// A record's id, when it is one ostack can keep: a non-empty string of at most 255 characters
     /// without control characters.
     static func recordID(_ record: JSONValue) -> String? {
-        guard record.objectValue != nil, let id = record["id"]?.stringValue, (1...255).contains(id.count),
-            !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else { return nil }
+        guard record.objectValue != nil, let id = record["id"]?.stringValue, isUsableID(id) else { return nil }
         return id
+    }
+
+    /// 1 to 255 characters, none of them a control character. Printable ASCII (every id the real
+    /// server mints) is decided on the bytes, without looking up Unicode properties.
+    static func isUsableID(_ id: String) -> Bool {
+        var utf8 = id
+        if let ascii = utf8.withUTF8({ bytes -> Bool? in
+            guard bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }
+            return (1...255).contains(bytes.count)
+        }) {
+            return ascii
+        }
+        return (1...255).contains(id.count)
+            && !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
     }
 
     /// Everything but success: shared by whole answers and the rows of a batch.

@@ -25,7 +25,7 @@ extension LocalStore {
                     current == entry
                 else { continue }
                 try run(
-                    "UPDATE queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
+                    "UPDATE OR FAIL queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(entry.seq)])
                 claimed.append(current)
             }
@@ -36,13 +36,13 @@ extension LocalStore {
     /// Back to pending without counting an attempt (network errors, not attempted rows).
     public func release(_ entry: QueueEntry, delivered: Bool) throws(OStackError) {
         try run(
-            "UPDATE queue SET status = 'pending', sent = ?, updated_at = ? WHERE seq = ?",
+            "UPDATE OR FAIL queue SET status = 'pending', sent = ?, updated_at = ? WHERE seq = ?",
             [.integer(delivered ? 1 : (entry.sent ? 1 : 0)), .real(now), .integer(entry.seq)])
     }
 
     /// A create looked up by id and not found: it never arrived, so it is sent again as new.
     public func markUnsent(_ entry: QueueEntry) throws(OStackError) {
-        try run("UPDATE queue SET sent = 0 WHERE seq = ?", [.integer(entry.seq)])
+        try run("UPDATE OR FAIL queue SET sent = 0 WHERE seq = ?", [.integer(entry.seq)])
     }
 
     /// Done: removes the entry and writes the server's record; later entries of the record get the
@@ -56,14 +56,14 @@ extension LocalStore {
         if let serverRecord, entry.operation != .delete {
             if let version {
                 try run(
-                    "UPDATE queue SET base_version = ? WHERE object = ? AND record_id = ? AND sent = 0",
+                    "UPDATE OR FAIL queue SET base_version = ? WHERE object = ? AND record_id = ? AND sent = 0",
                     [.text(version), .text(entry.object), .text(entry.recordID)])
             }
             if later == 0 {
                 try putRecord(entry.object, serverRecord, version: version)
             } else if let local = try record(entry.object, entry.recordID) {
                 try run(
-                    "UPDATE records SET version = ? WHERE object = ? AND id = ?",
+                    "UPDATE OR FAIL records SET version = ? WHERE object = ? AND id = ?",
                     [version.map { .text($0) } ?? .null, .text(local.object), .text(local.id)])
             }
         }

@@ -152,7 +152,7 @@ extension LocalStore {
                 var merged = last.payload ?? [:]
                 for (key, value) in payload ?? [:] { merged[key] = value }
                 try run(
-                    "UPDATE queue SET payload = ?, updated_at = ? WHERE seq = ?",
+                    "UPDATE OR FAIL queue SET payload = ?, updated_at = ? WHERE seq = ?",
                     [Self.encode(merged), .real(now), .integer(last.seq)])
                 return (last.id, false)
             case (.create, .delete):
@@ -160,7 +160,7 @@ extension LocalStore {
                 return (nil, false)
             case (.update, .delete):
                 try run(
-                    "UPDATE queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?",
+                    "UPDATE OR FAIL queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(last.seq)])
                 return (last.id, false)
             default: break
@@ -182,7 +182,7 @@ extension LocalStore {
     /// A record renamed by the server (it ignored the client-chosen id): its queued changes follow.
     func renameQueuedRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
         try run(
-            "UPDATE queue SET record_id = ? WHERE object = ? AND record_id = ?",
+            "UPDATE OR FAIL queue SET record_id = ? WHERE object = ? AND record_id = ?",
             [.text(newID), .text(object), .text(oldID)])
     }
 

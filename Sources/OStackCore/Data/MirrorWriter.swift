@@ -1,0 +1,112 @@
+import SQLCipherKit
+
+/// Writes records of one object into the mirror: the record into `records`, its indexed fields into
+/// `record_fields` (docs/decisions/0007-mirror-schema.md). An existing row is updated in place (its
+/// `rid`, and so its place in the table, stays), a new one appended; like the REPLACE it stands for, a
+/// write resets `schema_version` and `invalid`.
+///
+/// Built for the pull, which writes thousands of records per page: the statements are prepared
+/// once and bound value by value, the record's bytes are bound as they arrived, and no statement
+/// opens a statement journal — under one, SQLite copies every page the statement changes and
+/// SQLCipher encrypts each copy, which cost the pull two thirds of its time
+/// (docs/decisions/0010-pull-write-path.md): hence `UPDATE OR FAIL` (for one row the same as the
+/// default ABORT) and plain INSERTs.
+struct MirrorWriter {
+    let object: String
+    private let database: Database
+    let fields: [String]
+    private let scanner: FieldScanner
+    private let find: Statement
+    private let insert: Statement
+    private let update: Statement
+    private let dropFields: Statement
+    private let insertField: Statement
+
+    init(store: LocalStore, object: String) throws(OStackError) {
+        self.object = object
+        database = store.database
+        fields = try store.indexedFields(object).sorted()
+        scanner = FieldScanner(fields: fields)
+        find = try store.prepared("SELECT rid FROM records WHERE object = ? AND id = ?")
+        insert = try store.prepared("INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
+        update = try store.prepared(
+            "UPDATE OR FAIL records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?")
+        dropFields = try store.prepared("DELETE FROM record_fields WHERE rid = ?")
+        insertField = try store.prepared("INSERT INTO record_fields (rid, field, object, value) VALUES (?, ?, ?, ?)")
+    }
+
+    /// Writes one record. `json` must be one JSON object in valid UTF-8 (a pulled record is checked by
+    /// `JSONSyntax`, a local one serialized); it is stored as text.
+    /// `likelyNew`: try the INSERT first (a first pull), and look the record up only if it exists.
+    func write(id: String, json bytes: [UInt8], version: String?, likelyNew: Bool = false) throws(OStackError) {
+        do {
+            try bytes.withUnsafeBytes { json in try write(id: id, json: json, version: version, likelyNew: likelyNew) }
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw LocalStore.storage(error)
+        }
+    }
+
+    private func write(id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool) throws {
+        if likelyNew, try insertNew(id: id, json: json, version: version) { return }
+        if let rid = try existing(id) {
+            update.bindText(utf8: json, at: 1)
+            if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
+            update.bindInteger(rid, at: 3)
+            try run(update)
+            if !fields.isEmpty {
+                dropFields.bindInteger(rid, at: 1)
+                try run(dropFields)
+                try writeFields(rid: rid, json: json)
+            }
+        } else if try !insertNew(id: id, json: json, version: version) {
+            throw SQLiteError(
+                kind: .constraint, code: 19, extendedCode: 2067, operation: "insert", message: "record exists")
+        }
+    }
+
+    /// Appends the record; false when a record with its key is there already (nothing written).
+    private func insertNew(id: String, json: UnsafeRawBufferPointer, version: String?) throws -> Bool {
+        insert.bindText(object, at: 1)
+        insert.bindText(id, at: 2)
+        insert.bindText(utf8: json, at: 3)
+        if let version { insert.bindText(version, at: 4) } else { insert.bindNull(at: 4) }
+        do {
+            try run(insert)
+        } catch let error as SQLiteError where error.kind == .constraint {
+            // A single-row INSERT checks the unique key before it writes anything, and opens no
+            // statement journal: the failed statement leaves the transaction as it was.
+            return false
+        }
+        try writeFields(rid: database.lastInsertRowID, json: json)
+        return true
+    }
+
+    private func existing(_ id: String) throws -> Int64? {
+        find.bindText(object, at: 1)
+        find.bindText(id, at: 2)
+        try find.checkBindings()
+        defer { find.reset() }
+        guard try find.step(), case .integer(let rid) = find.value(at: 0) else { return nil }
+        return rid
+    }
+
+    private func writeFields(rid: Int64, json: UnsafeRawBufferPointer) throws {
+        guard !fields.isEmpty else { return }
+        for (field, value) in zip(fields, scanner.scan(json)) {
+            guard case .string(let string) = value else { continue }
+            insertField.bindInteger(rid, at: 1)
+            insertField.bindText(field, at: 2)
+            insertField.bindText(object, at: 3)
+            insertField.bindText(string, at: 4)
+            try run(insertField)
+        }
+    }
+
+    private func run(_ statement: Statement) throws {
+        try statement.checkBindings()
+        defer { statement.reset() }
+        while try statement.step() {}
+    }
+}
