@@ -151,12 +151,17 @@ public final class Statement {
     }
 
     /// The bytes of a TEXT or BLOB column of the current row, without copying (valid in `body` only).
-    public func withColumnBytes<R>(at index: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    public func withColumnBytes<R, E: Error>(at index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E)
+        -> R
+    {
         let column = Int32(index)
         let pointer = sqlite3_column_blob(handle, column)
         let count = Int(sqlite3_column_bytes(handle, column))
-        return body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
     }
+
+    /// The integer in a column of the current row (0 for NULL).
+    public func integer(at index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
 
     /// The current row as a value.
     public func row() -> Row {

@@ -157,7 +157,19 @@ import Testing
         #expect(mine.split(separator: "\n").count == 10000)
         #expect(try contents("two") == mine, "the second account holds the same records")
 
-        // From the mirror (written straight from the stored text) the same as from the server.
+        // From the mirror (written straight from the stored text) the same as from the server, also
+        // for values CSV must quote or that JSON escapes, and numbers that are not whole.
+        let awkward = [
+            "Comma, inside", "Quote \"q\" inside", " leading space", "trailing ", "two\nlines", "tab\tx", "é 日本",
+            "back\\slash", "a/b", "-5",
+        ]
+        for (index, title) in awkward.enumerated() {
+            let created = try ostack.run([
+                "records", "create", "task", "--account", "one", "--set", "title=\(title)", "--set",
+                "amount=\(index == 0 ? "2.5" : "\(index * 7)")", "--set", "estimate=0",
+            ])
+            #expect(created.status == 0, "\(created.stderr)")
+        }
         #expect(try ostack.run(["sync", "track", "task", "--account", "one"]).status == 0)
         #expect(try ostack.run(["sync", "--account", "one"]).status == 0)
         for format in ["csv", "ndjson"] {
@@ -168,7 +180,7 @@ import Testing
             }
             let local = try lines("--local")
             let remote = try lines("--remote")
-            #expect(local.count == 10_000 + (format == "csv" ? 1 : 0))
+            #expect(local.count == 10_000 + awkward.count + (format == "csv" ? 1 : 0))
             if format == "csv" {
                 #expect(local.first == remote.first, "the same header")
                 #expect(local.sorted() == remote.sorted())
@@ -178,7 +190,7 @@ import Testing
                 }
                 #expect(Set(local.compactMap(id)) == Set(remote.compactMap(id)))
                 #expect(
-                    Set(local.compactMap(id)).count == 10_000
+                    Set(local.compactMap(id)).count == 10_000 + awkward.count
                         && local.allSatisfy { $0.hasPrefix("{") && $0.hasSuffix("}") })
             }
         }

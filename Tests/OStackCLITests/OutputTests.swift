@@ -67,6 +67,19 @@ import Testing
         #expect(Table.csvField("plain") == "plain")
     }
 
+    /// The export copies these number tokens as they are; everything else goes through
+    /// `FieldValidator.format`, so both must agree on every token taken as plain.
+    @Test func plainIntegersAreWrittenAsTheyAre() {
+        for token in ["0", "7", "-7", "123456789012345", "-123456789012345"] {
+            let plain = Array(token.utf8).withUnsafeBytes { ExportSink.isPlainInteger($0) }
+            #expect(plain, "\(token)")
+            #expect(FieldValidator.format(Double(token)!) == token)
+        }
+        for token in ["-0", "00", "01", "1.0", "1e3", "2.5", "1234567890123456", "-", "", "+1", "1-"] {
+            #expect(!Array(token.utf8).withUnsafeBytes { ExportSink.isPlainInteger($0) }, "\(token)")
+        }
+    }
+
     @Test func wideCharactersTakeTwoColumns() {
         #expect(DisplayWidth.of("日本語") == 6)
         #expect(DisplayWidth.of("e\u{301}") == 1)

@@ -304,3 +304,59 @@ import Testing
         #expect(body.withUnsafeBytes { FieldScanner.recordRanges(in: $0) }?.ranges.count == 2)
     }
 }
+
+@Suite struct FieldScannerRawTests {
+    func raw(_ json: String, _ fields: [String]) -> (
+        values: [FieldScanner.RawValue], text: (FieldScanner.RawValue) -> String?
+    ) {
+        let bytes = Array(json.utf8)
+        var values: [FieldScanner.RawValue] = []
+        bytes.withUnsafeBytes { FieldScanner(fields: fields).scanRaw($0, into: &values) }
+        return (
+            values,
+            { value in
+                bytes.withUnsafeBytes { raw in
+                    switch value {
+                    case .number(let range): return String(decoding: raw[range], as: UTF8.self)
+                    case .string(let range, let escaped): return FieldScanner.decodeString(raw, range, escaped: escaped)
+                    default: return nil
+                    }
+                }
+            }
+        )
+    }
+
+    @Test func valuesStayWhereTheyAre() {
+        let (values, text) = raw(
+            #"{"n":-12.5e3,"s":"plain","e":"a\"b\\c\u00e9","t":true,"f":false,"z":null,"o":{"s":"x"},"a":[1]}"#,
+            ["s", "e", "n", "t", "f", "z", "o", "a", "missing"])
+        #expect(text(values[0]) == "plain")
+        guard case .string(_, let plainEscaped) = values[0], case .string(_, let escaped) = values[1] else {
+            Issue.record("not strings: \(values)")
+            return
+        }
+        #expect(!plainEscaped && escaped)
+        #expect(text(values[1]) == "a\"b\\cé")
+        #expect(text(values[2]) == "-12.5e3")
+        #expect(Array(values[3...]) == [.bool(true), .bool(false), .null, .compound, .compound, .missing])
+    }
+
+    /// Keys in another order than asked (the hint guesses wrong) and repeated scans into one array.
+    @Test func keyOrderAndReuseDoNotMatter() {
+        var values: [FieldScanner.RawValue] = []
+        let scanner = FieldScanner(fields: ["a", "b", "c"])
+        for json in [#"{"c":3,"b":2,"a":1}"#, #"{"a":1,"c":3}"#, #"{"b":2}"#, "{}", "not json", ""] {
+            let bytes = Array(json.utf8)
+            bytes.withUnsafeBytes { scanner.scanRaw($0, into: &values) }
+            let numbers = values.map { value -> String? in
+                guard case .number(let range) = value else { return nil }
+                return String(decoding: bytes[range], as: UTF8.self)
+            }
+            #expect(values.count == 3)
+            let expected = [("a", "1"), ("b", "2"), ("c", "3")].map { key, number in
+                json.contains("\"\(key)\"") ? number : nil
+            }
+            #expect(numbers == expected, "\(json)")
+        }
+    }
+}

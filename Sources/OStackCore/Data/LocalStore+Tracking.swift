@@ -70,7 +70,8 @@ extension LocalStore {
 
     /// Builds `record_fields_value` when missing (after a bulk load, or one a crash interrupted).
     /// The build sorts the values in memory (temp_store=MEMORY): the page cache is shrunk meanwhile
-    /// so that the two do not add up.
+    /// so that the two do not add up (at 16 MB instead of 4 the build was barely faster, and a first
+    /// pull of 300 000 records peaked 12 MB higher).
     func restoreFieldIndex() throws(OStackError) {
         guard try integer("SELECT count(*) FROM sqlite_master WHERE name = 'record_fields_value'") == 0 else { return }
         let cache = try cacheSizeSetting()

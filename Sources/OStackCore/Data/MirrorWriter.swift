@@ -48,6 +48,17 @@ struct MirrorWriter {
         }
     }
 
+    /// Appends a record that must be new: false, with nothing written, when one with its id is here.
+    func insert(id: String, json bytes: [UInt8], version: String?) throws(OStackError) -> Bool {
+        do {
+            return try bytes.withUnsafeBytes { json in try insertNew(id: id, json: json, version: version) }
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw LocalStore.storage(error)
+        }
+    }
+
     private func write(id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool) throws {
         if likelyNew, try insertNew(id: id, json: json, version: version) { return }
         if let rid = try existing(id) {

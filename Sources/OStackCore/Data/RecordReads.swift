@@ -242,17 +242,19 @@ extension RecordReads {
         _ object: String, filter: FilterCondition?, batch: Int = 2000, each: (JSONValue) throws(OStackError) -> Void
     ) throws(OStackError) -> Int {
         try eachLocalJSON(object, filter: filter, batch: batch) { (bytes) throws(OStackError) in
-            guard let record = JSONValue.parse(bytes) else { return false }
+            guard let record = JSONValue.parse(Array(bytes)) else { return false }
             try each(record)
             return true
         }
     }
 
     /// Like `eachLocal`, handing over each record's stored JSON text (validated when it was stored)
-    /// without decoding it; `each` returns whether it took the record (for the count).
+    /// without decoding or copying it (the bytes are valid during `each` only); `each` returns
+    /// whether it took the record (for the count).
     @discardableResult
     public func eachLocalJSON(
-        _ object: String, filter: FilterCondition?, batch: Int = 2000, each: ([UInt8]) throws(OStackError) -> Bool
+        _ object: String, filter: FilterCondition?, batch: Int = 2000,
+        each: (UnsafeRawBufferPointer) throws(OStackError) -> Bool
     ) throws(OStackError) -> Int {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
         let types = try session.schemaIfAvailable(object).map { QueryChecker(schema: $0).fieldTypes } ?? [:]
@@ -261,18 +263,29 @@ extension RecordReads {
         var count = 0
         while true {
             // A range of the table itself (NOT INDEXED): through the (object, id) index each batch
-            // would visit every record of the object again.
-            let rows = try store.rows(
+            // would visit every record of the object again. Batches keep no read transaction open
+            // for the whole export.
+            let statement = try store.statement(
                 "SELECT rid, data FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
                 [.integer(last), .text(object), .integer(Int64(batch))])
-            for row in rows {
-                last = row.int("rid") ?? last
-                guard let text = row.text("data") else { continue }
-                let bytes = Array(text.utf8)
-                if let matcher, !bytes.withUnsafeBytes({ matcher.matches($0) }) { continue }
-                if try each(bytes) { count += 1 }
+            defer { statement.reset() }
+            var rows = 0
+            do {
+                while try statement.step() {
+                    rows += 1
+                    last = statement.integer(at: 0)
+                    let took = try statement.withColumnBytes(at: 1) { (bytes) throws(OStackError) -> Bool in
+                        if let matcher, !matcher.matches(bytes) { return false }
+                        return try each(bytes)
+                    }
+                    if took { count += 1 }
+                }
+            } catch let error as OStackError {
+                throw error
+            } catch {
+                throw LocalStore.storage(error)
             }
-            if rows.count < batch { return count }
+            if rows < batch { return count }
         }
     }
 }

@@ -46,10 +46,12 @@ public struct RecordWrites {
     }
 
     /// `records import`: saves and queues creates in one transaction, without pushing and without
-    /// reading each record back (the caller pushes once at the end). Returns how many were queued.
+    /// reading each record back (the caller pushes once at the end). The rows are not validated here
+    /// again: the import checks every row against the object's metadata before it queues any.
+    /// Returns how many were queued.
     @discardableResult
     public func queueCreates(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError) -> Int {
-        try createLocally(object, items).count
+        try createLocally(object, items, validate: false).count
     }
 
     /// Of `ids`, those whose record is already here (one query per 500).
@@ -72,21 +74,26 @@ public struct RecordWrites {
 
     /// Validates, then saves records and queues their creates; returns each id with the queue entry
     /// the create added on its own (nil when it was merged into an older one).
-    func createLocally(_ object: String, _ items: [[String: JSONValue]]) throws(OStackError)
+    func createLocally(_ object: String, _ items: [[String: JSONValue]], validate: Bool = true) throws(OStackError)
         -> [(id: String, ownEntry: String?)]
     {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
-        if let schema = try session.schemaIfAvailable(object) {
+        if validate, let schema = try session.schemaIfAvailable(object) {
             let validator = FieldValidator(schema: schema)
             for data in items { try validator.validate(data, complete: true) }
         }
         var created: [(id: String, ownEntry: String?)] = []
+        var ids = Set<String>()
+        let writer = try MirrorWriter(store: store, object: object)
         try store.transaction { () throws(OStackError) in
             for data in items {
                 var record = data
                 let id = data["id"]?.stringValue ?? Self.newRecordID()
+                record["id"] = .string(id)
                 // A given id that is already here is not a create (it would overwrite the local copy).
-                guard try store.record(object, id) == nil, !created.contains(where: { $0.id == id }) else {
+                guard ids.insert(id).inserted,
+                    try writer.insert(id: id, json: JSONValue.object(record).serialized(), version: nil)
+                else {
                     throw OStackError(
                         .validation,
                         context: .init(
@@ -94,8 +101,6 @@ public struct RecordWrites {
                             suggestion: "A record with this id exists; use \(command: .recordsUpdate)."),
                         detail: "create with an existing id")
                 }
-                record["id"] = .string(id)
-                try store.putRecord(object, .object(record), version: nil)
                 let entry = try store.enqueueReporting(
                     object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
                     baseSnapshot: nil)

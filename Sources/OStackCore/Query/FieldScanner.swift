@@ -1,3 +1,5 @@
+import Glibc
+
 /// A scalar as the filter evaluator sees a record's field (docs/filters.md, "Semantics").
 public enum ScalarValue: Sendable, Equatable {
     case missing
@@ -94,8 +96,63 @@ public struct FieldScanner: Sendable {
         bytes.withUnsafeBytes { scan($0) }
     }
 
-    private func match(_ range: Reader.StringRange, in bytes: UnsafeRawBufferPointer) -> Int? {
+    /// A member's value where it stands in the bytes, not decoded: for writers that copy values out
+    /// as they are (`records export`).
+    public enum RawValue: Sendable, Equatable {
+        case missing
+        case null
+        case bool(Bool)
+        /// The number's text.
+        case number(Range<Int>)
+        /// Between the quotes; `escaped` when it holds a backslash escape (`decodeString` reads it).
+        case string(Range<Int>, escaped: Bool)
+        case compound
+    }
+
+    /// Like `scan`, without decoding strings or numbers; `result` is reused (one slot per key).
+    public func scanRaw(_ bytes: UnsafeRawBufferPointer, into result: inout [RawValue]) {
+        result.removeAll(keepingCapacity: true)
+        result.append(contentsOf: repeatElement(.missing, count: keys.count))
+        guard bytes.count > 1 else { return }
+        var reader = Reader(bytes: bytes)
+        reader.skipSpace()
+        guard reader.consume(UInt8(ascii: "{")) else { return }
+        var remaining = keys.count
+        var hint = 0
+        while remaining > 0 {
+            reader.skipSpace()
+            guard let keyRange = reader.stringRange() else { return }
+            reader.skipSpace()
+            guard reader.consume(UInt8(ascii: ":")) else { return }
+            reader.skipSpace()
+            if let slot = match(keyRange, in: bytes, hint: hint) {
+                hint = slot + 1
+                if case .missing = result[slot] { remaining -= 1 }
+                result[slot] = reader.rawValue()
+            } else if !reader.skipValue() {
+                return
+            }
+            reader.skipSpace()
+            if reader.consume(UInt8(ascii: ",")) { continue }
+            return
+        }
+    }
+
+    /// The text of a string `scanRaw` found, escapes decoded.
+    public static func decodeString(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, escaped: Bool) -> String {
+        Reader.decode(bytes, Reader.StringRange(start: range.lowerBound, end: range.upperBound, escaped: escaped))
+    }
+
+    /// The slot of the key at `range`. `hint` (the slot after the last match) is tried first:
+    /// records of one object usually keep their keys in one order.
+    private func match(_ range: Reader.StringRange, in bytes: UnsafeRawBufferPointer, hint: Int = 0) -> Int? {
         let length = range.end - range.start
+        if !range.escaped, length > 0, hint < keys.count, keys[hint].count == length,
+            keys[hint].withUnsafeBytes({ key in memcmp(key.baseAddress!, bytes.baseAddress! + range.start, length) == 0
+                })
+        {
+            return hint
+        }
         for (slot, key) in keys.enumerated() where key.count == length || range.escaped {
             if range.escaped {
                 if Array(Reader.decode(bytes, range).utf8) == key { return slot }
@@ -137,22 +194,26 @@ public struct FieldScanner: Sendable {
 
         /// The bytes between the quotes of a string at `index` (which then moves past it).
         mutating func stringRange() -> StringRange? {
-            guard consume(UInt8(ascii: "\"")) else { return nil }
+            guard consume(UInt8(ascii: "\"")), let base = bytes.baseAddress else { return nil }
             let start = index
+            let count = bytes.count
             var escaped = false
-            while let byte = current {
+            var at = index
+            // The hottest loop of every scan: raw loads, no optional per byte.
+            while at < count {
+                let byte = base.load(fromByteOffset: at, as: UInt8.self)
                 if byte == UInt8(ascii: "\\") {
                     escaped = true
-                    index += 2
+                    at += 2
                     continue
                 }
                 if byte == UInt8(ascii: "\"") {
-                    let range = StringRange(start: start, end: index, escaped: escaped)
-                    index += 1
-                    return range
+                    index = at + 1
+                    return StringRange(start: start, end: at, escaped: escaped)
                 }
-                index += 1
+                at += 1
             }
+            index = at
             return nil
         }
 
@@ -236,6 +297,32 @@ public struct FieldScanner: Sendable {
                 }
                 let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
                 return Double(text).map { .number($0) } ?? .missing
+            }
+        }
+
+        mutating func rawValue() -> RawValue {
+            guard let byte = current else { return .missing }
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard let range = stringRange() else { return .missing }
+                return .string(range.start..<range.end, escaped: range.escaped)
+            case UInt8(ascii: "t"), UInt8(ascii: "f"), UInt8(ascii: "n"):
+                switch value() {
+                case .bool(let flag): return .bool(flag)
+                default: return .null
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                return skipValue() ? .compound : .missing
+            default:
+                let start = index
+                while let next = current,
+                    (next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9")) || next == UInt8(ascii: "-")
+                        || next == UInt8(ascii: "+") || next == UInt8(ascii: ".") || next == UInt8(ascii: "e")
+                        || next == UInt8(ascii: "E")
+                {
+                    index += 1
+                }
+                return index > start ? .number(start..<index) : .missing
             }
         }
 

@@ -47,10 +47,63 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
         try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
     }
 
+    /// Compact JSON, keys sorted, slashes not escaped: exactly what `JSONEncoder` with
+    /// `[.sortedKeys, .withoutEscapingSlashes]` writes. Values made of ASCII keys, strings without
+    /// control characters and whole numbers within ±9e15 — nearly every record — are written
+    /// directly (about ten times faster); anything else goes through `JSONEncoder` itself.
     public func serialized() -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(256)
+        if writeDirectly(into: &bytes) { return bytes }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return (try? Array(encoder.encode(self))) ?? Array("null".utf8)
+    }
+
+    /// False (leaving `bytes` unusable) when the value needs `JSONEncoder`'s own formatting.
+    func writeDirectly(into bytes: inout [UInt8]) -> Bool {
+        switch self {
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .bool(let value): bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        case .number(let value):
+            guard value.rounded() == value, abs(value) < 9.0e15 else { return false }
+            bytes.append(contentsOf: String(Int64(value)).utf8)
+        case .string(let value):
+            return Self.writeString(value, into: &bytes, asciiOnly: false)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                guard element.writeDirectly(into: &bytes) else { return false }
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            var first = true
+            // ASCII keys only (checked below): for them `<` is byte order, as JSONEncoder sorts.
+            for key in members.keys.sorted() {
+                if !first { bytes.append(UInt8(ascii: ",")) }
+                first = false
+                guard Self.writeString(key, into: &bytes, asciiOnly: true) else { return false }
+                bytes.append(UInt8(ascii: ":"))
+                guard members[key]!.writeDirectly(into: &bytes) else { return false }
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        return true
+    }
+
+    /// A string with `"` and `\` escaped; false for control characters (JSONEncoder's escapes) and,
+    /// with `asciiOnly`, for non-ASCII text.
+    private static func writeString(_ value: String, into bytes: inout [UInt8], asciiOnly: Bool) -> Bool {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            if byte < 0x20 || (asciiOnly && byte >= 0x80) { return false }
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+            bytes.append(byte)
+        }
+        bytes.append(UInt8(ascii: "\""))
+        return true
     }
 
     public subscript(key: String) -> JSONValue? {

@@ -66,7 +66,7 @@ extension RecordsCommand {
                             }
                             return true
                         }
-                        guard let record = JSONValue.parse(bytes) else { return false }
+                        guard let record = JSONValue.parse(Array(bytes)) else { return false }
                         try each(RecordReads.select(record, request.fields))
                         return true
                     }
@@ -120,28 +120,20 @@ final class ExportSink {
     }
 
     /// A record from its stored JSON text, without decoding it: as it is for `json` and `ndjson`
-    /// (when it is one line), its fields scanned for `csv`. False when it must go the slow way
-    /// (a terminal, which gets sanitised values; CSV cells holding lists or objects; the first CSV
-    /// record without metadata, whose keys make the header).
-    func write(json bytes: [UInt8], schema: ObjectSchema?) throws(OStackError) -> Bool {
+    /// (when it is one line), its fields copied out of the text for `csv`. False when it must go the
+    /// slow way (a terminal, which gets sanitised values; CSV cells holding lists or objects; the
+    /// first CSV record without metadata, whose keys make the header).
+    func write(json bytes: UnsafeRawBufferPointer, schema: ObjectSchema?) throws(OStackError) -> Bool {
         guard !sanitize else { return false }
         switch format {
         case .csv:
             guard let columns else { return false }
-            let values = scanner(columns).scan(bytes)
-            var line = ""
-            for (index, value) in values.enumerated() {
-                if index > 0 { line += "," }
-                switch value {
-                case .missing, .null: break
-                case .bool(let flag): line += flag ? "true" : "false"
-                case .number(let number): line += FieldValidator.format(number)
-                case .string(let text): line += Table.csvField(text)
-                case .compound: return false
-                }
-            }
+            let mark = buffer.count
             if count == 0 { append(header(columns)) }
-            append(line + "\r\n")
+            guard appendCSVLine(bytes, scanner(columns)) else {
+                buffer.removeSubrange(mark...)
+                return false
+            }
         case .json:
             append(count == 0 ? "[" : ",\n")
             buffer.append(contentsOf: bytes)
@@ -153,6 +145,76 @@ final class ExportSink {
         count += 1
         if buffer.count >= 65_536 { try flush() }
         return true
+    }
+
+    private var rawValues: [FieldScanner.RawValue] = []
+
+    /// One CSV line straight from the bytes: the same cells `write(_:schema:)` makes from the decoded
+    /// record (numbers as `FieldValidator.format`, RFC 4180 quoting), without building strings for
+    /// plain text and whole numbers. False (the line half written) for a list or an object.
+    private func appendCSVLine(_ bytes: UnsafeRawBufferPointer, _ scanner: FieldScanner) -> Bool {
+        // Worked on as locals (swapped in and out): no exclusivity check per access of a class member.
+        var out: [UInt8] = []
+        var values: [FieldScanner.RawValue] = []
+        swap(&out, &buffer)
+        swap(&values, &rawValues)
+        defer {
+            swap(&out, &buffer)
+            swap(&values, &rawValues)
+        }
+        scanner.scanRaw(bytes, into: &values)
+        for index in values.indices {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            switch values[index] {
+            case .missing, .null: break
+            case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+            case .number(let range):
+                let token = UnsafeRawBufferPointer(rebasing: bytes[range])
+                if Self.isPlainInteger(token) {
+                    out.append(contentsOf: token)
+                } else if let number = Double(String(decoding: token, as: UTF8.self)) {
+                    out.append(contentsOf: FieldValidator.format(number).utf8)
+                }
+            case .string(let range, let escaped):
+                if escaped {
+                    out.append(contentsOf: Table.csvField(FieldScanner.decodeString(bytes, range, escaped: true)).utf8)
+                } else {
+                    Self.appendCSVField(UnsafeRawBufferPointer(rebasing: bytes[range]), to: &out)
+                }
+            case .compound: return false
+            }
+        }
+        out.append(UInt8(ascii: "\r"))
+        out.append(UInt8(ascii: "\n"))
+        return true
+    }
+
+    /// `-?(0|[1-9][0-9]*)` with at most 15 digits and not `-0`: `FieldValidator.format` writes it as it is.
+    static func isPlainInteger(_ token: UnsafeRawBufferPointer) -> Bool {
+        let digits = token.first == UInt8(ascii: "-") ? token.count - 1 : token.count
+        guard (1...15).contains(digits) else { return false }
+        let first = token[token.count - digits]
+        if first == UInt8(ascii: "0") && digits > 1 || first == UInt8(ascii: "0") && digits < token.count {
+            return false
+        }
+        return token.suffix(digits).allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    /// `Table.csvField` on UTF-8 bytes: quoted when they hold a comma, a quote or a line break, or
+    /// start or end with a space (ASCII bytes never occur inside a multi-byte character, so this is
+    /// the same test on Unicode scalars).
+    private static func appendCSVField(_ text: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        let quote = UInt8(ascii: "\"")
+        let needsQuotes =
+            text.first == UInt8(ascii: " ") || text.last == UInt8(ascii: " ")
+            || text.contains { $0 == UInt8(ascii: ",") || $0 == quote || $0 == 0x0A || $0 == 0x0D }
+        guard needsQuotes else { return out.append(contentsOf: text) }
+        out.append(quote)
+        for byte in text {
+            if byte == quote { out.append(quote) }
+            out.append(byte)
+        }
+        out.append(quote)
     }
 
     private var fieldScanner: (columns: [String], scanner: FieldScanner)?
@@ -332,11 +394,12 @@ extension RecordsCommand {
                     }
                     return
                 }
-                // One transaction per chunk of 1 000 rows.
+                // One transaction per chunk of 5 000 rows (each commit writes and syncs the pages it
+                // touched: fewer, larger ones are faster; a chunk costs a few MB).
                 var chunk: [[String: JSONValue]] = []
                 for row in fresh {
                     chunk.append(row.fields)
-                    if chunk.count == 1000 {
+                    if chunk.count == 5000 {
                         document.queued += try session.writes.queueCreates(object, chunk)
                         chunk = []
                     }
