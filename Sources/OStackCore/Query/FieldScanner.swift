@@ -146,26 +146,22 @@ public struct FieldScanner: Sendable {
     /// The slot of the key at `range`. `hint` (the slot after the last match) is tried first:
     /// records of one object usually keep their keys in one order.
     private func match(_ range: Reader.StringRange, in bytes: UnsafeRawBufferPointer, hint: Int = 0) -> Int? {
-        let length = range.end - range.start
-        if !range.escaped, length > 0, hint < keys.count, keys[hint].count == length,
-            keys[hint].withUnsafeBytes({ key in memcmp(key.baseAddress!, bytes.baseAddress! + range.start, length) == 0
-                })
-        {
-            return hint
-        }
-        for (slot, key) in keys.enumerated() where key.count == length || range.escaped {
+        if !range.escaped, hint < keys.count, Self.equal(keys[hint], bytes, range) { return hint }
+        for (slot, key) in keys.enumerated() {
             if range.escaped {
                 if Array(Reader.decode(bytes, range).utf8) == key { return slot }
-                continue
+            } else if Self.equal(key, bytes, range) {
+                return slot
             }
-            var equal = true
-            for offset in 0..<length where bytes[range.start + offset] != key[offset] {
-                equal = false
-                break
-            }
-            if equal { return slot }
         }
         return nil
+    }
+
+    /// `key` is the bytes of the unescaped string at `range`.
+    private static func equal(_ key: [UInt8], _ bytes: UnsafeRawBufferPointer, _ range: Reader.StringRange) -> Bool {
+        let length = range.end - range.start
+        guard key.count == length, length > 0 else { return key.count == length }
+        return key.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress! + range.start, length) == 0 }
     }
 
     struct Reader {
