@@ -109,12 +109,12 @@ enum SyncBench {
             let session = try Session(ostack: ostack)
             try session.server.control("POST", "seed", #"{"object":"task","count":100000}"#)
             let (rows, item) = try fetchRows(session.server, count: 100_000)
-            // Three first pulls (fresh accounts on the same server) and three of each raw insert,
+            // Five first pulls (fresh accounts on the same server) and five of each raw insert,
             // alternating; medians compared (one slow run on a busy machine decides nothing).
             var pulls: [(seconds: Double, peakMB: Double)] = []
             var floors: [Double] = []
             var sameShapes: [Double] = []
-            for round in 0..<3 {
+            for round in 0..<5 {
                 let puller = round == 0 ? session : try Session(ostack: ostack, server: session.server)
                 try puller.run(["sync", "track", "task"])
                 pulls.append(try puller.pull())

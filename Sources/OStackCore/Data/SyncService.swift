@@ -90,8 +90,10 @@ public struct SyncService {
                 report.failedAreGone = try store.entries(statuses: [.failed]).allSatisfy { $0.failure == .notFound }
             }
             report.conflicts = counts.conflict
-            try store.setValue("sync.last-at", String(store.now))
-            try store.run("DELETE FROM account_info WHERE key = 'sync.started-at'")
+            try store.transaction { () throws(OStackError) in
+                try store.setValue("sync.last-at", String(store.now))
+                try store.run("DELETE FROM account_info WHERE key = 'sync.started-at'")
+            }
         }
         if auditIdle || !report.isIdle { record(report, push: push, pull: pull) }
         return report

@@ -79,9 +79,13 @@ extension FieldScanner.Reader {
 
     /// A string: no raw control characters, only JSON's escapes, `\u` with four hex digits.
     mutating func string() -> Bool {
-        guard consume(UInt8(ascii: "\"")) else { return false }
-        while let byte = current {
+        guard consume(UInt8(ascii: "\"")), let base = bytes.baseAddress else { return false }
+        let count = bytes.count
+        while index < count {
+            let byte = base.load(fromByteOffset: index, as: UInt8.self)
             index += 1
+            // Printable ASCII other than the quote and the backslash: most of every record.
+            if byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") { continue }
             switch byte {
             case UInt8(ascii: "\""): return true
             case 0..<0x20: return false
