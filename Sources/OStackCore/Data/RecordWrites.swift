@@ -244,7 +244,8 @@ extension RecordWrites {
     /// them); 16 characters of the URL-safe alphabet, like ObjectStack's own ids.
     public static func importID(object: String, key: String, value: String) -> String {
         let digest = BLAKE2b.hash(Array("ostack-import\u{0}\(object)\u{0}\(key)\u{0}\(value)".utf8), length: 16)
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-        return String(digest.map { alphabet[Int($0) & 63] })
+        return String(decoding: digest.map { idAlphabet[Int($0) & 63] }, as: UTF8.self)
     }
+
+    private static let idAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-".utf8)
 }

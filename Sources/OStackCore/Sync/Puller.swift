@@ -47,7 +47,7 @@ struct Puller {
         defer { stream.cancel() }
         stream.start(
             after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, pageSize: pageSize
-        ) { [self] (cursor, first) throws(OStackError) -> Page in
+        ) { [self] (cursor, first) throws(OStackError) -> RawPage in
             try fetchPage(object, after: cursor, count: first && progress != nil)
         }
         var page = try stream.next()
@@ -118,7 +118,7 @@ struct Puller {
     /// `count`: ask for the server's `total` (a COUNT query on its side; only the first page of a
     /// pull someone watches asks).
     func fetchPage(_ object: String, after cursor: (version: String, id: String)?, count: Bool = false)
-        throws(OStackError) -> Page
+        throws(OStackError) -> RawPage
     {
         let api = self.api
         var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
@@ -134,41 +134,77 @@ struct Puller {
         guard outcome.ok else {
             throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
         }
-        guard let page = Self.parsePage(outcome.response.body) else {
+        guard let page = Self.split(outcome.response.body) else {
             throw OStackError(
                 .unexpectedResponse, context: .init(host: api.account.server.authority), detail: "list page malformed")
         }
         return page
     }
 
-    /// A list page's records as (id, version, raw JSON), found without decoding the page; each
-    /// record's syntax is checked strictly (`JSONSyntax`) before it may be stored.
+    /// A list page as it came: its body, where its records are, and the keyset position of its last
+    /// record with a usable id (which is all the fetcher needs to ask for the next page).
+    struct RawPage: Sendable {
+        var body: [UInt8]
+        var ranges: [Range<Int>]
+        var total: Int?
+        var last: (version: String?, id: String)?
+    }
+
+    /// A list page's records, found without decoding the page; each record's syntax is checked
+    /// strictly (`JSONSyntax`) before it may be stored.
     static func parsePage(_ body: [UInt8]) -> Page? {
-        let scanner = FieldScanner(fields: ["id", "updated_at"])
-        return body.withUnsafeBytes { raw -> Page? in
+        split(body).map(parse)
+    }
+
+    /// The records' places in the body and the last usable keyset position, without checking the
+    /// records (nil when the body is not a list page).
+    static func split(_ body: [UInt8]) -> RawPage? {
+        body.withUnsafeBytes { raw -> RawPage? in
             guard let found = FieldScanner.recordRanges(in: raw) else { return nil }
-            var page = Page()
-            page.total = found.total
-            page.records.reserveCapacity(found.ranges.count)
-            page.count = found.ranges.count
-            for range in found.ranges {
-                let slice = UnsafeRawBufferPointer(rebasing: raw[range])
-                let values = scanner.scan(slice)
-                guard case .string(let id) = values[0], PushClassifier.isUsableID(id)
-                else {
-                    page.rejected.append(nil)
-                    continue
-                }
-                let version: String? = if case .string(let v) = values[1] { v } else { nil }
-                page.last = (version, id)
-                if JSONSyntax.isValidObject(slice) {
-                    page.records.append((id, version, Array(slice)))
-                } else {
-                    page.rejected.append(id)
+            var page = RawPage(body: body, ranges: found.ranges, total: found.total)
+            for range in found.ranges.reversed() {
+                if let usable = key(of: UnsafeRawBufferPointer(rebasing: raw[range])) {
+                    page.last = usable
+                    break
                 }
             }
             return page
         }
+    }
+
+    private static let keyScanner = FieldScanner(fields: ["id", "updated_at"])
+
+    /// A record's id (when usable) and version.
+    private static func key(of record: UnsafeRawBufferPointer) -> (version: String?, id: String)? {
+        let values = keyScanner.scan(record)
+        guard case .string(let id) = values[0], PushClassifier.isUsableID(id) else { return nil }
+        let version: String? = if case .string(let text) = values[1] { text } else { nil }
+        return (version, id)
+    }
+
+    /// The records of a page checked: (id, version, raw JSON) to store, the ids of those that cannot
+    /// be stored (nil when unusable).
+    static func parse(_ raw: RawPage) -> Page {
+        var page = Page()
+        page.total = raw.total
+        page.count = raw.ranges.count
+        page.last = raw.last
+        page.records.reserveCapacity(raw.ranges.count)
+        raw.body.withUnsafeBytes { body in
+            for range in raw.ranges {
+                let slice = UnsafeRawBufferPointer(rebasing: body[range])
+                guard let found = key(of: slice) else {
+                    page.rejected.append(nil)
+                    continue
+                }
+                if JSONSyntax.isValidObject(slice) {
+                    page.records.append((found.id, found.version, Array(slice)))
+                } else {
+                    page.rejected.append(found.id)
+                }
+            }
+        }
+        return page
     }
 
     func malformed(_ detail: String) -> OStackError {
@@ -186,9 +222,11 @@ public struct PullReport: Sendable {
 /// Keyset pages fetched ahead of the writer on a thread of their own, at most `depth` waiting: the
 /// fetcher does not stall while a commit writes, and the writer rarely waits for the network.
 /// Each page's request needs the previous page's last key, so the fetcher follows the keyset on its
-/// own; it stops at a short page, a page without a key, a page bigger than asked, an error, or
-/// `cancel()`. The writer checks the same conditions and asks for a next page only when the fetcher
-/// goes on; a `next()` after the fetcher stopped fails instead of waiting forever.
+/// own, asking for the next page as soon as it has found that key; a second thread checks each
+/// page's records (`Puller.parse`) meanwhile, in order. The fetcher stops at a short page, a page
+/// without a key, a page bigger than asked, a last key seen before, an error, or `cancel()`. The
+/// writer checks the same conditions and asks for a next page only when the fetcher goes on; a
+/// `next()` after the fetcher stopped fails instead of waiting forever.
 final class PageStream: Sendable {
     private struct State {
         var pages: [Result<Puller.Page, OStackError>] = []
@@ -198,30 +236,42 @@ final class PageStream: Sendable {
     private let state = Mutex(State())
     private let ready = DispatchSemaphore(value: 0)
     private let room: DispatchSemaphore
+    /// Checks each page's records (in order) while the fetcher already asks for the next one.
+    private let checker = DispatchQueue(label: "ostack.pull.check")
 
     init(depth: Int) { room = DispatchSemaphore(value: max(1, depth)) }
 
     func start(
         after cursor: (version: String, id: String)?, pageSize: Int,
-        fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.Page
+        fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.RawPage
     ) {
         DispatchQueue.global().async { [self] in
             var cursor = cursor
             var first = true
+            // A page whose last key was seen before (a server repeating or cycling pages) is the last
+            // one asked for: the writer finds it and stops the pull.
+            var seen = Set<String>()
+            if let cursor { seen.insert(cursor.version + "\u{0}" + cursor.id) }
             while true {
                 room.wait()
                 if state.withLock({ $0.cancelled }) { break }
-                let result = Result { () throws(OStackError) -> Puller.Page in try fetch(cursor, first) }
+                let result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(cursor, first) }
                 first = false
-                state.withLock { $0.pages.append(result) }
-                ready.signal()
-                guard case .success(let page) = result, page.count == pageSize, let last = page.last,
-                    let version = last.version
+                checker.async { [self] in
+                    let page = result.map(Puller.parse)
+                    state.withLock { $0.pages.append(page) }
+                    ready.signal()
+                }
+                guard case .success(let page) = result, page.ranges.count == pageSize, let last = page.last,
+                    let version = last.version, seen.insert(version + "\u{0}" + last.id).inserted
                 else { break }
                 cursor = (version, last.id)
             }
-            state.withLock { $0.finished = true }
-            ready.signal()
+            // After every page the checker was given.
+            checker.async { [self] in
+                state.withLock { $0.finished = true }
+                ready.signal()
+            }
         }
     }
 
