@@ -121,7 +121,10 @@ enum SyncBench {
                 floors.append(try insertSeconds(rows, shape: .plainRowid))
                 sameShapes.append(try insertSeconds(rows, shape: .currentMirror, item: item))
             }
-            let pull = (seconds: Measure.median(pulls.map(\.seconds)), peakMB: pulls.map(\.peakMB).max()!)
+            // Time and peak RSS as medians (the 300k and 1M rows compare against them); the largest
+            // peak of the five answers the absolute bound.
+            let pull = (seconds: Measure.median(pulls.map(\.seconds)), peakMB: Measure.median(pulls.map(\.peakMB)))
+            let largestPeak = pulls.map(\.peakMB).max()!
             pull100k = pull
             let floor = Measure.median(floors)
             let sameShape = Measure.median(sameShapes)
@@ -135,8 +138,8 @@ enum SyncBench {
                     ok: pullRate >= 0.4 * floorRate))
             results.append(
                 BenchResult(
-                    name: "pull-100k-random-peak-rss", value: pull.peakMB, unit: "MB", baseline: nil, ratio: nil,
-                    target: "<= 120 MB", ok: pull.peakMB <= 120))
+                    name: "pull-100k-random-peak-rss", value: largestPeak, unit: "MB", baseline: nil, ratio: nil,
+                    target: "<= 120 MB (the largest of five pulls)", ok: largestPeak <= 120))
             results.append(
                 BenchResult(
                     name: "info-insert-previous-mirror-shape", value: 100_000 / oldShape, unit: "records/s",
@@ -336,7 +339,7 @@ enum SyncBench {
         var options = Database.Options()
         options.pageSize = 4096  // the page size account databases use
         let database = try Database(path: directory.path + "/raw.db", key: DatabaseKey.generate(), options: options)
-        try database.execute("PRAGMA cache_size = -32768")
+        try database.execute("PRAGMA cache_size = -40960")  // the pull's (Puller.pullCacheKiB)
         switch shape {
         case .plainRowid:
             try database.execute(
@@ -379,16 +382,28 @@ enum SyncBench {
             for start in stride(from: 0, to: rows.count, by: perTransaction) {
                 try database.transaction { () throws -> Void in
                     for index in start..<min(start + perTransaction, rows.count) {
+                        // Bound as the pull's writer binds: value by value, the record from its bytes.
                         let row = rows[index]
-                        try statement.bind([
-                            .text("task"), .text(row.id), .text(String(decoding: row.json, as: UTF8.self)),
-                            .text(row.version ?? ""),
-                        ])
+                        statement.reset()
+                        statement.bindText("task", at: 1)
+                        statement.bindText(row.id, at: 2)
+                        row.json.withUnsafeBytes { statement.bindText(utf8: $0, at: 3) }
+                        if let version = row.version {
+                            statement.bindText(version, at: 4)
+                        } else {
+                            statement.bindNull(at: 4)
+                        }
+                        try statement.checkBindings()
                         _ = try statement.step()
                         guard let fieldStatement else { continue }
                         let rid = database.lastInsertRowID
                         for (field, value) in fieldValues[index] {
-                            try fieldStatement.bind([.integer(rid), .text(field), .text("task"), .text(value)])
+                            fieldStatement.reset()
+                            fieldStatement.bindInteger(rid, at: 1)
+                            fieldStatement.bindText(field, at: 2)
+                            fieldStatement.bindText("task", at: 3)
+                            fieldStatement.bindText(value, at: 4)
+                            try fieldStatement.checkBindings()
                             _ = try fieldStatement.step()
                         }
                     }

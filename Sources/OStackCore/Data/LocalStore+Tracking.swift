@@ -76,12 +76,7 @@ extension LocalStore {
         guard try integer("SELECT count(*) FROM sqlite_master WHERE name = 'record_fields_value'") == 0 else { return }
         let cache = try cacheSizeSetting()
         try setCacheSize(-4096)
-        // The sorter may sort its runs on two helper threads (the machine's other core).
-        try run("PRAGMA threads = 2")
-        defer {
-            try? setCacheSize(cache)
-            try? run("PRAGMA threads = 0")
-        }
+        defer { try? setCacheSize(cache) }
         try run("CREATE INDEX IF NOT EXISTS record_fields_value ON record_fields (object, field, value)")
     }
 

@@ -250,7 +250,8 @@ extension RecordReads {
 
     /// Like `eachLocal`, handing over each record's stored JSON text (validated when it was stored)
     /// without decoding or copying it (the bytes are valid during `each` only); `each` returns
-    /// whether it took the record (for the count).
+    /// whether it took the record (for the count). `each` runs while the batch's SELECT is open: it
+    /// must not use the account database (a write to `records` could show up later in the scan).
     @discardableResult
     public func eachLocalJSON(
         _ object: String, filter: FilterCondition?, batch: Int = 2000,

@@ -79,7 +79,7 @@ extension LocalStore {
         let delay = failure.retryable ? (failure.retryAfter ?? backoff) : 0
         try run(
             """
-            UPDATE queue SET status = 'failed', attempts = ?, retryable = ?, next_attempt_at = ?, failure = ?,
+            UPDATE OR FAIL queue SET status = 'failed', attempts = ?, retryable = ?, next_attempt_at = ?, failure = ?,
               failure_fields = ?, failure_status = ?, failure_code = ?, failure_retry_after = ?, updated_at = ?
             WHERE seq = ?
             """,
@@ -90,7 +90,7 @@ extension LocalStore {
     public func markConflict(_ entry: QueueEntry, theirs: [String: JSONValue]?, version: String?) throws(OStackError) {
         try run(
             """
-            UPDATE queue SET status = 'conflict', theirs = ?, theirs_version = ?, failure = NULL, failure_fields = NULL,
+            UPDATE OR FAIL queue SET status = 'conflict', theirs = ?, theirs_version = ?, failure = NULL, failure_fields = NULL,
               failure_status = NULL, failure_code = NULL, failure_retry_after = NULL, updated_at = ?
             WHERE seq = ?
             """,
@@ -104,7 +104,7 @@ extension LocalStore {
     ) throws(OStackError) {
         try run(
             """
-            UPDATE queue SET status = 'pending', operation = ?, payload = ?, base_version = ?, base_snapshot = ?, theirs = NULL,
+            UPDATE OR FAIL queue SET status = 'pending', operation = ?, payload = ?, base_version = ?, base_snapshot = ?, theirs = NULL,
               theirs_version = NULL, attempts = 0, retryable = 1, next_attempt_at = 0, failure = NULL, failure_fields = NULL,
               failure_status = NULL, failure_code = NULL, failure_retry_after = NULL, sent = 0,
               revision = revision + 1, updated_at = ?

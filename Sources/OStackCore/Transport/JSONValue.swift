@@ -61,7 +61,9 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
     }
 
     /// False (leaving `bytes` unusable) when the value needs `JSONEncoder`'s own formatting.
-    func writeDirectly(into bytes: inout [UInt8]) -> Bool {
+    func writeDirectly(into bytes: inout [UInt8], depth: Int = 0) -> Bool {
+        // Deeper than JSONEncoder goes: it decides (it refuses, and `serialized` writes null).
+        guard depth < 512 else { return false }
         switch self {
         case .null: bytes.append(contentsOf: "null".utf8)
         case .bool(let value): bytes.append(contentsOf: (value ? "true" : "false").utf8)
@@ -74,7 +76,7 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
             bytes.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
                 if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                guard element.writeDirectly(into: &bytes) else { return false }
+                guard element.writeDirectly(into: &bytes, depth: depth + 1) else { return false }
             }
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
@@ -86,7 +88,7 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
                 first = false
                 guard Self.writeString(key, into: &bytes, asciiOnly: true) else { return false }
                 bytes.append(UInt8(ascii: ":"))
-                guard members[key]!.writeDirectly(into: &bytes) else { return false }
+                guard members[key]!.writeDirectly(into: &bytes, depth: depth + 1) else { return false }
             }
             bytes.append(UInt8(ascii: "}"))
         }

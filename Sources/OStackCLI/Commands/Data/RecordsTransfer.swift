@@ -174,6 +174,8 @@ final class ExportSink {
                     out.append(contentsOf: token)
                 } else if let number = Double(String(decoding: token, as: UTF8.self)) {
                     out.append(contentsOf: FieldValidator.format(number).utf8)
+                } else {
+                    return false  // not a number after all: the decoded path decides
                 }
             case .string(let range, let escaped):
                 if escaped {
@@ -282,8 +284,9 @@ final class ExportSink {
     static func columns(first record: JSONValue, schema: ObjectSchema?) -> [String] {
         let keys = Set((record.objectValue ?? [:]).keys)
         if let schema {
-            return ["id"] + schema.fields.map(\.name).filter { $0 != "id" }
-                + ObjectSchema.systemFields.filter { $0 != "id" && keys.contains($0) }
+            // Each name once (metadata may declare a system field such as `owner_id` itself).
+            let fields = ["id"] + schema.fields.map(\.name).filter { $0 != "id" }
+            return fields + ObjectSchema.systemFields.filter { !fields.contains($0) && keys.contains($0) }
         }
         return ["id"] + keys.filter { $0 != "id" }.sorted()
     }
