@@ -260,6 +260,10 @@ extension RecordReads {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
         let types = try session.schemaIfAvailable(object).map { QueryChecker(schema: $0).fieldTypes } ?? [:]
         let matcher = filter.map { LocalFilter($0, fieldTypes: types) }
+        // Every page is read once, in order: a large cache would only be memory to fault in.
+        let cache = try store.cacheSizeSetting()
+        try store.setCacheSize(-2048)
+        defer { try? store.setCacheSize(cache) }
         var last: Int64 = -1
         var count = 0
         while true {

@@ -148,47 +148,103 @@ final class ExportSink {
     }
 
     private var rawValues: [FieldScanner.RawValue] = []
+    /// Where a CSV line is put together before it joins `buffer` in one append.
+    private let line = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 1)
+
+    deinit { line.deallocate() }
 
     /// One CSV line straight from the bytes: the same cells `write(_:schema:)` makes from the decoded
     /// record (numbers as `FieldValidator.format`, RFC 4180 quoting), without building strings for
-    /// plain text and whole numbers. False (the line half written) for a list or an object.
+    /// plain text and whole numbers. False (nothing written) for a list or an object, a number the
+    /// fast path does not read, or a line longer than 64 KiB: the decoded path takes those.
     private func appendCSVLine(_ bytes: UnsafeRawBufferPointer, _ scanner: FieldScanner) -> Bool {
-        // Worked on as locals (swapped in and out): no exclusivity check per access of a class member.
-        var out: [UInt8] = []
         var values: [FieldScanner.RawValue] = []
-        swap(&out, &buffer)
-        swap(&values, &rawValues)
-        defer {
-            swap(&out, &buffer)
-            swap(&values, &rawValues)
-        }
+        swap(&values, &rawValues)  // a local while it is used: no exclusivity check per access
+        defer { swap(&values, &rawValues) }
         scanner.scanRaw(bytes, into: &values)
+        var out = LineWriter(line)
         for index in values.indices {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
+            if index > 0 { guard out.put(UInt8(ascii: ",")) else { return false } }
             switch values[index] {
             case .missing, .null: break
-            case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+            case .bool(let flag): guard out.put(flag ? "true" : "false") else { return false }
             case .number(let range):
                 let token = UnsafeRawBufferPointer(rebasing: bytes[range])
                 if Self.isPlainInteger(token) {
-                    out.append(contentsOf: token)
+                    guard out.put(token) else { return false }
                 } else if let number = Double(String(decoding: token, as: UTF8.self)) {
-                    out.append(contentsOf: FieldValidator.format(number).utf8)
+                    guard out.put(FieldValidator.format(number)) else { return false }
                 } else {
-                    return false  // not a number after all: the decoded path decides
+                    return false
                 }
             case .string(let range, let escaped):
                 if escaped {
-                    out.append(contentsOf: Table.csvField(FieldScanner.decodeString(bytes, range, escaped: true)).utf8)
+                    let text = FieldScanner.decodeString(bytes, range, escaped: true)
+                    guard out.put(Table.csvField(text)) else { return false }
                 } else {
-                    Self.appendCSVField(UnsafeRawBufferPointer(rebasing: bytes[range]), to: &out)
+                    guard out.putCSVField(UnsafeRawBufferPointer(rebasing: bytes[range])) else { return false }
                 }
             case .compound: return false
             }
         }
-        out.append(UInt8(ascii: "\r"))
-        out.append(UInt8(ascii: "\n"))
+        guard out.put(UInt8(ascii: "\r")), out.put(UInt8(ascii: "\n")) else { return false }
+        buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[..<out.count]))
         return true
+    }
+
+    /// Bytes into a fixed buffer; every `put` says whether they fitted.
+    private struct LineWriter {
+        let base: UnsafeMutableRawPointer
+        let capacity: Int
+        var count = 0
+
+        init(_ buffer: UnsafeMutableRawBufferPointer) {
+            base = buffer.baseAddress!
+            capacity = buffer.count
+        }
+
+        mutating func put(_ byte: UInt8) -> Bool {
+            guard count < capacity else { return false }
+            base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+            count += 1
+            return true
+        }
+
+        mutating func put(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            guard bytes.count <= capacity - count else { return false }
+            if let source = bytes.baseAddress { (base + count).copyMemory(from: source, byteCount: bytes.count) }
+            count += bytes.count
+            return true
+        }
+
+        mutating func put(_ text: String) -> Bool {
+            var text = text
+            return text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
+        }
+
+        /// `Table.csvField` on UTF-8 bytes: quoted when they hold a comma, a quote or a line break,
+        /// or start or end with a space (ASCII bytes never occur inside a multi-byte character, so
+        /// this is the same test on Unicode scalars).
+        mutating func putCSVField(_ text: UnsafeRawBufferPointer) -> Bool {
+            let quote = UInt8(ascii: "\"")
+            var needsQuotes = text.first == UInt8(ascii: " ") || text.last == UInt8(ascii: " ")
+            if !needsQuotes, let start = text.baseAddress {
+                for offset in 0..<text.count {
+                    let byte = start.load(fromByteOffset: offset, as: UInt8.self)
+                    if byte == UInt8(ascii: ",") || byte == quote || byte == 0x0A || byte == 0x0D {
+                        needsQuotes = true
+                        break
+                    }
+                }
+            }
+            guard needsQuotes else { return put(text) }
+            guard put(quote) else { return false }
+            for byte in text {
+                if byte == quote { guard put(quote) else { return false } }
+                guard put(byte) else { return false }
+            }
+            return put(quote)
+        }
     }
 
     /// `-?(0|[1-9][0-9]*)` with at most 15 digits and not `-0`: `FieldValidator.format` writes it as it is.
@@ -200,23 +256,6 @@ final class ExportSink {
             return false
         }
         return token.suffix(digits).allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-    }
-
-    /// `Table.csvField` on UTF-8 bytes: quoted when they hold a comma, a quote or a line break, or
-    /// start or end with a space (ASCII bytes never occur inside a multi-byte character, so this is
-    /// the same test on Unicode scalars).
-    private static func appendCSVField(_ text: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        let quote = UInt8(ascii: "\"")
-        let needsQuotes =
-            text.first == UInt8(ascii: " ") || text.last == UInt8(ascii: " ")
-            || text.contains { $0 == UInt8(ascii: ",") || $0 == quote || $0 == 0x0A || $0 == 0x0D }
-        guard needsQuotes else { return out.append(contentsOf: text) }
-        out.append(quote)
-        for byte in text {
-            if byte == quote { out.append(quote) }
-            out.append(byte)
-        }
-        out.append(quote)
     }
 
     private var fieldScanner: (columns: [String], scanner: FieldScanner)?
