@@ -702,6 +702,27 @@ private struct Fixture {
         #expect(nonEmpty > 60)
     }
 
+    /// The page of a query in id order is kept in a bounded heap (`SmallestIDs`): the same ids, in
+    /// the same (byte) order, as sorting every match.
+    @Test func smallestIDsKeepsThePageInByteOrder() {
+        var generator = SeededGenerator(seed: 7)
+        let alphabet = Array("aAbB0-_z".utf8)
+        for capacity in [0, 1, 2, 5, 50, 500] {
+            var heap = SmallestIDs(capacity: capacity)
+            var all: [[UInt8]] = []
+            for rid in 0..<300 {
+                let id = (0..<Int.random(in: 1...4, using: &generator)).map { _ in
+                    alphabet.randomElement(using: &generator)!
+                }
+                guard !all.contains(id) else { continue }  // ids are unique per object
+                all.append(id)
+                id.withUnsafeBytes { heap.offer($0, rid: Int64(rid)) }
+            }
+            let expected = Array(all.sorted { $0.lexicographicallyPrecedes($1) }.prefix(capacity))
+            #expect(heap.ascending().map(\.id) == expected, "capacity \(capacity)")
+        }
+    }
+
     /// The same query gives the same rows whether an index narrows it (SQL text equality) or not
     /// (LocalFilter alone): strings are equal only with the same code points in both.
     @Test func indexNarrowingDoesNotChangeResults() throws {

@@ -57,6 +57,12 @@ extension LocalStore {
             }
             sql += " AND ostack_match(data)"
         }
+        // In id order with a page size (`records list`'s default): one pass keeping the page's ids in
+        // a bounded heap instead of sorting every match, so the cost grows with the mirror, not
+        // with m·log m of its matches.
+        if query.sort.isEmpty, let limit = query.limit {
+            return try firstByID(sql: sql, bindings: bindings, skip: max(0, query.offset), take: max(0, limit))
+        }
         var order = query.sort.map { key in
             key.field == "id"
                 ? "id\(key.descending ? " DESC" : "")"
@@ -91,6 +97,39 @@ extension LocalStore {
         }
     }
 
+    /// The matches `skip ..< skip + take` in `id` order (SQLite's BINARY collation: byte order), and
+    /// how many match.
+    private func firstByID(sql: String, bindings: [SQLValue], skip: Int, take: Int) throws(OStackError)
+        -> (records: [[UInt8]], total: Int)
+    {
+        do {
+            let statement = try database.prepare("SELECT rid, id " + sql)
+            try statement.bind(bindings)
+            var heap = SmallestIDs(capacity: skip + take)
+            var total = 0
+            while try statement.step() {
+                total += 1
+                let rid = statement.integer(at: 0)
+                statement.withColumnBytes(at: 1) { heap.offer($0, rid: rid) }
+            }
+            let page = heap.ascending().dropFirst(skip).map(\.rid)
+            let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
+            defer { read.reset() }
+            var records: [[UInt8]] = []
+            records.reserveCapacity(page.count)
+            for rid in page {
+                read.reset()
+                try read.bind([.integer(rid)])
+                if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
+            }
+            return (records, total)
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw Self.storage(error)
+        }
+    }
+
     /// Top-level `field = 'text'` / `field in ('a','b')` conjuncts whose comparands are non-numeric
     /// strings: there SQL text equality selects exactly the rows the server's comparison would.
     static func indexableEqualities(_ filter: FilterCondition) -> [(String, [String])] {
@@ -115,5 +154,53 @@ extension LocalStore {
             result.append((field, texts))
         }
         return result
+    }
+}
+
+/// The `capacity` smallest ids offered (byte order), in a max-heap: an id no smaller than the largest
+/// kept is turned away with one comparison and no copy.
+struct SmallestIDs {
+    let capacity: Int
+    private var heap: [(id: [UInt8], rid: Int64)] = []
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func offer(_ id: UnsafeRawBufferPointer, rid: Int64) {
+        guard capacity > 0 else { return }
+        if heap.count < capacity {
+            heap.append((Array(id), rid))
+            var child = heap.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard Self.less(heap[parent].id, heap[child].id) else { break }
+                heap.swapAt(parent, child)
+                child = parent
+            }
+            return
+        }
+        guard heap[0].id.withUnsafeBytes({ Self.less(id, $0) }) else { return }
+        heap[0] = (Array(id), rid)
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var largest = parent
+            if left < heap.count, Self.less(heap[largest].id, heap[left].id) { largest = left }
+            if right < heap.count, Self.less(heap[largest].id, heap[right].id) { largest = right }
+            if largest == parent { break }
+            heap.swapAt(parent, largest)
+            parent = largest
+        }
+    }
+
+    /// The ids kept, smallest first.
+    func ascending() -> [(id: [UInt8], rid: Int64)] {
+        heap.sorted { Self.less($0.id, $1.id) }
+    }
+
+    static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
+
+    static func less(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.lexicographicallyPrecedes(b)
     }
 }
