@@ -82,19 +82,24 @@ extension LocalStore {
                 if total >= first && total < end, case .integer(let rid) = statement.value(at: 0) { rids.append(rid) }
                 total += 1
             }
-            let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
-            defer { read.reset() }
-            var records: [[UInt8]] = []
-            records.reserveCapacity(rids.count)
-            for rid in rids {
-                read.reset()
-                try read.bind([.integer(rid)])
-                if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
-            }
-            return (records, total)
+            return (try records(at: rids), total)
         } catch {
             throw Self.storage(error)
         }
+    }
+
+    /// The stored text of the records at `rids`, in that order.
+    private func records(at rids: [Int64]) throws -> [[UInt8]] {
+        let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
+        defer { read.reset() }
+        var records: [[UInt8]] = []
+        records.reserveCapacity(rids.count)
+        for rid in rids {
+            read.reset()
+            try read.bind([.integer(rid)])
+            if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
+        }
+        return records
     }
 
     /// The matches `skip ..< skip + take` in `id` order (SQLite's BINARY collation: byte order), and
@@ -112,17 +117,7 @@ extension LocalStore {
                 let rid = statement.integer(at: 0)
                 statement.withColumnBytes(at: 1) { heap.offer($0, rid: rid) }
             }
-            let page = heap.ascending().dropFirst(skip).map(\.rid)
-            let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
-            defer { read.reset() }
-            var records: [[UInt8]] = []
-            records.reserveCapacity(page.count)
-            for rid in page {
-                read.reset()
-                try read.bind([.integer(rid)])
-                if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
-            }
-            return (records, total)
+            return (try records(at: heap.ascending().dropFirst(skip).map(\.rid)), total)
         } catch let error as OStackError {
             throw error
         } catch {

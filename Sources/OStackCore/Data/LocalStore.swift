@@ -120,20 +120,19 @@ public final class LocalStore: @unchecked Sendable {
     // MARK: Transactions and errors
 
     public func transaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
-        do {
-            return try database.transaction(body)
-        } catch let error as OStackError {
-            throw error
-        } catch {
-            throw Self.storage(error)
-        }
+        try mappingErrors { try database.transaction(body) }
     }
 
     /// `body` as part of the transaction already open (no savepoint: a failure fails that
     /// transaction), or in its own when none is (`Database.joiningTransaction`).
     func joiningTransaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
+        try mappingErrors { try database.joiningTransaction(body) }
+    }
+
+    /// `work`'s own errors as they are, SQLite's as storage errors.
+    private func mappingErrors<R>(_ work: () throws -> R) throws(OStackError) -> R {
         do {
-            return try database.joiningTransaction(body)
+            return try work()
         } catch let error as OStackError {
             throw error
         } catch {

@@ -283,15 +283,8 @@ public struct FieldScanner: Sendable {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 return skipValue() ? .compound : .missing
             default:
-                let start = index
-                while let next = current,
-                    (next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9")) || next == UInt8(ascii: "-")
-                        || next == UInt8(ascii: "+") || next == UInt8(ascii: ".") || next == UInt8(ascii: "e")
-                        || next == UInt8(ascii: "E")
-                {
-                    index += 1
-                }
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let range = numberRange()
+                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
                 return Double(text).map { .number($0) } ?? .missing
             }
         }
@@ -310,16 +303,22 @@ public struct FieldScanner: Sendable {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 return skipValue() ? .compound : .missing
             default:
-                let start = index
-                while let next = current,
-                    (next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9")) || next == UInt8(ascii: "-")
-                        || next == UInt8(ascii: "+") || next == UInt8(ascii: ".") || next == UInt8(ascii: "e")
-                        || next == UInt8(ascii: "E")
-                {
-                    index += 1
-                }
-                return index > start ? .number(start..<index) : .missing
+                let range = numberRange()
+                return range.isEmpty ? .missing : .number(range)
             }
+        }
+
+        /// The characters a number may hold, from `index` (moved past them).
+        mutating func numberRange() -> Range<Int> {
+            let start = index
+            while let next = current,
+                (next >= UInt8(ascii: "0") && next <= UInt8(ascii: "9")) || next == UInt8(ascii: "-")
+                    || next == UInt8(ascii: "+") || next == UInt8(ascii: ".") || next == UInt8(ascii: "e")
+                    || next == UInt8(ascii: "E")
+            {
+                index += 1
+            }
+            return start..<index
         }
 
         /// Skips one value; false when the input ends or is malformed.
