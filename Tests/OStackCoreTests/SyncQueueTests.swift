@@ -540,10 +540,11 @@ private struct Fixture {
                     row("t1", "v2", #""title":"Server""#),
                     row("t2", "v1", #""title":"First","project_id":"p2""#),
                     row("t2", "v2", #""title":"Second","project_id":"p3""#),
+                    row("t3", "v1", #""title":"Q\"x\u00e9""#),
                 ], likelyNew: true)
         }
-        #expect(written == 3)
-        #expect(try store.recordCount("task") == 2)
+        #expect(written == 4)
+        #expect(try store.recordCount("task") == 3)
         #expect(try store.database.scalarInteger("SELECT rid FROM records WHERE id = 't1'") == rid)
         #expect(try store.database.scalarInteger("SELECT invalid FROM records WHERE id = 't1'") == 0)
         #expect(try store.record("task", "t1")?.version == "v2")
@@ -551,7 +552,8 @@ private struct Fixture {
         let fields = try store.database.query(
             "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
         ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
-        #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second"])
+        // An escaped value is stored decoded.
+        #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second", "t3.title=Q\"xé"])
     }
 
     /// Inside an open transaction the mirror writes join it (no savepoint): a failure after them

@@ -103,14 +103,23 @@ struct MirrorWriter {
         return rid
     }
 
+    /// The text values of the indexed fields, bound from the record's bytes where no escape needs
+    /// decoding.
     private func writeFields(rid: Int64, json: UnsafeRawBufferPointer) throws {
         guard !fields.isEmpty else { return }
-        for (field, value) in zip(fields, scanner.scan(json)) {
-            guard case .string(let string) = value else { continue }
+        var values: [FieldScanner.RawValue] = []
+        values.reserveCapacity(fields.count)
+        scanner.scanRaw(json, into: &values)
+        for (field, value) in zip(fields, values) {
+            guard case .string(let range, let escaped) = value else { continue }
             insertField.bindInteger(rid, at: 1)
             insertField.bindText(field, at: 2)
             insertField.bindText(object, at: 3)
-            insertField.bindText(string, at: 4)
+            if escaped {
+                insertField.bindText(FieldScanner.decodeString(json, range, escaped: true), at: 4)
+            } else {
+                insertField.bindText(utf8: UnsafeRawBufferPointer(rebasing: json[range]), at: 4)
+            }
             try run(insertField)
         }
     }
