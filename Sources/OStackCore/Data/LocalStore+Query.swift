@@ -32,11 +32,14 @@ extension LocalStore {
     ///
     /// One pass over the table in storage order (`NOT INDEXED`: never the key index's id order,
     /// which would visit the table's pages at random) collects the matching rows' `rid`s and sort
-    /// keys; only the requested page's records are then read.
+    /// keys; only the requested page's records are then read. An object that is a small share of the
+    /// mirror (`isSmallShare`) is read through `records_key` instead: a scan would read every other
+    /// object's pages too.
     public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
         // The object is inlined (a checked identifier).
-        var sql = "FROM records NOT INDEXED WHERE object = '\(query.object)'"
+        let table = try isSmallShare(query.object) ? "records INDEXED BY records_key" : "records NOT INDEXED"
+        var sql = "FROM \(table) WHERE object = '\(query.object)'"
         var bindings: [SQLValue] = []
         if let filter = query.filter {
             let indexed = try indexedFields(query.object)
@@ -86,6 +89,16 @@ extension LocalStore {
         } catch {
             throw Self.storage(error)
         }
+    }
+
+    /// Whether `object` holds fewer than an eighth of the mirror's rows (counting at most that many
+    /// of its `records_key` entries; `max(rid)` stands for the table's size).
+    func isSmallShare(_ object: String) throws(OStackError) -> Bool {
+        let bound = try integer("SELECT max(rid) FROM records") / 8 + 1
+        let count = try integer(
+            "SELECT count(*) FROM (SELECT 1 FROM records INDEXED BY records_key WHERE object = ? LIMIT ?)",
+            [.text(object), .integer(Int64(bound))])
+        return count < bound
     }
 
     /// The stored text of the records at `rids`, in that order.

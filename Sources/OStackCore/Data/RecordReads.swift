@@ -234,8 +234,9 @@ public struct RecordReads {
 }
 
 extension RecordReads {
-    /// Every mirrored record of `object` matching `filter`, handed over one at a time in storage order
-    /// and read in batches of `batch`, so memory stays flat however many there are (`records export`).
+    /// Every mirrored record of `object` matching `filter`, handed over one at a time (in storage
+    /// order, or in id order for an object that is a small share of the mirror) and read in batches
+    /// of `batch`, so memory stays flat however many there are (`records export`).
     /// Returns how many were handed over.
     @discardableResult
     public func eachLocal(
@@ -264,21 +265,29 @@ extension RecordReads {
         let cache = try store.cacheSizeSetting()
         try store.setCacheSize(-2048)
         defer { try? store.setCacheSize(cache) }
+        // A large share of the mirror is read as ranges of the table itself (NOT INDEXED), in storage
+        // order; a small one through `records_key`, in id order (a table scan would read every
+        // other object's pages too). Batches keep no read transaction open for the whole export.
+        let byID = try store.isSmallShare(object)
         var last: Int64 = -1
+        var lastID = ""
         var count = 0
         while true {
-            // A range of the table itself (NOT INDEXED): through the (object, id) index each batch
-            // would visit every record of the object again. Batches keep no read transaction open
-            // for the whole export.
-            let statement = try store.statement(
-                "SELECT rid, data FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
-                [.integer(last), .text(object), .integer(Int64(batch))])
+            let statement =
+                byID
+                ? try store.statement(
+                    "SELECT rid, data, id FROM records INDEXED BY records_key WHERE object = ? AND id > ? ORDER BY id LIMIT ?",
+                    [.text(object), .text(lastID), .integer(Int64(batch))])
+                : try store.statement(
+                    "SELECT rid, data, id FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
+                    [.integer(last), .text(object), .integer(Int64(batch))])
             defer { statement.reset() }
             var rows = 0
             do {
                 while try statement.step() {
                     rows += 1
                     last = statement.integer(at: 0)
+                    if byID { lastID = statement.withColumnBytes(at: 2) { String(decoding: $0, as: UTF8.self) } }
                     let took = try statement.withColumnBytes(at: 1) { (bytes) throws(OStackError) -> Bool in
                         if let matcher, !matcher.matches(bytes) { return false }
                         return try each(bytes)
