@@ -39,6 +39,35 @@ import Testing
         #expect(server.state.withLock { ($0.metaRequests, $0.notModified) } == (2, 1))
     }
 
+    /// `eachLocalJSON` (export) reads an object that is a small share of the mirror through the key
+    /// index in id order, in batches: every record once, an empty id included; a large share is read
+    /// in storage order, the same records.
+    @Test func localReadsOfASmallShareMissNoRecord() throws {
+        let service = try signedIn()
+        try service.store.transaction { () throws(OStackError) in
+            for index in 0..<200 { try service.store.putRecord("project", ["id": .string("n\(index)")], version: nil) }
+            for id in ["b", "", "a", "c"] { try service.store.putRecord("task", ["id": .string(id)], version: nil) }
+        }
+        let scanner = FieldScanner(fields: ["id"])
+        func ids() throws -> [String] {
+            var seen: [String] = []
+            let count = try service.reads.eachLocalJSON("task", filter: nil, batch: 3) { (bytes) throws(OStackError) in
+                if case .string(let id) = scanner.scan(bytes)[0] { seen.append(id) }
+                return true
+            }
+            #expect(count == seen.count)
+            return seen.sorted()
+        }
+        #expect(try service.store.isSmallShare("task"))
+        #expect(try ids() == ["", "a", "b", "c"])
+        // Now `task` is most of the mirror: read in storage order, the same way complete.
+        try service.store.transaction { () throws(OStackError) in
+            for index in 0..<2000 { try service.store.putRecord("task", ["id": .string("t\(index)")], version: nil) }
+        }
+        #expect(try !service.store.isSmallShare("task"))
+        #expect(try ids() == (["", "a", "b", "c"] + (0..<2000).map { "t\($0)" }).sorted())
+    }
+
     @Test func staleMetadataIsUsedOfflineAndMissingMetadataIsOffline() throws {
         let service = try signedIn()
         _ = try service.metadata.object("task")

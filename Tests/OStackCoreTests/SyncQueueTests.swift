@@ -739,6 +739,15 @@ private struct Fixture {
         }
     }
 
+    /// Offset and limit from the command line cannot overflow their sum, on either query path.
+    @Test func aHugeLimitWithAnOffsetIsAPageNotACrash() throws {
+        for index in 0..<5 { try store.putRecord("task", ["id": .string("t\(index)")], version: nil) }
+        for sort in [[], [SortKey(field: "title", descending: false)]] {
+            let result = try actual(.init(object: "task", sort: sort, limit: Int.max, offset: 2))
+            #expect(result.total == 5 && result.ids.count == 3, "\(sort)")
+        }
+    }
+
     /// The same query gives the same rows whether an index narrows it (SQL text equality) or not
     /// (LocalFilter alone): strings are equal only with the same code points in both.
     @Test func indexNarrowingDoesNotChangeResults() throws {

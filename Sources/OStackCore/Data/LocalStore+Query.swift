@@ -63,8 +63,13 @@ extension LocalStore {
         // In id order with a page size (`records list`'s default): one pass keeping the page's ids in
         // a bounded heap instead of sorting every match, so the cost grows with the mirror, not
         // with m·log m of its matches.
-        if query.sort.isEmpty, let limit = query.limit {
-            return try firstByID(sql: sql, bindings: bindings, skip: max(0, query.offset), take: max(0, limit))
+        let first = max(0, query.offset)
+        // Offset and limit come from the command line: their sum is kept from overflowing.
+        let end = query.limit.map { first.addingReportingOverflow(max(0, $0)) }.map {
+            $0.overflow ? Int.max : $0.partialValue
+        }
+        if query.sort.isEmpty, let end {
+            return try firstByID(sql: sql, bindings: bindings, skip: first, end: end)
         }
         var order = query.sort.map { key in
             key.field == "id"
@@ -74,15 +79,14 @@ extension LocalStore {
         order.append("id")
         // One pass: every match is counted (for `total`); the sorter holds rids and keys, not records.
         let page = "SELECT rid " + sql + " ORDER BY " + order.joined(separator: ", ")
-        let first = max(0, query.offset)
-        let end = query.limit.map { first + $0 } ?? Int.max
+        let last = end ?? Int.max
         do {
             let statement = try database.prepare(page)
             try statement.bind(bindings)
             var rids: [Int64] = []
             var total = 0
             while try statement.step() {
-                if total >= first && total < end, case .integer(let rid) = statement.value(at: 0) { rids.append(rid) }
+                if total >= first && total < last, case .integer(let rid) = statement.value(at: 0) { rids.append(rid) }
                 total += 1
             }
             return (try records(at: rids), total)
@@ -115,15 +119,15 @@ extension LocalStore {
         return records
     }
 
-    /// The matches `skip ..< skip + take` in `id` order (SQLite's BINARY collation: byte order), and
+    /// The matches `skip ..< end` in `id` order (SQLite's BINARY collation: byte order), and
     /// how many match.
-    private func firstByID(sql: String, bindings: [SQLValue], skip: Int, take: Int) throws(OStackError)
+    private func firstByID(sql: String, bindings: [SQLValue], skip: Int, end: Int) throws(OStackError)
         -> (records: [[UInt8]], total: Int)
     {
         do {
             let statement = try database.prepare("SELECT rid, id " + sql)
             try statement.bind(bindings)
-            var heap = SmallestIDs(capacity: skip + take)
+            var heap = SmallestIDs(capacity: end)
             var total = 0
             while try statement.step() {
                 total += 1

@@ -275,8 +275,9 @@ extension RecordReads {
         while true {
             let statement =
                 byID
+                // `>=` on the first batch: an empty id (a local create may make one) is not skipped.
                 ? try store.statement(
-                    "SELECT rid, data, id FROM records INDEXED BY records_key WHERE object = ? AND id > ? ORDER BY id LIMIT ?",
+                    "SELECT rid, data, id FROM records INDEXED BY records_key WHERE object = ? AND id \(last < 0 ? ">=" : ">") ? ORDER BY id LIMIT ?",
                     [.text(object), .text(lastID), .integer(Int64(batch))])
                 : try store.statement(
                     "SELECT rid, data, id FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
