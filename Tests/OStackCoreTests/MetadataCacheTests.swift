@@ -68,6 +68,27 @@ import Testing
         #expect(try ids() == (["", "a", "b", "c"] + (0..<2000).map { "t\($0)" }).sorted())
     }
 
+    /// A caller that fails part-way through `eachLocalJSON` (a full disk while exporting) gets its own
+    /// error, and the store is usable at once: the reading thread has ended.
+    @Test func aReaderStoppedPartWayLeavesTheStoreUsable() throws {
+        let service = try signedIn()
+        try service.store.transaction { () throws(OStackError) in
+            for index in 0..<5000 { try service.store.putRecord("task", ["id": .string("t\(index)")], version: nil) }
+        }
+        var seen = 0
+        #expect(throws: OStackError.self) {
+            try service.reads.eachLocalJSON("task", filter: nil, batch: 100) { (_) throws(OStackError) -> Bool in
+                seen += 1
+                if seen == 1234 { throw OStackError(.invalidInput, detail: "test stop") }
+                return true
+            }
+        }
+        #expect(seen == 1234)
+        try service.store.putRecord("task", ["id": .string("after")], version: nil)
+        let count = try service.reads.eachLocalJSON("task", filter: nil) { (_) throws(OStackError) in true }
+        #expect(count == 5001)
+    }
+
     @Test func staleMetadataIsUsedOfflineAndMissingMetadataIsOffline() throws {
         let service = try signedIn()
         _ = try service.metadata.object("task")

@@ -269,9 +269,31 @@ extension RecordReads {
         // order; a small one through `records_key`, in id order (a table scan would read every
         // other object's pages too). Batches keep no read transaction open for the whole export.
         let byID = try store.isSmallShare(object)
+        // The rows are stepped through (and their pages decrypted) on a thread of their own while
+        // `each` runs here: the store is not used from here until `finish` has joined that thread.
+        let ahead = ReadAhead()
+        ahead.start { [store] (emit) throws(OStackError) in
+            try Self.readRows(store, object, byID: byID, matcher: matcher, batch: batch, emit: emit)
+        }
+        defer { ahead.finish() }
+        var count = 0
+        while let chunk = try ahead.next() {
+            try chunk.forEach { (bytes) throws(OStackError) in
+                if try each(bytes) { count += 1 }
+            }
+            ahead.recycle(chunk)
+        }
+        return count
+    }
+
+    /// Every row of `object` that `matcher` takes, emitted in batches of `batch` rows until `emit`
+    /// says stop (`eachLocalJSON`).
+    private static func readRows(
+        _ store: LocalStore, _ object: String, byID: Bool, matcher: LocalFilter?, batch: Int,
+        emit: (UnsafeRawBufferPointer) -> Bool
+    ) throws(OStackError) {
         var last: Int64 = -1
         var lastID = ""
-        var count = 0
         while true {
             let statement =
                 byID
@@ -289,18 +311,16 @@ extension RecordReads {
                     rows += 1
                     last = statement.integer(at: 0)
                     if byID { lastID = statement.withColumnBytes(at: 2) { String(decoding: $0, as: UTF8.self) } }
-                    let took = try statement.withColumnBytes(at: 1) { (bytes) throws(OStackError) -> Bool in
-                        if let matcher, !matcher.matches(bytes) { return false }
-                        return try each(bytes)
+                    let going = statement.withColumnBytes(at: 1) { (bytes) -> Bool in
+                        if let matcher, !matcher.matches(bytes) { return true }
+                        return emit(bytes)
                     }
-                    if took { count += 1 }
+                    if !going { return }
                 }
-            } catch let error as OStackError {
-                throw error
             } catch {
                 throw LocalStore.storage(error)
             }
-            if rows < batch { return count }
+            if rows < batch { return }
         }
     }
 }

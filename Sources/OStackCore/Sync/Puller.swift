@@ -239,7 +239,12 @@ final class PageStream: Sendable {
     /// Checks each page's records (in order) while the fetcher already asks for the next one.
     private let checker = DispatchQueue(label: "ostack.pull.check")
 
-    init(depth: Int) { room = DispatchSemaphore(value: max(1, depth)) }
+    init(depth: Int) {
+        // Made at 0 and signalled up: libdispatch traps when a semaphore is freed below the value it
+        // was made with, which a pull that stops early leaves.
+        room = DispatchSemaphore(value: 0)
+        for _ in 0..<max(1, depth) { room.signal() }
+    }
 
     func start(
         after cursor: (version: String, id: String)?, pageSize: Int,
