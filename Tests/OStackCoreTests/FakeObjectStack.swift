@@ -23,6 +23,8 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
             #"{"name":"task","label":"Task","nameField":"title","fields":{"title":{"type":"text","label":"Title","required":true,"maxLength":20}}}"#
         var metaRequests = 0
         var notModified = 0
+        /// The status of every `GET /api/v1/data/task`, in order.
+        var dataStatuses: [Int] = []
     }
 
     let state = Mutex(State())
@@ -89,7 +91,11 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                 return response
             }
         case ("GET", "/api/v1/data/task"):
-            let known = state.withLock { state in bearer.map { state.tokens[$0] != nil } ?? false }
+            let known = state.withLock { state in
+                let known = bearer.map { state.tokens[$0] != nil } ?? false
+                state.dataStatuses.append(known ? 200 : 401)
+                return known
+            }
             if !known {
                 return json(
                     401,

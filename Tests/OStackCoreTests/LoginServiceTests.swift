@@ -195,6 +195,51 @@ import Testing
         #expect(server.state.withLock { $0.getSessionCount } == before + 1)  // nobody else did: a real refresh
     }
 
+    /// Requests after the first take the token this keeper read (no keyring round trip per page of
+    /// a pull) while the registry entry is unchanged; a change to the entry reads it again.
+    @Test func theTokenIsReadOnceWhileTheRegistryEntryStaysTheSame() throws {
+        let keeper = SessionKeeper(environment: environment)
+        let account = try LoginService(environment: environment).login(request())
+        func get() throws -> Int {
+            try keeper.send(account) {
+                TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+            }.status
+        }
+        #expect(try get() == 200)
+        keyring.fail(with: .locked)
+        #expect(try get() == 200)  // the keyring was not asked
+        // Another process refreshed: the entry changed, so the token is read again (and fails here).
+        try environment.registry.update { (accounts: inout [Account]) throws(OStackError) in
+            accounts[0].sessionRefreshedAt = Date().addingTimeInterval(-1)
+        }
+        #expect(throws: OStackError.self) { try get() }
+        keyring.fail(with: nil)
+        #expect(try get() == 200)
+    }
+
+    /// A token replaced behind the registry's back (no entry change) meets one 401: the kept token is
+    /// forgotten, the keyring's new one adopted for the retry and for the requests after it.
+    @Test func aTokenReplacedOutsideTheRegistryIsAdoptedAfterOne401() throws {
+        let keeper = SessionKeeper(environment: environment)
+        let account = try LoginService(environment: environment).login(request())
+        func get() throws -> Int {
+            try keeper.send(account) {
+                TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+            }.status
+        }
+        #expect(try get() == 200)
+        let key = namespaces.key(account.id, .sessionToken)
+        let old = String(decoding: try #require(try secrets.read(key)).withUnsafeBytes { Array($0) }, as: UTF8.self)
+        server.state.withLock { state in
+            state.tokens["replaced-token"] = state.tokens[old]
+            state.tokens[old] = nil
+        }
+        try secrets.write(SecretBytes(copying: Array("replaced-token".utf8)), for: key)
+        #expect(try get() == 200)
+        #expect(try get() == 200)
+        #expect(server.state.withLock { $0.dataStatuses } == [200, 401, 200, 200])
+    }
+
     @Test func revokedSessionEndsSignedOutAsExpiredWithDataKept() throws {
         var keeper = SessionKeeper(environment: environment)
         keeper.minimumInterval = 0

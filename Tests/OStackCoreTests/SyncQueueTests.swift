@@ -556,6 +556,37 @@ private struct Fixture {
         #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second", "t3.title=Q\"xé"])
     }
 
+    /// The indexed values the pull's checking thread finds (`Puller.parse`) and hands to the writer
+    /// give exactly the `record_fields` rows the writer finds itself; values found for another set
+    /// of fields (the indexed set changed meanwhile) are not used.
+    @Test func fieldValuesFoundWhileCheckingAreTheOnesTheWriterWouldFind() throws {
+        try store.track(schema)
+        let body = Array(
+            #"{"records":[{"id":"a1","updated_at":"v1","title":"Plain","project_id":"p1"},{"id":"a2","updated_at":"v1","project_id":"p\"2\u00e9","title":7},{"id":"a3","updated_at":"v2","title":null,"extra":{"title":"inner"}}],"hasMore":false}"#
+                .utf8)
+        let names = try store.indexedFields("task").sorted()
+        let page = try #require(Puller.parsePage(body, indexed: names))
+        #expect(page.records.count == 3 && page.fields.count == 3)
+        func fieldRows() throws -> [String] {
+            try store.database.query(
+                "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
+            ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
+        }
+        func apply(_ fields: (names: [String], values: [[FieldScanner.RawValue]])?) throws -> [String] {
+            try store.transaction { () throws(OStackError) in
+                _ = try store.applyPulled("task", page.records, likelyNew: true, fields: fields)
+            }
+            defer { try? store.transaction { () throws(OStackError) in try store.run("DELETE FROM records") } }
+            return try fieldRows()
+        }
+        let scanned = try apply(nil)
+        #expect(scanned == ["a1.project_id=p1", "a1.title=Plain", "a2.project_id=p\"2é"])
+        #expect(try apply((names, page.fields)) == scanned)
+        // Values for other fields (here: the right values under a wrong list) are ignored.
+        #expect(try apply((["status"] + names, page.fields)) == scanned)
+        #expect(try apply((names, Array(page.fields.prefix(1)))) == scanned)
+    }
+
     /// Inside an open transaction the mirror writes join it (no savepoint): a failure after them
     /// undoes them with everything else.
     @Test func mirrorWritesInsideATransactionAreUndoneWithIt() throws {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import PlatformKit
 import SodiumKit
+import Synchronization
 
 /// Keeps one account's session alive (docs/security.md#tok-1, #tok-2, #tok-4).
 ///
@@ -13,6 +14,8 @@ import SodiumKit
 /// - A 401 refreshes once and retries once; a second 401 marks the account `expired` (local data
 ///   and queued changes are kept).
 /// - API-key accounts never refresh.
+/// - The token read for a request is kept for the next one while the account's registry entry stays
+///   the same (`TokenMemo`): a pull asks for a page at a time, and read the keyring once per page.
 public struct SessionKeeper: Sendable {
     public let environment: AuthEnvironment
     /// Refresh when less than this is left of the session (default 1 day).
@@ -24,6 +27,8 @@ public struct SessionKeeper: Sendable {
     public var minimumInterval: TimeInterval = 30
     /// For an explicit `auth refresh`: only a refresh this recent (by a concurrent process) is adopted.
     public var explicitInterval: TimeInterval = 2
+    /// The last token this keeper read, for the next request.
+    let memo = TokenMemo()
 
     public init(environment: AuthEnvironment) {
         self.environment = environment
@@ -34,7 +39,8 @@ public struct SessionKeeper: Sendable {
         let account = try current(account)
         try requireSignedIn(account)
         if account.credentialKind == .apiKey || !needsRefresh(account) {
-            return try storedToken(account)
+            if let kept = memo.token(for: account) { return kept }
+            return try storedToken(account, keep: true)
         }
         return try refresh(
             account, force: false, replacing: nil, freshness: minimumInterval,
@@ -61,6 +67,7 @@ public struct SessionKeeper: Sendable {
         let token = try credential(for: account)
         let first = try transmit(build(AuthAPI.authorization(token)), account: account)
         guard first.status == 401 else { return first }
+        memo.forget()
         guard account.credentialKind == .session else {
             try markExpired(account)
             throw OStackError(.sessionExpired, context: .init(account: account.alias))
@@ -182,18 +189,25 @@ public struct SessionKeeper: Sendable {
         }
     }
 
-    func storedToken(_ account: Account) throws(OStackError) -> SessionCredential {
+    /// The account's token as the keyring holds it now. `keep`: remembered for the next request of
+    /// this keeper while the registry entry stays `account` (not a sealed one: see `TokenMemo`).
+    func storedToken(_ account: Account, keep: Bool = false) throws(OStackError) -> SessionCredential {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
         guard let item = try environment.secrets.readUpgrading(environment.namespaces.key(account.id, kind)) else {
             throw OStackError(.notSignedIn, context: .init(account: account.alias), detail: "no token in the keyring")
         }
-        guard TokenSeal.isSealed(item) else { return SessionCredential(item) }
+        guard TokenSeal.isSealed(item) else {
+            let token = SessionCredential(item)
+            if keep { memo.keep(token, for: account) }
+            return token
+        }
         // PIN-protected: the token opens only with the DEK the agent holds (locked → exit 4).
         return try TokenSeal.open(item, dek: try environment.databaseKey(account), account: account.id)
     }
 
     /// Writes a (rotated) token, sealed when the account has a PIN, and reads it back.
     func storeToken(_ token: SessionCredential, for account: Account) throws(OStackError) {
+        memo.forget()
         let key = environment.namespaces.key(account.id, .sessionToken)
         let item =
             environment.keyIsSealed(account)
@@ -220,5 +234,28 @@ extension SessionKeeper {
     public func organizations(of account: Account) throws(OStackError) -> [(id: String, name: String)] {
         let token = try credential(for: account)
         return try AuthAPI(account: account, transport: environment.transport).organizations(token: token)
+    }
+}
+
+/// The token a `SessionKeeper` last read from the keyring, kept in this process's memory (where the
+/// request holds it anyway) for as long as the account's registry entry is exactly the same.
+/// Whatever replaces a token changes the entry as well: a refresh or rotation by any process sets
+/// `sessionRefreshedAt`, a logout the session state, a new sign-in the whole entry. A token replaced
+/// some other way meets a 401, which forgets it and reads the keyring again before the one retry.
+/// A sealed (PIN-protected) token is never kept: it is opened with the agent's key on every request,
+/// so `ostack lock` in another shell stops the next request as before.
+final class TokenMemo: Sendable {
+    private let slot = Mutex<(account: Account, token: SessionCredential)?>(nil)
+
+    func token(for account: Account) -> SessionCredential? {
+        slot.withLock { kept in kept.flatMap { $0.account == account ? $0.token : nil } }
+    }
+
+    func keep(_ token: SessionCredential, for account: Account) {
+        slot.withLock { $0 = (account, token) }
+    }
+
+    func forget() {
+        slot.withLock { $0 = nil }
     }
 }

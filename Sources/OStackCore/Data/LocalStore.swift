@@ -277,17 +277,24 @@ public final class LocalStore: @unchecked Sendable {
     /// local change is left alone (pending changes are never overwritten). Returns how many were
     /// written.
     /// `likelyNew`: most records are not in the mirror yet (a first pull): each is inserted first,
-    /// and only looked up when the insert finds it there.
+    /// and only looked up when the insert finds it there. `fields`: each record's values of the
+    /// indexed fields `names`, already found in its bytes (`MirrorWriter.fields` order).
     public func applyPulled(
-        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false
+        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false,
+        fields: (names: [String], values: [[FieldScanner.RawValue]])? = nil
     ) throws(OStackError) -> Int {
         let writer = try MirrorWriter(store: self, object: object)
+        // Values found for other fields than the writer's (the indexed set changed meanwhile) are
+        // not used: the writer finds its own.
+        let values = fields.flatMap { $0.names == writer.fields && $0.values.count == records.count ? $0.values : nil }
         return try joiningTransaction { () throws(OStackError) -> Int in
             // Records with a queued change are skipped (usually none: one query per page).
             let queued = try queuedRecordIDs(object)
             var written = 0
-            for record in records where !queued.contains(record.id) {
-                try writer.write(id: record.id, json: record.json, version: record.version, likelyNew: likelyNew)
+            for (index, record) in records.enumerated() where !queued.contains(record.id) {
+                try writer.write(
+                    id: record.id, json: record.json, version: record.version, likelyNew: likelyNew,
+                    fields: values?[index])
                 written += 1
             }
             return written

@@ -38,9 +38,15 @@ struct MirrorWriter {
     /// Writes one record. `json` must be one JSON object in valid UTF-8 (a pulled record is checked by
     /// `JSONSyntax`, a local one serialized); it is stored as text.
     /// `likelyNew`: try the INSERT first (a first pull), and look the record up only if it exists.
-    func write(id: String, json bytes: [UInt8], version: String?, likelyNew: Bool = false) throws(OStackError) {
+    /// `fields`: the record's values of `fields`, when already found in its bytes.
+    func write(
+        id: String, json bytes: [UInt8], version: String?, likelyNew: Bool = false,
+        fields values: [FieldScanner.RawValue]? = nil
+    ) throws(OStackError) {
         do {
-            try bytes.withUnsafeBytes { json in try write(id: id, json: json, version: version, likelyNew: likelyNew) }
+            try bytes.withUnsafeBytes { json in
+                try write(id: id, json: json, version: version, likelyNew: likelyNew, values: values)
+            }
         } catch let error as OStackError {
             throw error
         } catch {
@@ -59,8 +65,10 @@ struct MirrorWriter {
         }
     }
 
-    private func write(id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool) throws {
-        if likelyNew, try insertNew(id: id, json: json, version: version) { return }
+    private func write(
+        id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool, values: [FieldScanner.RawValue]?
+    ) throws {
+        if likelyNew, try insertNew(id: id, json: json, version: version, values: values) { return }
         if let rid = try existing(id) {
             update.bindText(utf8: json, at: 1)
             if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
@@ -69,16 +77,18 @@ struct MirrorWriter {
             if !fields.isEmpty {
                 dropFields.bindInteger(rid, at: 1)
                 try run(dropFields)
-                try writeFields(rid: rid, json: json)
+                try writeFields(rid: rid, json: json, values: values)
             }
-        } else if try !insertNew(id: id, json: json, version: version) {
+        } else if try !insertNew(id: id, json: json, version: version, values: values) {
             throw SQLiteError(
                 kind: .constraint, code: 19, extendedCode: 2067, operation: "insert", message: "record exists")
         }
     }
 
     /// Appends the record; false when a record with its key is there already (nothing written).
-    private func insertNew(id: String, json: UnsafeRawBufferPointer, version: String?) throws -> Bool {
+    private func insertNew(
+        id: String, json: UnsafeRawBufferPointer, version: String?, values: [FieldScanner.RawValue]? = nil
+    ) throws -> Bool {
         insert.bindText(object, at: 1)
         insert.bindText(id, at: 2)
         insert.bindText(utf8: json, at: 3)
@@ -90,7 +100,7 @@ struct MirrorWriter {
             // statement journal: the failed statement leaves the transaction as it was.
             return false
         }
-        try writeFields(rid: database.lastInsertRowID, json: json)
+        try writeFields(rid: database.lastInsertRowID, json: json, values: values)
         return true
     }
 
@@ -104,12 +114,18 @@ struct MirrorWriter {
     }
 
     /// The text values of the indexed fields, bound from the record's bytes where no escape needs
-    /// decoding.
-    private func writeFields(rid: Int64, json: UnsafeRawBufferPointer) throws {
+    /// decoding. `found`: the values as found in these bytes already (else they are found here).
+    private func writeFields(rid: Int64, json: UnsafeRawBufferPointer, values found: [FieldScanner.RawValue]?) throws {
         guard !fields.isEmpty else { return }
-        var values: [FieldScanner.RawValue] = []
-        values.reserveCapacity(fields.count)
-        scanner.scanRaw(json, into: &values)
+        var values: [FieldScanner.RawValue]
+        // (Found in the same bytes, so every range lies inside them; checked all the same.)
+        if let found, found.count == fields.count, found.allSatisfy({ Self.lies($0, within: json.count) }) {
+            values = found
+        } else {
+            values = []
+            values.reserveCapacity(fields.count)
+            scanner.scanRaw(json, into: &values)
+        }
         for (field, value) in zip(fields, values) {
             guard case .string(let range, let escaped) = value else { continue }
             insertField.bindInteger(rid, at: 1)
@@ -121,6 +137,13 @@ struct MirrorWriter {
                 insertField.bindText(utf8: UnsafeRawBufferPointer(rebasing: json[range]), at: 4)
             }
             try run(insertField)
+        }
+    }
+
+    private static func lies(_ value: FieldScanner.RawValue, within count: Int) -> Bool {
+        switch value {
+        case .string(let range, _), .number(let range): range.lowerBound >= 0 && range.upperBound <= count
+        default: true
         }
     }
 

@@ -19,6 +19,9 @@ struct Puller {
     /// One list page: the records to store, and the ones that cannot be stored.
     struct Page {
         var records: [(id: String, version: String?, json: [UInt8])] = []
+        /// Each record's indexed field values (`LocalStore.indexedFields`, sorted), found where they
+        /// stand in its bytes by the checking thread, so the writer only binds them.
+        var fields: [[FieldScanner.RawValue]] = []
         /// Records that are not valid JSON, nest too deep or carry a number out of range: their ids
         /// (nil when unusable), reported instead of stored (docs/sync.md, "Pull").
         var rejected: [String?] = []
@@ -43,7 +46,7 @@ struct Puller {
         // A first pull brings every record, so it needs no deletion reconciliation right after.
         let initial = state.cursorVersion == nil
         _ = api.directory.discovery  // routes resolved here, not on the fetching thread
-        let stream = PageStream(depth: pagesAhead)
+        let stream = PageStream(depth: pagesAhead, indexed: try store.indexedFields(object).sorted())
         defer { stream.cancel() }
         stream.start(
             after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, pageSize: pageSize
@@ -80,7 +83,9 @@ struct Puller {
                 while more && written < recordsPerCommit {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     more = page.count >= pageSize && last.version != nil
-                    let applied = try store.applyPulled(object, page.records, likelyNew: initial)
+                    let applied = try store.applyPulled(
+                        object, page.records, likelyNew: initial,
+                        fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields))
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
                     // An older copy of a rejected record is stale now: kept, but flagged.
@@ -152,8 +157,8 @@ struct Puller {
 
     /// A list page's records, found without decoding the page; each record's syntax is checked
     /// strictly (`JSONSyntax`) before it may be stored.
-    static func parsePage(_ body: [UInt8]) -> Page? {
-        split(body).map(parse)
+    static func parsePage(_ body: [UInt8], indexed: [String] = []) -> Page? {
+        split(body).map { parse($0, indexed: indexed) }
     }
 
     /// The records' places in the body and the last usable keyset position, without checking the
@@ -183,13 +188,15 @@ struct Puller {
     }
 
     /// The records of a page checked: (id, version, raw JSON) to store, the ids of those that cannot
-    /// be stored (nil when unusable).
-    static func parse(_ raw: RawPage) -> Page {
+    /// be stored (nil when unusable), and the values of the `indexed` fields of those to store.
+    static func parse(_ raw: RawPage, indexed: [String] = []) -> Page {
         var page = Page()
         page.total = raw.total
         page.count = raw.ranges.count
         page.last = raw.last
         page.records.reserveCapacity(raw.ranges.count)
+        let scanner = indexed.isEmpty ? nil : FieldScanner(fields: indexed)
+        if scanner != nil { page.fields.reserveCapacity(raw.ranges.count) }
         raw.body.withUnsafeBytes { body in
             for range in raw.ranges {
                 let slice = UnsafeRawBufferPointer(rebasing: body[range])
@@ -199,6 +206,11 @@ struct Puller {
                 }
                 if JSONSyntax.isValidObject(slice) {
                     page.records.append((found.id, found.version, Array(slice)))
+                    if let scanner {
+                        var values: [FieldScanner.RawValue] = []
+                        scanner.scanRaw(slice, into: &values)
+                        page.fields.append(values)
+                    }
                 } else {
                     page.rejected.append(found.id)
                 }
@@ -239,7 +251,11 @@ final class PageStream: Sendable {
     /// Checks each page's records (in order) while the fetcher already asks for the next one.
     private let checker = DispatchQueue(label: "ostack.pull.check")
 
-    init(depth: Int) {
+    /// The fields whose values the checker finds for the writer (`Puller.Page.fields`).
+    let indexed: [String]
+
+    init(depth: Int, indexed: [String] = []) {
+        self.indexed = indexed
         // Made at 0 and signalled up: libdispatch traps when a semaphore is freed below the value it
         // was made with, which a pull that stops early leaves.
         room = DispatchSemaphore(value: 0)
@@ -263,7 +279,7 @@ final class PageStream: Sendable {
                 let result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(cursor, first) }
                 first = false
                 checker.async { [self] in
-                    let page = result.map(Puller.parse)
+                    let page = result.map { Puller.parse($0, indexed: indexed) }
                     state.withLock { $0.pages.append(page) }
                     ready.signal()
                 }
