@@ -77,4 +77,99 @@ import Testing
             #expect(!other.writeDirectly(into: &bytes))
         }
     }
+
+    /// What `parse` must give: `JSONDecoder`'s decoding of `JSONValue` (nil when it refuses).
+    static func decoded(_ bytes: [UInt8]) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+
+    /// Random JSON text, spelled in the ways servers spell it: whitespace, escapes (`\u` too),
+    /// number forms (exponents, fractions, -0, huge), nesting.
+    static func randomText(_ generator: inout SeededGenerator, depth: Int = 0) -> String {
+        let space = ["", "", " ", "\n", "\t ", "\r\n"]
+        func ws() -> String { space.randomElement(using: &generator)! }
+        let numbers = [
+            "0", "-0", "1", "-1", "42", "2.5", "-3.25", "1e3", "1E+3", "2e-3", "-0.0", "0.1",
+            "123456789012345678901234",
+            "1e308", "1e309", "-1e400", "1.7976931348623157e308", "5e-324", "1e-400", "9007199254740993", "00", "01",
+            "1.", ".5", "-", "1e", "+1", "0x10", "NaN", "Infinity",
+        ]
+        let strings = [
+            "", "plain", "with \\\"quotes\\\"", "a\\/b", "tab\\there", "\\u00e9", "\\ud83d\\ude42", "\\ud83d",
+            "é", "日本語", "\\n\\r\\b\\f", "\\x", "raw\ttab", "\\u0000", "\\uZZZZ", "🙂",
+        ]
+        switch Int.random(in: 0..<(depth > 3 ? 5 : 7), using: &generator) {
+        case 0: return ["null", "true", "false", "nul", "True"].randomElement(using: &generator)!
+        case 1, 2: return numbers.randomElement(using: &generator)!
+        case 3, 4: return "\"" + strings.randomElement(using: &generator)! + "\""
+        case 5:
+            let items = (0..<Int.random(in: 0...4, using: &generator)).map { _ in
+                ws() + randomText(&generator, depth: depth + 1) + ws()
+            }
+            return "[" + ws() + items.joined(separator: ",") + "]"
+        default:
+            let keys = ["a", "b", "id", "é", "a\\u0062", "", "a"]
+            let items = (0..<Int.random(in: 0...5, using: &generator)).map { _ in
+                ws() + "\"" + keys.randomElement(using: &generator)! + "\"" + ws() + ":" + ws()
+                    + randomText(&generator, depth: depth + 1) + ws()
+            }
+            return "{" + items.joined(separator: ",") + ws() + "}"
+        }
+    }
+
+    /// `parse` reads ordinary text itself and hands the rest to `JSONDecoder`: for valid text, broken
+    /// text and random byte mutations alike the result is the decoder's, and most ordinary text is
+    /// read directly.
+    @Test func parseIsWhatJSONDecoderGives() {
+        var generator = SeededGenerator(seed: 20_261_125)
+        var agreed = 0
+        var valid = 0
+        for round in 0..<12_000 {
+            var bytes = Array(Self.randomText(&generator).utf8)
+            if round % 3 == 1, !bytes.isEmpty {
+                // A mutation: a byte changed, removed, or the text cut short.
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<4, using: &generator) {
+                case 0: bytes[at] = UInt8.random(in: 0...255, using: &generator)
+                case 1: bytes.remove(at: at)
+                case 2: bytes = Array(bytes[..<at])
+                default:
+                    bytes.insert([0x22, 0x5C, 0x2C, 0x7B, 0x5D, 0x00, 0xFF].randomElement(using: &generator)!, at: at)
+                }
+            }
+            if round % 7 == 3 { bytes = Array(" \n".utf8) + bytes + Array("\t".utf8) }
+            let expected = Self.decoded(bytes)
+            let got = JSONValue.parse(bytes)
+            if expected != nil { valid += 1 }
+            if got == expected { agreed += 1 }
+            #expect(got == expected, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(agreed == 12_000)
+        #expect(valid > 4_000, "only \(valid) valid texts")
+    }
+
+    /// A typical record and a typical list page are read without `JSONDecoder` (the direct reader
+    /// gives the value itself), and values serialized by `serialized()` read back equal.
+    @Test func ordinaryTextIsReadDirectlyAndRoundTrips() {
+        var generator = SeededGenerator(seed: 7)
+        var direct = 0
+        for _ in 0..<2_000 {
+            let value = Self.random(&generator)
+            let text = value.serialized()
+            #expect(JSONValue.parse(text) == value)
+            #expect(JSONValue.parse(text) == Self.decoded(text))
+            if let read = JSONValue.parseDirectly(text) {
+                direct += 1
+                #expect(read == value)
+            }
+        }
+        // Only text with `\u` escapes (control characters in strings) goes to the decoder.
+        #expect(direct > 1_200, "read directly: \(direct) of 2 000")
+        let page = Array(
+            #"{"records":[{"id":"tsk_1","title":"A \"quoted\" title","amount":12.5,"done":false,"tags":["x"],"owner":null}],"total":1,"hasMore":false}"#
+                .utf8)
+        #expect(JSONValue.parse(page) == Self.decoded(page))
+        #expect(JSONValue.parseDirectly(page) == Self.decoded(page))
+        #expect(JSONValue.parse(page)?["records"]?.arrayValue?.first?["title"] == "A \"quoted\" title")
+    }
 }

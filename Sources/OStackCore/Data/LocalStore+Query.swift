@@ -37,14 +37,21 @@ extension LocalStore {
     /// object's pages too.
     public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
+        let indexed = query.filter == nil ? [] : try indexedFields(query.object)
+        let equalities =
+            query.filter.map(Self.indexableEqualities)?.filter { field, _ in
+                indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "")
+            } ?? []
+        // Rows narrowed by a `record_fields` lookup are read by rid; otherwise a small share of the
+        // mirror is read through `records_key`, a large one by the scan (telling which costs a count
+        // of up to an eighth of the mirror's keys, so it is not asked when a lookup narrows).
         // The object is inlined (a checked identifier).
-        let table = try isSmallShare(query.object) ? "records INDEXED BY records_key" : "records NOT INDEXED"
+        let small = equalities.isEmpty ? try isSmallShare(query.object) : false
+        let table = small ? "records INDEXED BY records_key" : "records NOT INDEXED"
         var sql = "FROM \(table) WHERE object = '\(query.object)'"
         var bindings: [SQLValue] = []
         if let filter = query.filter {
-            let indexed = try indexedFields(query.object)
-            for (field, values) in Self.indexableEqualities(filter)
-            where indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "") {
+            for (field, values) in equalities {
                 sql +=
                     " AND rid IN (SELECT rid FROM record_fields WHERE object = '\(query.object)' AND field = '\(field)'"
                     + " AND value IN (\(values.map { _ in "?" }.joined(separator: ", "))))"

@@ -43,10 +43,6 @@ public indirect enum JSONValue: Sendable, Equatable, Codable {
         }
     }
 
-    public static func parse(_ bytes: [UInt8]) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
-    }
-
     /// Compact JSON, keys sorted, slashes not escaped: exactly what `JSONEncoder` with
     /// `[.sortedKeys, .withoutEscapingSlashes]` writes. Values made of ASCII keys, strings without
     /// control characters and whole numbers within ±9e15 — nearly every record — are written
