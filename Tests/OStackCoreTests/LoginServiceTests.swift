@@ -215,6 +215,12 @@ import Testing
         #expect(throws: OStackError.self) { try get() }
         keyring.fail(with: nil)
         #expect(try get() == 200)
+        // A PIN set by another process (its envelope, not the registry): the kept token is not used.
+        let pin = environment.pinEnvelopePath(account)
+        try SecureFileSystem.createDirectory(String(pin[..<pin.lastIndex(of: "/")!]))
+        try SecureFileSystem.writeAtomically(Array("test".utf8), to: pin)
+        keyring.fail(with: .locked)
+        #expect(throws: OStackError.self) { try get() }
     }
 
     /// A token replaced behind the registry's back (no entry change) meets one 401: the kept token is

@@ -73,7 +73,12 @@ import Testing
     @Test func aReaderStoppedPartWayLeavesTheStoreUsable() throws {
         let service = try signedIn()
         try service.store.transaction { () throws(OStackError) in
-            for index in 0..<5000 { try service.store.putRecord("task", ["id": .string("t\(index)")], version: nil) }
+            // About 2.5 MB in all, so the reading thread is still going (ten 256 KiB chunks) when
+            // the caller stops.
+            let padding = JSONValue.string(String(repeating: "x", count: 480))
+            for index in 0..<5000 {
+                try service.store.putRecord("task", ["id": .string("t\(index)"), "notes": padding], version: nil)
+            }
         }
         var seen = 0
         #expect(throws: OStackError.self) {

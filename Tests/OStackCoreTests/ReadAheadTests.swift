@@ -5,7 +5,7 @@ import Testing
 
 /// `ReadAhead` (the export's reader thread): every item once and in order, whatever the chunk size
 /// and depth; a caller that stops early or a producer that fails ends cleanly, never hangs.
-struct ReadAheadTests {
+@Suite(.timeLimit(.minutes(1))) struct ReadAheadTests {
     private static func items(_ count: Int) -> [[UInt8]] {
         (0..<count).map { Array("item-\($0)-".utf8) + Array(repeating: UInt8(ascii: "x"), count: $0 % 37) }
     }
@@ -76,7 +76,7 @@ struct ReadAheadTests {
 
 /// The pull's `PageStream`: a pull that stops after its first page (an error while writing) leaves
 /// the fetcher waiting for room; it is woken, ends, and the stream is freed without a trap.
-struct PageStreamStopTests {
+@Suite(.timeLimit(.minutes(1))) struct PageStreamStopTests {
     @Test func aStreamStoppedEarlyEndsAndIsFreed() async throws {
         let fetched = Mutex(0)
         weak var freed: PageStream?

@@ -585,6 +585,14 @@ private struct Fixture {
         // Values for other fields (here: the right values under a wrong list) are ignored.
         #expect(try apply((["status"] + names, page.fields)) == scanned)
         #expect(try apply((names, Array(page.fields.prefix(1)))) == scanned)
+        // The handed values are the ones bound (here a1's two fields swapped: still inside its bytes),
+        // each with its own record, also when a record before it is skipped for a queued change.
+        var swapped = page.fields
+        swapped[0].swapAt(0, 1)
+        try store.enqueue(
+            object: "task", recordID: "a2", operation: .update, payload: ["title": "Mine"], baseVersion: nil,
+            baseSnapshot: nil)
+        #expect(try apply((names, swapped)) == ["a1.project_id=Plain", "a1.title=p1"])
     }
 
     /// Inside an open transaction the mirror writes join it (no savepoint): a failure after them

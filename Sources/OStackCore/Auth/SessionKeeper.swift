@@ -39,7 +39,9 @@ public struct SessionKeeper: Sendable {
         let account = try current(account)
         try requireSignedIn(account)
         if account.credentialKind == .apiKey || !needsRefresh(account) {
-            if let kept = memo.token(for: account) { return kept }
+            // A PIN set meanwhile seals the token without touching the registry (`pin.env`): a kept
+            // token is used only while the account has none.
+            if !environment.keyIsSealed(account), let kept = memo.token(for: account) { return kept }
             return try storedToken(account, keep: true)
         }
         return try refresh(
@@ -242,8 +244,10 @@ extension SessionKeeper {
 /// Whatever replaces a token changes the entry as well: a refresh or rotation by any process sets
 /// `sessionRefreshedAt`, a logout the session state, a new sign-in the whole entry. A token replaced
 /// some other way meets a 401, which forgets it and reads the keyring again before the one retry.
-/// A sealed (PIN-protected) token is never kept: it is opened with the agent's key on every request,
-/// so `ostack lock` in another shell stops the next request as before.
+/// A sealed (PIN-protected) token is never kept, and a kept one is not used once the account has a
+/// PIN (set by another process meanwhile): a sealed token is opened with the agent's key on every
+/// request, so `ostack lock` in another shell stops the next request as before. (An API key has no
+/// retry: its 401 ends the account's session as before.)
 final class TokenMemo: Sendable {
     private let slot = Mutex<(account: Account, token: SessionCredential)?>(nil)
 

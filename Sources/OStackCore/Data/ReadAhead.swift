@@ -89,6 +89,8 @@ final class ReadAhead: Sendable {
 
     /// Queues a full chunk once there is room; false when the caller has stopped.
     private func hand(_ chunk: Chunk) -> Bool {
+        // After a stop no wait at all: `finish` gives the room for one wait only.
+        if state.withLock({ $0.cancelled }) { return false }
         room.wait()
         let handed = state.withLock { (state) -> Bool in
             guard !state.cancelled else { return false }
