@@ -91,9 +91,8 @@ public struct RecordWrites {
                 let id = data["id"]?.stringValue ?? Self.newRecordID()
                 record["id"] = .string(id)
                 // A given id that is already here is not a create (it would overwrite the local copy).
-                guard ids.insert(id).inserted,
-                    try writer.insert(id: id, json: JSONValue.object(record).serialized(), version: nil)
-                else {
+                let json = JSONValue.object(record).serialized()
+                guard ids.insert(id).inserted, try writer.insert(id: id, json: json, version: nil) else {
                     throw OStackError(
                         .validation,
                         context: .init(
@@ -103,7 +102,7 @@ public struct RecordWrites {
                 }
                 let entry = try store.enqueueReporting(
                     object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
-                    baseSnapshot: nil)
+                    baseSnapshot: nil, serializedPayload: json)
                 created.append((id, entry.isNew ? entry.id : nil))
             }
             try session.audit.append("record.create", details: ["object": object, "count": String(items.count)])

@@ -138,14 +138,20 @@ extension LocalStore {
     }
 
     /// `enqueue`, also saying whether the change is an entry of its own (not merged into an older one).
+    /// `serializedPayload`: `payload` as `JSONValue.serialized()` wrote it, when the caller has it.
     public func enqueueReporting(
         object: String, recordID: String, operation: QueueEntry.Operation, payload: [String: JSONValue]?,
-        baseVersion: String?, baseSnapshot: [String: JSONValue]?
+        baseVersion: String?, baseSnapshot: [String: JSONValue]?, serializedPayload: [UInt8]? = nil
     ) throws(OStackError) -> (id: String?, isNew: Bool) {
-        let last = try rows(
-            "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1",
-            [.text(object), .text(recordID)]
-        ).first.flatMap(Self.entry)
+        // Only an update or a delete folds into the change queued before it; a create never does, so
+        // it needs no look at that change (an import queues thousands of creates).
+        let last =
+            operation == .create
+            ? nil
+            : try rows(
+                "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1",
+                [.text(object), .text(recordID)]
+            ).first.flatMap(Self.entry)
         if let last, last.status == .pending, !last.sent {
             switch (last.operation, operation) {
             case (.create, .update), (.update, .update):
@@ -173,7 +179,8 @@ extension LocalStore {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
-                .text(id), .text(object), .text(recordID), .text(operation.rawValue), Self.encode(payload),
+                .text(id), .text(object), .text(recordID), .text(operation.rawValue),
+                serializedPayload.map { .text(String(decoding: $0, as: UTF8.self)) } ?? Self.encode(payload),
                 baseVersion.map { .text($0) } ?? .null, Self.encode(baseSnapshot), .real(now), .real(now),
             ])
         return (id, true)
