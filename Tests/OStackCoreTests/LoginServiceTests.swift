@@ -195,16 +195,19 @@ import Testing
         #expect(server.state.withLock { $0.getSessionCount } == before + 1)  // nobody else did: a real refresh
     }
 
+    /// One `GET /api/v1/data/task` through `keeper`: the answer's status.
+    static func listTasks(_ keeper: SessionKeeper, _ account: Account) throws -> Int {
+        try keeper.send(account) {
+            TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+        }.status
+    }
+
     /// Requests after the first take the token this keeper read (no keyring round trip per page of
     /// a pull) while the registry entry is unchanged; a change to the entry reads it again.
     @Test func theTokenIsReadOnceWhileTheRegistryEntryStaysTheSame() throws {
         let keeper = SessionKeeper(environment: environment)
         let account = try LoginService(environment: environment).login(request())
-        func get() throws -> Int {
-            try keeper.send(account) {
-                TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
-            }.status
-        }
+        func get() throws -> Int { try Self.listTasks(keeper, account) }
         #expect(try get() == 200)
         keyring.fail(with: .locked)
         #expect(try get() == 200)  // the keyring was not asked
@@ -228,11 +231,7 @@ import Testing
     @Test func aTokenReplacedOutsideTheRegistryIsAdoptedAfterOne401() throws {
         let keeper = SessionKeeper(environment: environment)
         let account = try LoginService(environment: environment).login(request())
-        func get() throws -> Int {
-            try keeper.send(account) {
-                TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
-            }.status
-        }
+        func get() throws -> Int { try Self.listTasks(keeper, account) }
         #expect(try get() == 200)
         let key = namespaces.key(account.id, .sessionToken)
         let old = String(decoding: try #require(try secrets.read(key)).withUnsafeBytes { Array($0) }, as: UTF8.self)
