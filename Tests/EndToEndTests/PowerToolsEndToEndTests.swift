@@ -172,18 +172,25 @@ import Testing
         }
         #expect(try ostack.run(["sync", "track", "task", "--account", "one"]).status == 0)
         #expect(try ostack.run(["sync", "--account", "one"]).status == 0)
-        for format in ["csv", "ndjson"] {
+        for format in ["csv", "ndjson", "csv --fields"] {
             func lines(_ source: String) throws -> [String] {
-                let out = try ostack.run(["records", "export", "task", "--account", "one", source, "--format", format])
+                let fields = format.hasSuffix("--fields") ? ["--fields", "title,amount"] : []
+                let out = try ostack.run(
+                    [
+                        "records", "export", "task", "--account", "one", source, "--format",
+                        String(format.prefix(while: { $0 != " " })),
+                    ]
+                        + fields)
                 #expect(out.status == 0, "\(out.stderr)")
-                return out.stdout.split(separator: format == "csv" ? "\r\n" : "\n").map(String.init)
+                return out.stdout.split(separator: format.hasPrefix("csv") ? "\r\n" : "\n").map(String.init)
             }
             let local = try lines("--local")
             let remote = try lines("--remote")
-            #expect(local.count == 10_000 + awkward.count + (format == "csv" ? 1 : 0))
-            if format == "csv" {
+            #expect(local.count == 10_000 + awkward.count + (format.hasPrefix("csv") ? 1 : 0))
+            if format.hasPrefix("csv") {
                 #expect(local.first == remote.first, "the same header")
                 #expect(local.sorted() == remote.sorted())
+                if format.hasSuffix("--fields") { #expect(local.first == "id,title,amount") }
             } else {
                 func id(_ line: String) -> String? {
                     line.firstRange(of: #""id":""#).map { String(line[$0.upperBound...].prefix { $0 != "\"" }) }

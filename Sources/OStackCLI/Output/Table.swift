@@ -44,11 +44,8 @@ public struct Table: Sendable {
     /// Decided on Unicode scalars, not characters: a `,` or `"` followed by a combining mark is one
     /// Swift character, but a CSV reader still sees the comma or the quote.
     static func csvField(_ text: String) -> String {
+        guard csvNeedsQuotes(text.utf8) else { return text }
         let scalars = text.unicodeScalars
-        guard
-            scalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) || scalars.first == " "
-                || scalars.last == " "
-        else { return text }
         var quoted = String.UnicodeScalarView()
         quoted.append("\"")
         for scalar in scalars {
@@ -57,6 +54,20 @@ public struct Table: Sendable {
         }
         quoted.append("\"")
         return String(quoted)
+    }
+
+    /// Whether a CSV cell must be quoted: it holds a comma, a quote or a line break, or starts or
+    /// ends with a space. On UTF-8 bytes (ASCII bytes never occur inside a multi-byte character,
+    /// so this is the test on Unicode scalars), for the export's byte path as well.
+    static func csvNeedsQuotes<Bytes: Collection>(_ utf8: Bytes) -> Bool where Bytes.Element == UInt8 {
+        guard let first = utf8.first else { return false }
+        if first == UInt8(ascii: " ") { return true }
+        var last = first
+        for byte in utf8 {
+            if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == 0x0A || byte == 0x0D { return true }
+            last = byte
+        }
+        return last == UInt8(ascii: " ")
     }
 
     private func aligned(headers: [String], rows: [[String]], width: Int?, terminal: Terminal?) -> String {

@@ -103,8 +103,14 @@ extension LocalStore {
     }
 
     /// Whether `object` holds fewer than an eighth of the mirror's rows (counting at most that many
-    /// of its `records_key` entries; `max(rid)` stands for the table's size).
+    /// of its `records_key` entries; `max(rid)` stands for the table's size). An object alone in the
+    /// mirror (the usual case) is not, found by two index probes instead of the count.
     func isSmallShare(_ object: String) throws(OStackError) -> Bool {
+        let others = try integer(
+            "SELECT EXISTS (SELECT 1 FROM records INDEXED BY records_key WHERE object < ?)"
+                + " OR EXISTS (SELECT 1 FROM records INDEXED BY records_key WHERE object > ?)",
+            [.text(object), .text(object)])
+        if others == 0 { return false }
         let bound = try integer("SELECT max(rid) FROM records") / 8 + 1
         let count = try integer(
             "SELECT count(*) FROM (SELECT 1 FROM records INDEXED BY records_key WHERE object = ? LIMIT ?)",

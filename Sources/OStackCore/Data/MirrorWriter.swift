@@ -95,9 +95,10 @@ struct MirrorWriter {
         if let version { insert.bindText(version, at: 4) } else { insert.bindNull(at: 4) }
         do {
             try run(insert)
-        } catch let error as SQLiteError where error.kind == .constraint {
+        } catch let error as SQLiteError where error.extendedCode == 2067 {  // SQLITE_CONSTRAINT_UNIQUE
             // A single-row INSERT checks the unique key before it writes anything, and opens no
-            // statement journal: the failed statement leaves the transaction as it was.
+            // statement journal: the failed statement leaves the transaction as it was. (Any other
+            // constraint failure is an error, not "already here".)
             return false
         }
         try writeFields(rid: database.lastInsertRowID, json: json, values: values)

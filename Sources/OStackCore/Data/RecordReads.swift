@@ -234,23 +234,10 @@ public struct RecordReads {
 }
 
 extension RecordReads {
-    /// Every mirrored record of `object` matching `filter`, handed over one at a time (in storage
-    /// order, or in id order for an object that is a small share of the mirror) and read in batches
-    /// of `batch`, so memory stays flat however many there are (`records export`).
-    /// Returns how many were handed over.
-    @discardableResult
-    public func eachLocal(
-        _ object: String, filter: FilterCondition?, batch: Int = 2000, each: (JSONValue) throws(OStackError) -> Void
-    ) throws(OStackError) -> Int {
-        try eachLocalJSON(object, filter: filter, batch: batch) { (bytes) throws(OStackError) in
-            guard let record = JSONValue.parse(Array(bytes)) else { return false }
-            try each(record)
-            return true
-        }
-    }
-
-    /// Like `eachLocal`, handing over each record's stored JSON text (validated when it was stored)
-    /// without decoding or copying it (the bytes are valid during `each` only); `each` returns
+    /// Every mirrored record of `object` matching `filter` (`records export`), handed over one at a
+    /// time as its stored JSON text (validated when it was stored), in storage order or, for an
+    /// object that is a small share of the mirror, in id order, read in batches of `batch` so memory
+    /// stays flat however many there are. The bytes are valid during `each` only; `each` returns
     /// whether it took the record (for the count). `each` runs while the batch's SELECT is open: it
     /// must not use the account database (a write to `records` could show up later in the scan).
     @discardableResult

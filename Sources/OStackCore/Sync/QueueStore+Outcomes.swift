@@ -56,6 +56,7 @@ extension LocalStore {
         if let serverRecord, entry.operation != .delete {
             if let version {
                 try run(
+                    // Several rows, `OR FAIL`: inside the settling transaction, which an error rolls back.
                     "UPDATE OR FAIL queue SET base_version = ? WHERE object = ? AND record_id = ? AND sent = 0",
                     [.text(version), .text(entry.object), .text(entry.recordID)])
             }

@@ -187,6 +187,8 @@ extension LocalStore {
     }
 
     /// A record renamed by the server (it ignored the client-chosen id): its queued changes follow.
+    /// (`OR FAIL` on several rows: a failure part-way would keep the rows already changed, so every
+    /// caller runs it inside a transaction its error rolls back; no statement journal is needed.)
     func renameQueuedRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
         try run(
             "UPDATE OR FAIL queue SET record_id = ? WHERE object = ? AND record_id = ?",

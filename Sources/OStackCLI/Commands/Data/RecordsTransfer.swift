@@ -59,7 +59,8 @@ extension RecordsCommand {
                 } else {
                     try session.reads.eachLocalJSON(object, filter: request.filter) { (bytes) throws(OStackError) in
                         // Straight from the stored text where it can be (no decoding); else as a value.
-                        if request.fields == nil, try sink.write(json: bytes, schema: schema) {
+                        // (CSV reads only its columns, `--fields` or not; JSON keeps every field.)
+                        if request.fields == nil || format == .csv, try sink.write(json: bytes, schema: schema) {
                             count += 1
                             if count % 500 == 0 {
                                 line?.update(label: "exporting \(object)", done: count, total: nil, unit: "records")
@@ -222,22 +223,10 @@ final class ExportSink {
             return text.withUTF8 { put(UnsafeRawBufferPointer($0)) }
         }
 
-        /// `Table.csvField` on UTF-8 bytes: quoted when they hold a comma, a quote or a line break,
-        /// or start or end with a space (ASCII bytes never occur inside a multi-byte character, so
-        /// this is the same test on Unicode scalars).
+        /// `Table.csvField` on UTF-8 bytes (the same rule, `Table.csvNeedsQuotes`).
         mutating func putCSVField(_ text: UnsafeRawBufferPointer) -> Bool {
             let quote = UInt8(ascii: "\"")
-            var needsQuotes = text.first == UInt8(ascii: " ") || text.last == UInt8(ascii: " ")
-            if !needsQuotes, let start = text.baseAddress {
-                for offset in 0..<text.count {
-                    let byte = start.load(fromByteOffset: offset, as: UInt8.self)
-                    if byte == UInt8(ascii: ",") || byte == quote || byte == 0x0A || byte == 0x0D {
-                        needsQuotes = true
-                        break
-                    }
-                }
-            }
-            guard needsQuotes else { return put(text) }
+            guard Table.csvNeedsQuotes(text) else { return put(text) }
             guard put(quote) else { return false }
             for byte in text {
                 if byte == quote { guard put(quote) else { return false } }
