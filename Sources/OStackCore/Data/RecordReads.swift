@@ -126,7 +126,9 @@ public struct RecordReads {
             previous = ids
             total = total ?? found.total
             for range in found.ranges {
-                guard let record = JSONValue.parse(Array(body[range])) else {
+                guard
+                    let record = body.withUnsafeBytes({ JSONValue.parse(UnsafeRawBufferPointer(rebasing: $0[range])) })
+                else {
                     throw malformed("list: record malformed")
                 }
                 try each(Self.select(record, request.fields))

@@ -67,7 +67,7 @@ extension RecordsCommand {
                             }
                             return true
                         }
-                        guard let record = JSONValue.parse(Array(bytes)) else { return false }
+                        guard let record = JSONValue.parse(bytes) else { return false }
                         try each(RecordReads.select(record, request.fields))
                         return true
                     }
