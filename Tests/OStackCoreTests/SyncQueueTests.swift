@@ -19,11 +19,11 @@ private final class ManualClock: Sendable {
 private struct Fixture {
     let directory = TemporaryDirectory()
     let time = ManualClock()
+    let key = AccountDataKey(SecretBytes(randomCount: 32))
     let store: LocalStore
 
     init() throws {
-        let database = try AccountDatabase.open(
-            path: directory.appending("account.db"), key: AccountDataKey(SecretBytes(randomCount: 32)))
+        let database = try AccountDatabase.open(path: directory.appending("account.db"), key: key)
         store = try LocalStore(database: database, clock: time.clock)
     }
 }
@@ -593,6 +593,31 @@ private struct Fixture {
             object: "task", recordID: "a2", operation: .update, payload: ["title": "Mine"], baseVersion: nil,
             baseSnapshot: nil)
         #expect(try apply((names, swapped)) == ["a1.project_id=Plain", "a1.title=p1"])
+    }
+
+    /// The store keeps one mirror writer per object (settling a push writes records one by one); a
+    /// change of the object's indexed fields, made here or by another connection, makes a new one.
+    @Test func theKeptWriterFollowsTheIndexedFields() throws {
+        func fields(_ id: String) throws -> [String] {
+            try store.database.query(
+                "SELECT field FROM record_fields f JOIN records r USING (rid) WHERE r.id = ? ORDER BY field",
+                [.text(id)]
+            ).compactMap { $0.text("field") }
+        }
+        let narrow = try #require(
+            ObjectSchema(item: ["name": "task", "fields": ["title": ["type": "text"]], "nameField": "title"]))
+        try store.track(narrow)
+        try store.putRecord("task", ["id": "k1", "title": "A", "project_id": "p1"], version: nil)
+        #expect(try fields("k1") == ["title"])
+        try store.track(schema)  // here: project_id is indexed now
+        try store.putRecord("task", ["id": "k2", "title": "B", "project_id": "p2"], version: nil)
+        #expect(try fields("k2") == ["project_id", "title"])
+        // Another connection narrows the indexed fields again.
+        let other = try LocalStore(
+            database: AccountDatabase.open(path: store.database.path, key: fixture.key), clock: fixture.time.clock)
+        try other.track(narrow)
+        try store.putRecord("task", ["id": "k3", "title": "C", "project_id": "p3"], version: nil)
+        #expect(try fields("k3") == ["title"])
     }
 
     /// Inside an open transaction the mirror writes join it (no savepoint): a failure after them

@@ -37,6 +37,7 @@ extension LocalStore {
     /// lookup index `record_fields_value` serves every object).
     func createIndexes(_ object: String, _ fields: [String]) throws(OStackError) {
         guard ObjectSchema.isIdentifier(object) else { return }
+        forgetWriters()
         let created = Set(fields).sorted().filter(ObjectSchema.isIdentifier)
         try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])
         for field in created { try run(Self.fillFieldSQL(object, field)) }
@@ -46,6 +47,7 @@ extension LocalStore {
     }
 
     public func untrack(_ object: String) throws(OStackError) {
+        forgetWriters()
         try transaction { () throws(OStackError) in
             try run("DELETE FROM tracked WHERE object = ?", [.text(object)])
             try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])

@@ -166,6 +166,22 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// A mirror writer per object, with the `data_version` it was made at: settling a push writes
+    /// each acknowledged record on its own, and a writer costs a query and five statement lookups.
+    /// Made again when another connection has committed since (it may have changed the object's
+    /// indexed fields) or after `createIndexes` / `untrack` here (`forgetWriters`).
+    private var writers: [String: (version: Int, writer: MirrorWriter)] = [:]
+
+    func writer(for object: String) throws(OStackError) -> MirrorWriter {
+        let version = try integer("PRAGMA data_version")
+        if let kept = writers[object], kept.version == version { return kept.writer }
+        let writer = try MirrorWriter(store: self, object: object)
+        writers[object] = (version, writer)
+        return writer
+    }
+
+    func forgetWriters() { writers.removeAll() }
+
     func statement(_ sql: String, _ bindings: [SQLValue]) throws(OStackError) -> Statement {
         let statement = try prepared(sql)
         do { try statement.bind(bindings) } catch { throw Self.storage(error) }
@@ -226,7 +242,7 @@ public final class LocalStore: @unchecked Sendable {
     /// Writes a record as the server has it (or as a local edit shows it).
     public func putRecord(_ object: String, _ data: JSONValue, version: String?) throws(OStackError) {
         guard let id = data["id"]?.stringValue else { return }
-        let writer = try MirrorWriter(store: self, object: object)
+        let writer = try writer(for: object)
         let json = data.serialized()
         try joiningTransaction { () throws(OStackError) in
             try writer.write(id: id, json: json, version: version)
@@ -283,7 +299,7 @@ public final class LocalStore: @unchecked Sendable {
         _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false,
         fields: (names: [String], values: [[FieldScanner.RawValue]])? = nil
     ) throws(OStackError) -> Int {
-        let writer = try MirrorWriter(store: self, object: object)
+        let writer = try writer(for: object)
         // Values found for other fields than the writer's (the indexed set changed meanwhile) are
         // not used: the writer finds its own.
         let values = fields.flatMap { $0.names == writer.fields && $0.values.count == records.count ? $0.values : nil }

@@ -84,7 +84,7 @@ public struct RecordWrites {
         }
         var created: [(id: String, ownEntry: String?)] = []
         var ids = Set<String>()
-        let writer = try MirrorWriter(store: store, object: object)
+        let writer = try store.writer(for: object)
         try store.transaction { () throws(OStackError) in
             for data in items {
                 var record = data
