@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 
@@ -98,5 +99,24 @@ import Testing
         for _ in 0..<200 where freed != nil { try await Task.sleep(for: .milliseconds(10)) }
         #expect(freed == nil)
         #expect(fetched.withLock { $0 } <= 5)
+    }
+
+    /// `cancel` returns only once the fetcher has finished the request it was making: nothing of a
+    /// pull (a request, a token refresh) goes on after it.
+    @Test func cancelWaitsForTheRequestUnderWay() throws {
+        let inFetch = Mutex(false)
+        let stream = PageStream(depth: 3)
+        stream.start(after: nil, pageSize: 2) { (_, first) throws(OStackError) -> Puller.RawPage in
+            inFetch.withLock { $0 = true }
+            if !first { usleep(100_000) }  // a slow second page
+            defer { inFetch.withLock { $0 = false } }
+            let body = Array(#"{"records":[{"id":"a"},{"id":"b"}]}"#.utf8)
+            return Puller.RawPage(body: body, ranges: [0..<1, 1..<2], total: nil, last: ("v\(first)", "b\(first)"))
+        }
+        _ = try stream.next()
+        usleep(20_000)  // the fetcher is inside the second request now
+        #expect(inFetch.withLock { $0 })
+        stream.cancel()
+        #expect(!inFetch.withLock { $0 })
     }
 }

@@ -76,9 +76,8 @@ extension LocalStore {
     /// pull of 300 000 records peaked 12 MB higher).
     func restoreFieldIndex() throws(OStackError) {
         guard try integer("SELECT count(*) FROM sqlite_master WHERE name = 'record_fields_value'") == 0 else { return }
-        let cache = try cacheSizeSetting()
-        try setCacheSize(-4096)
-        defer { try? setCacheSize(cache) }
+        let restoreCache = try useCacheSize(kib: 4096)
+        defer { restoreCache() }
         try run("CREATE INDEX IF NOT EXISTS record_fields_value ON record_fields (object, field, value)")
     }
 

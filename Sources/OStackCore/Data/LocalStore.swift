@@ -120,17 +120,17 @@ public final class LocalStore: @unchecked Sendable {
     // MARK: Transactions and errors
 
     public func transaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
-        try mappingErrors { try database.transaction(body) }
+        try Self.mappingErrors { try database.transaction(body) }
     }
 
     /// `body` as part of the transaction already open (no savepoint: a failure fails that
     /// transaction), or in its own when none is (`Database.joiningTransaction`).
     func joiningTransaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
-        try mappingErrors { try database.joiningTransaction(body) }
+        try Self.mappingErrors { try database.joiningTransaction(body) }
     }
 
     /// `work`'s own errors as they are, SQLite's as storage errors.
-    private func mappingErrors<R>(_ work: () throws -> R) throws(OStackError) -> R {
+    static func mappingErrors<R>(_ work: () throws -> R) throws(OStackError) -> R {
         do {
             return try work()
         } catch let error as OStackError {
@@ -317,10 +317,13 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
-    /// `PRAGMA cache_size` as set (negative: KiB).
-    func cacheSizeSetting() throws(OStackError) -> Int { try integer("PRAGMA cache_size") }
-
-    func setCacheSize(_ value: Int) throws(OStackError) { try run("PRAGMA cache_size = \(value)") }
+    /// Sets the page cache to `kib` KiB for a while; the function returned puts the previous size
+    /// back (`defer` it).
+    func useCacheSize(kib: Int) throws(OStackError) -> () -> Void {
+        let previous = try integer("PRAGMA cache_size")
+        try run("PRAGMA cache_size = -\(kib)")
+        return { [self] in try? run("PRAGMA cache_size = \(previous)") }
+    }
 
     // MARK: Account-level values
 

@@ -43,25 +43,17 @@ struct MirrorWriter {
         id: String, json bytes: [UInt8], version: String?, likelyNew: Bool = false,
         fields values: [FieldScanner.RawValue]? = nil
     ) throws(OStackError) {
-        do {
+        try LocalStore.mappingErrors {
             try bytes.withUnsafeBytes { json in
                 try write(id: id, json: json, version: version, likelyNew: likelyNew, values: values)
             }
-        } catch let error as OStackError {
-            throw error
-        } catch {
-            throw LocalStore.storage(error)
         }
     }
 
     /// Appends a record that must be new: false, with nothing written, when one with its id is here.
     func insert(id: String, json bytes: [UInt8], version: String?) throws(OStackError) -> Bool {
-        do {
-            return try bytes.withUnsafeBytes { json in try insertNew(id: id, json: json, version: version) }
-        } catch let error as OStackError {
-            throw error
-        } catch {
-            throw LocalStore.storage(error)
+        try LocalStore.mappingErrors {
+            try bytes.withUnsafeBytes { json in try insertNew(id: id, json: json, version: version) }
         }
     }
 

@@ -52,10 +52,7 @@ final class ReadAhead: Sendable {
     private let chunkBytes: Int
 
     init(depth: Int = 2, chunkBytes: Int = 256 * 1024) {
-        // Made at 0 and signalled up: libdispatch traps when a semaphore is freed below the value it
-        // was made with, which a stopped producer leaves.
-        room = DispatchSemaphore(value: 0)
-        for _ in 0..<max(1, depth) { room.signal() }
+        room = .slots(depth)
         self.chunkBytes = chunkBytes
     }
 

@@ -251,9 +251,8 @@ extension RecordReads {
         let types = try session.schemaIfAvailable(object).map { QueryChecker(schema: $0).fieldTypes } ?? [:]
         let matcher = filter.map { LocalFilter($0, fieldTypes: types) }
         // Every page is read once, in order: a large cache would only be memory to fault in.
-        let cache = try store.cacheSizeSetting()
-        try store.setCacheSize(-2048)
-        defer { try? store.setCacheSize(cache) }
+        let restoreCache = try store.useCacheSize(kib: 2048)
+        defer { restoreCache() }
         // A large share of the mirror is read as ranges of the table itself (NOT INDEXED), in storage
         // order; a small one through `records_key`, in id order (a table scan would read every
         // other object's pages too). Batches keep no read transaction open for the whole export.

@@ -60,9 +60,8 @@ struct Puller {
         // A first pull of more than one page is a bulk load: the field lookup index is built once,
         // at the end.
         if initial && page.count >= pageSize { try store.suspendIndexes(object) }
-        let cache = try store.cacheSizeSetting()
-        try store.setCacheSize(-pullCacheKiB)
-        defer { try? store.setCacheSize(cache) }
+        let restoreCache = try store.useCacheSize(kib: pullCacheKiB)
+        defer { restoreCache() }
         // A page bigger than asked (a server ignoring `top`) would make memory grow with the server's
         // data: refused, like a page that does not move the cursor.
         if page.count > pageSize { throw malformed("list page bigger than asked") }
@@ -244,10 +243,13 @@ final class PageStream: Sendable {
         var pages: [Result<Puller.Page, OStackError>] = []
         var finished = false
         var cancelled = false
+        var started = false
     }
     private let state = Mutex(State())
     private let ready = DispatchSemaphore(value: 0)
     private let room: DispatchSemaphore
+    /// Signalled when the fetcher's thread is done with `fetch` (`cancel` waits for it).
+    private let ended = DispatchSemaphore(value: 0)
     /// Checks each page's records (in order) while the fetcher already asks for the next one.
     private let checker = DispatchQueue(label: "ostack.pull.check")
 
@@ -256,17 +258,16 @@ final class PageStream: Sendable {
 
     init(depth: Int, indexed: [String] = []) {
         self.indexed = indexed
-        // Made at 0 and signalled up: libdispatch traps when a semaphore is freed below the value it
-        // was made with, which a pull that stops early leaves.
-        room = DispatchSemaphore(value: 0)
-        for _ in 0..<max(1, depth) { room.signal() }
+        room = .slots(depth)
     }
 
     func start(
         after cursor: (version: String, id: String)?, pageSize: Int,
         fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.RawPage
     ) {
+        state.withLock { $0.started = true }
         DispatchQueue.global().async { [self] in
+            defer { ended.signal() }
             var cursor = cursor
             var first = true
             // A page whose last key was seen before (a server repeating or cycling pages) is the last
@@ -314,9 +315,14 @@ final class PageStream: Sendable {
         }
     }
 
-    /// Stops the fetcher after the request under way (it waits for room, so it is woken here).
+    /// Stops the fetcher after the request under way (it waits for room, so it is woken here) and
+    /// waits for it: nothing of the pull (a request, a token refresh) outlives it. Call it once.
     func cancel() {
-        state.withLock { $0.cancelled = true }
+        let started = state.withLock { state in
+            state.cancelled = true
+            return state.started
+        }
         room.signal()
+        if started { ended.wait() }
     }
 }
