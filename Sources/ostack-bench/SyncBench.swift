@@ -160,7 +160,8 @@ enum SyncBench {
             results.append(
                 BenchResult(
                     name: "pull-300k-peak-rss", value: pull300k.peakMB, unit: "MB", baseline: pull.peakMB,
-                    ratio: pull300k.peakMB / pull.peakMB, target: "<= 1.1 x the 100k pulls' median peak RSS and <= 120 MB",
+                    ratio: pull300k.peakMB / pull.peakMB,
+                    target: "<= 1.1 x the 100k pulls' median peak RSS and <= 120 MB",
                     ok: pull300k.peakMB <= 1.1 * pull.peakMB && pull300k.peakMB <= 120))
             // Issue 14: hardening the pull (a strict check of every record, guards) keeps it at the
             // raw insert rate of the same rows into the mirror's own table shape.
@@ -168,7 +169,8 @@ enum SyncBench {
                 BenchResult(
                     name: "pull-100k-vs-mirror-insert", value: pullRate, unit: "records/s",
                     baseline: 100_000 / sameShape, ratio: pullRate / (100_000 / sameShape),
-                    target: ">= 0.85 x raw insert into the mirror's shape (records + unique (object, id), record_fields + its index)",
+                    target:
+                        ">= 0.85 x raw insert into the mirror's shape (records + unique (object, id), record_fields + its index)",
                     ok: pullRate >= 0.85 * (100_000 / sameShape)))
             let queries = try query(rows, item: item, suffix: "100k")
             scan100k = queries.first { $0.name == "query-compound-scan-100k" }?.value

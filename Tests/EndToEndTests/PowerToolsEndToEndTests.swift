@@ -229,4 +229,78 @@ import Testing
         ])
         #expect(rerun.stdout.contains(#""queued":0"#) && rerun.stdout.contains(#""existing":17"#), "\(rerun.stdout)")
     }
+
+    /// An import queues each batch while the push sends the one before (`PushFeed`). A push that
+    /// stops part-way leaves every row queued, and one `sync` then delivers each exactly once; an
+    /// import killed while a batch is in flight, run again, also leaves exactly one copy of each row.
+    @Test func anImportStoppedPartWayLosesAndDuplicatesNothing() throws {
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("rows.csv")
+        let lines = ["title,amount,status"] + (1...1000).map { "Row \($0),\($0 % 50),open" }
+        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        func count(_ server: DevServerProcess) throws -> String? {
+            let body = try server.control("GET", "record?object=task&id=")
+            return body.firstRange(of: #""count":"#).map { String(body[$0.upperBound...].prefix { $0.isNumber }) }
+        }
+
+        // The third batch and every request after it are dropped before the server runs them.
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"drop-before","skip":2,"count":100000,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#
+        )
+        let stopped = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"])
+        #expect(stopped.status == 0 && stopped.stderr.contains("saved and queued"), "\(stopped.stderr)")
+        #expect(
+            stopped.stdout.contains(#""queued":1000"#) && stopped.stdout.contains(#""pushed":400"#), "\(stopped.stdout)"
+        )
+        #expect(try count(server) == "400")
+        let pending = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(pending.components(separatedBy: #""operation":"create""#).count - 1 == 600)
+        try server.control("DELETE", "faults")
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 0 && sync.stdout.contains(#""pushed":600"#), "\(sync.stdout) \(sync.stderr)")
+        #expect(try count(server) == "1000")
+
+        // Killed (-9) with a batch in flight and the next one just queued: the run again queues the
+        // rest and finds out whether the batch in flight arrived before sending it again.
+        let other = try DevServerProcess()
+        let second = OStackRunner()
+        try #require(try second.login(other.url, "alice@example.com", "alice-pass").status == 0)
+        let killed = try second.run(
+            ["records", "import", "task", file, "--key", "title"],
+            environment: ["OSTACK_FAILPOINT": "push-feed.request-in-flight"])
+        #expect(killed.status == 137, "\(killed.stderr)")
+        let again = try second.run(["records", "import", "task", file, "--key", "title", "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains(#""existing":400"#) && again.stdout.contains(#""queued":600"#), "\(again.stdout)")
+        #expect(try count(other) == "1000")
+        #expect(try second.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
+
+    /// With a server that takes one record per request, an import of 1 200 rows is 1 200 push
+    /// rounds of one queued batch each: all are pushed (the push's round bound counts only rounds
+    /// in which nothing more was queued).
+    @Test func anImportLongerThanThePushRoundBoundIsPushedWhole() throws {
+        let server = try DevServerProcess(arguments: ["--batch-cap", "1"])
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        // A first push of two creates learns the cap (the server refuses the batch of two).
+        for title in ["First", "Second"] {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=\(title)", "--offline"]).status == 0)
+        }
+        #expect(try ostack.run(["sync"]).status == 0)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("rows.csv")
+        let lines = ["title,amount,status"] + (1...1200).map { "Row \($0),\($0 % 50),open" }
+        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        let imported = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"], timeout: 300)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(
+            imported.stdout.contains(#""queued":1200"#) && imported.stdout.contains(#""pushed":1200"#),
+            "\(imported.stdout)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
 }

@@ -19,6 +19,8 @@ final class FaultInjector: @unchecked Sendable {
         /// A query parameter the request must carry (`name` or `name=value`).
         var query: String?
         var remaining: Int
+        /// Matching requests let through before the fault applies (a failure part-way through).
+        var skip = 0
         var action: Action
         var status = 503
         var retryAfter: Int?
@@ -33,7 +35,7 @@ final class FaultInjector: @unchecked Sendable {
 
     let rules = Mutex<[Rule]>([])
 
-    /// Parses `{"match":{"method","pathPrefix","query"},"count","action","status","retryAfter","delayMs","body",
+    /// Parses `{"match":{"method","pathPrefix","query"},"count","skip","action","status","retryAfter","delayMs","body",
     /// "text","contentType"}`.
     func add(_ json: JSONValue) -> Bool {
         guard let actionName = json["action"]?.stringValue, let action = Action(rawValue: actionName) else {
@@ -43,6 +45,7 @@ final class FaultInjector: @unchecked Sendable {
             method: json["match"]?["method"]?.stringValue?.uppercased(),
             pathPrefix: json["match"]?["pathPrefix"]?.stringValue, query: json["match"]?["query"]?.stringValue,
             remaining: Int(json["count"]?.numberValue ?? 1), action: action)
+        if let skip = json["skip"]?.numberValue, skip >= 0, skip < 1_000_000 { rule.skip = Int(skip) }
         if let status = json["status"]?.numberValue { rule.status = Int(status) }
         if let retry = json["retryAfter"]?.numberValue { rule.retryAfter = Int(retry) }
         if let delay = json["delayMs"]?.numberValue { rule.delayMilliseconds = Int(delay) }
@@ -71,6 +74,10 @@ final class FaultInjector: @unchecked Sendable {
                         && rule.remaining > 0
                 })
             else { return nil }
+            if rules[index].skip > 0 {
+                rules[index].skip -= 1
+                return nil
+            }
             rules[index].remaining -= 1
             let rule = rules[index]
             if rules[index].remaining == 0 { rules.remove(at: index) }

@@ -53,7 +53,7 @@ public struct SyncService {
     /// no audit event (a watch would otherwise write one per cycle).
     public func sync(
         push: Bool = true, pull: Bool = true, reconcile: Bool = false, auditIdle: Bool = true,
-        progress: (@Sendable (SyncProgress) -> Void)? = nil
+        progress: (@Sendable (SyncProgress) -> Void)? = nil, feed: PushFeed? = nil
     ) throws(OStackError) -> Report {
         var report = Report()
         try session.withSyncLock { () throws(OStackError) in
@@ -63,7 +63,7 @@ public struct SyncService {
             // and `sync status` says the last sync is partial.
             try store.setValue("sync.started-at", String(store.now))
             if push {
-                let pushed = try engine.push()
+                let pushed = try engine.push(feed: feed)
                 report.pushed = pushed.pushed
                 report.merged = pushed.merged
                 if let stop = pushed.stoppedError {

@@ -11,22 +11,38 @@ struct Pusher {
     /// each goes alone with `If-Match`, so no conditional write is ever sent unconditionally.
     let conditionalBatches: Bool
     var progress: (@Sendable (SyncProgress) -> Void)?
+    /// Changes still to be queued (an import): fed while requests are in flight.
+    var feed: PushFeed?
 
     func push() throws(OStackError) -> PushReport {
         var report = PushReport()
         try store.recoverStaleClaims()
-        let total = progress == nil ? 0 : try store.counts().pending
+        let total = progress == nil ? 0 : try store.counts().pending + (feed?.remaining ?? 0)
         func advanced() {
             guard let progress, total > 0 else { return }
             let settled = report.pushed + report.failed + report.conflicts + report.unconfirmed
             progress(.pushing(done: Swift.min(settled, total), total: total))
         }
+        // Bounded rounds (a change that is due again at once cannot loop the push); a round after
+        // the feed queued more starts the count again: the feed itself is finite.
         var rounds = 0
+        var fed = feed?.queued ?? 0
         while rounds < 1_000 {
             rounds += 1
+            if let feed, feed.queued != fed {
+                fed = feed.queued
+                rounds = 1
+            }
             let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
+            // A feed queues one batch per request: the queue stays about two batches long.
+            feed?.chunk = Swift.max(1, cap)
             let due = try store.due()
-            if due.isEmpty { break }
+            if due.isEmpty {
+                // Nothing else to send: queue the feed's next batch.
+                guard let feed, feed.hasMore else { break }
+                feed.feed()
+                continue
+            }
             do throws(OStackError) {
                 // Possibly-delivered creates first: find out whether they arrived.
                 let unsure = due.filter { $0.sent && $0.operation == .create }
@@ -67,7 +83,11 @@ struct Pusher {
         let request = PushRequest(chunk)
         let outcome: DataAPI.Outcome
         do {
-            outcome = try api.exchange(request.endpoint, body: request.body, headers: request.headers)
+            let (api, endpoint, body, headers) = (api, request.endpoint, request.body, request.headers)
+            let send = { @Sendable () throws(OStackError) -> DataAPI.Outcome in
+                try api.exchange(endpoint, body: body, headers: headers)
+            }
+            if let feed { outcome = try feed.overlapping(send) } else { outcome = try send() }
         } catch {
             // No answer: the request may or may not have arrived. Back to pending, no attempt counted.
             // Only a request that certainly never reached the server counts as undelivered.

@@ -19,9 +19,10 @@ public struct SyncEngine: Sendable {
         self.api = api
     }
 
-    public func push() throws(OStackError) -> PushReport {
+    public func push(feed: PushFeed? = nil) throws(OStackError) -> PushReport {
         try Pusher(
-            store: store, api: api, batchCap: batchCap, conditionalBatches: conditionalBatches, progress: progress
+            store: store, api: api, batchCap: batchCap, conditionalBatches: conditionalBatches, progress: progress,
+            feed: feed
         ).push()
     }
 

@@ -425,28 +425,39 @@ extension RecordsCommand {
                     }
                     return
                 }
-                // One transaction per chunk of 5 000 rows (each commit writes and syncs the pages it
-                // touched: fewer, larger ones are faster; a chunk costs a few MB).
-                var chunk: [[String: JSONValue]] = []
-                for row in fresh {
-                    chunk.append(row.fields)
-                    if chunk.count == 5000 {
-                        document.queued += try session.writes.queueCreates(object, chunk)
-                        chunk = []
-                    }
+                // One transaction per chunk. Pushing, the push queues a batch of rows while it sends
+                // the one before (`PushFeed`); offline, or whatever a stopped push left, in chunks of
+                // 5 000 (each commit writes and syncs the pages it touched: fewer, larger ones are
+                // faster; a chunk costs a few MB).
+                var next = 0
+                let feed = PushFeed(rows: fresh.count) { limit throws(OStackError) in
+                    let taken = try session.writes.queueCreates(object, fresh[next..<next + limit].map(\.fields))
+                    next += taken
+                    return taken
                 }
-                if !chunk.isEmpty { document.queued += try session.writes.queueCreates(object, chunk) }
-                if document.queued > 0 { session.didChange() }
+                let pendingBefore = try session.store.counts().pending
                 var failure: OStackError?
-                if !offline && document.queued > 0 {
+                if !offline && !fresh.isEmpty {
                     let line = ProgressLine.make(context: context)
                     var progress: (@Sendable (SyncProgress) -> Void)?
                     if let line { progress = { line.update($0) } }
-                    let before = try session.store.counts().pending
-                    let result = try session.sync.sync(push: true, pull: false, progress: progress)
+                    // A push that throws leaves the rest queued all the same.
+                    let result: SyncService.Report
+                    do {
+                        result = try session.sync.sync(push: true, pull: false, progress: progress, feed: feed)
+                    } catch {
+                        try feed.drain()
+                        session.didChange()
+                        throw error
+                    }
                     line?.clear()
-                    document.pushed = max(0, before - (try session.store.counts().pending))
                     failure = result.exitError(account: session.account.alias)
+                }
+                try feed.drain()
+                document.queued = feed.queued
+                if document.queued > 0 { session.didChange() }
+                if !offline && document.queued > 0 {
+                    document.pushed = max(0, pendingBefore + document.queued - (try session.store.counts().pending))
                 }
                 Self.report(document, context: context)
                 if var failure {
