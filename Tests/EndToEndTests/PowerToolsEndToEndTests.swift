@@ -278,6 +278,16 @@ import Testing
         #expect(again.stdout.contains(#""existing":400"#) && again.stdout.contains(#""queued":600"#), "\(again.stdout)")
         #expect(try count(other) == "1000")
         #expect(try second.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+
+        // Rows from stdin could not be read again: all are queued before the push starts (no
+        // request is ever in flight while rows wait to be queued, so the fail point is never hit).
+        let piped = try second.run(
+            ["records", "import", "task", "-", "--format", "csv", "--key", "title"],
+            stdin: (["title,amount,status"] + (1...500).map { "Piped \($0),1,open" }).joined(separator: "\n") + "\n",
+            environment: ["OSTACK_FAILPOINT": "push-feed.request-in-flight"])
+        #expect(piped.status == 0, "\(piped.stdout) \(piped.stderr)")
+        #expect(try count(other) == "1500")
+        #expect(try second.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
 
     /// With a server that takes one record per request, an import of 1 200 rows is 1 200 push

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 import Testing
@@ -53,15 +54,23 @@ import Testing
     }
 
     @Test func theRequestRunsElsewhereWhileOneStepIsQueuedHere() throws {
-        let (feed, steps) = Self.feed(rows: 500)
+        // The request waits for the step to begin: done one after the other, it would time out.
+        let stepping = DispatchSemaphore(value: 0)
+        let taken = Mutex<[Int]>([])
+        let feed = PushFeed(rows: 500) { (limit) throws(OStackError) -> Int in
+            taken.withLock { $0.append(limit) }
+            stepping.signal()
+            return limit
+        }
         feed.chunk = 200
         let here = pthread_self()
         let there = Mutex<pthread_t?>(nil)
-        let answer = try feed.overlapping { () throws(OStackError) -> Int in
+        let overlapped = try feed.overlapping { () throws(OStackError) -> Bool in
             there.withLock { $0 = pthread_self() }
-            return 42
+            return stepping.wait(timeout: .now() + 10) == .success
         }
-        #expect(answer == 42 && steps() == [200])
+        func steps() -> [Int] { taken.withLock { $0 } }
+        #expect(overlapped && steps() == [200])
         #expect(there.withLock { $0 }.map { pthread_equal($0, here) == 0 } == true)
 
         // A failed request is thrown after its step; a finished feed only runs the request.

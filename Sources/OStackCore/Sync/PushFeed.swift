@@ -55,7 +55,8 @@ public final class PushFeed {
     }
 
     /// `work` (a request) on another thread while the next chunk is queued on this one. The request
-    /// touches no database, like the pull's page fetcher.
+    /// reaches no database: the pusher resolves the server's routes (which may read the store)
+    /// before its first request, as the pull does for its page fetcher.
     func overlapping<T: Sendable>(_ work: @escaping @Sendable () throws(OStackError) -> T) throws(OStackError) -> T {
         guard hasMore else { return try work() }
         let result = Mutex<Result<T, OStackError>?>(nil)

@@ -16,6 +16,9 @@ struct Pusher {
 
     func push() throws(OStackError) -> PushReport {
         var report = PushReport()
+        // Routes resolved here: with a feed, requests go out on another thread, and resolving them
+        // may read the store (as the pull's fetcher does, `Puller.pull`).
+        _ = api.directory.discovery
         try store.recoverStaleClaims()
         let total = progress == nil ? 0 : try store.counts().pending + (feed?.remaining ?? 0)
         func advanced() {
@@ -23,15 +26,15 @@ struct Pusher {
             let settled = report.pushed + report.failed + report.conflicts + report.unconfirmed
             progress(.pushing(done: Swift.min(settled, total), total: total))
         }
-        // Bounded rounds (a change that is due again at once cannot loop the push); a round after
-        // the feed queued more starts the count again: the feed itself is finite.
+        // Bounded rounds (a change that is due again at once cannot loop the push); a round in
+        // which the feed queued more is not counted: the feed itself is finite.
         var rounds = 0
         var fed = feed?.queued ?? 0
         while rounds < 1_000 {
             rounds += 1
             if let feed, feed.queued != fed {
                 fed = feed.queued
-                rounds = 1
+                rounds -= 1  // the round before fed
             }
             let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
             // A feed queues one batch per request: the queue stays about two batches long.

@@ -425,10 +425,11 @@ extension RecordsCommand {
                     }
                     return
                 }
-                // One transaction per chunk. Pushing, the push queues a batch of rows while it sends
-                // the one before (`PushFeed`); offline, or whatever a stopped push left, in chunks of
-                // 5 000 (each commit writes and syncs the pages it touched: fewer, larger ones are
-                // faster; a chunk costs a few MB).
+                // One transaction per chunk. Pushing a file, the push queues a batch of rows while it
+                // sends the one before (`PushFeed`); otherwise, and whatever a stopped push left, in
+                // chunks of 5 000 (each commit writes and syncs the pages it touched: fewer, larger
+                // ones are faster; a chunk costs a few MB). Rows read from stdin are all queued before
+                // the push: cut off part-way, the rest could not be read again.
                 var next = 0
                 let feed = PushFeed(rows: fresh.count) { limit throws(OStackError) in
                     let taken = try session.writes.queueCreates(object, fresh[next..<next + limit].map(\.fields))
@@ -436,30 +437,43 @@ extension RecordsCommand {
                     return taken
                 }
                 let pendingBefore = try session.store.counts().pending
+                let pushing = !offline && !fresh.isEmpty
+                if !pushing || file == "-" { try feed.drain() }
                 var failure: OStackError?
-                if !offline && !fresh.isEmpty {
+                var stopped: OStackError?
+                if pushing {
                     let line = ProgressLine.make(context: context)
                     var progress: (@Sendable (SyncProgress) -> Void)?
                     if let line { progress = { line.update($0) } }
-                    // A push that throws leaves the rest queued all the same.
-                    let result: SyncService.Report
-                    do {
-                        result = try session.sync.sync(push: true, pull: false, progress: progress, feed: feed)
+                    InterruptMessage.install(
+                        "ostack: interrupted: the rows queued so far are kept; run the same import again to queue "
+                            + "the rest (rows already here are skipped), or `ostack sync` to push what is queued.")
+                    defer { InterruptMessage.remove() }
+                    do throws(OStackError) {
+                        let result = try session.sync.sync(push: true, pull: false, progress: progress, feed: feed)
+                        failure = result.exitError(account: session.account.alias)
                     } catch {
-                        try feed.drain()
-                        session.didChange()
-                        throw error
+                        stopped = error
                     }
                     line?.clear()
-                    failure = result.exitError(account: session.account.alias)
                 }
-                try feed.drain()
+                // What a stopped push left is queued all the same; a step that failed is reported after
+                // what was done.
+                var unqueued: OStackError?
+                do throws(OStackError) { try feed.drain() } catch { unqueued = error }
                 document.queued = feed.queued
                 if document.queued > 0 { session.didChange() }
-                if !offline && document.queued > 0 {
-                    document.pushed = max(0, pendingBefore + document.queued - (try session.store.counts().pending))
+                if pushing, let pending = try? session.store.counts().pending {
+                    document.pushed = max(0, pendingBefore + document.queued - pending)
                 }
                 Self.report(document, context: context)
+                if var unqueued {
+                    unqueued.context.count = fresh.count - feed.queued
+                    unqueued.context.suggestion =
+                        "\(feed.queued) of \(fresh.count) rows were queued. Run the same import again to queue the rest."
+                    throw unqueued
+                }
+                if let stopped { throw stopped }
                 if var failure {
                     failure.context.savedAndQueued = true
                     try RecordsCommand.settleQueued(failure, context: context, requireOnline: false)
