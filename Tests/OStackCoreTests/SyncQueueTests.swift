@@ -556,6 +556,51 @@ private struct Fixture {
         #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second", "t3.title=Q\"xé"])
     }
 
+    /// An update writes only the indexed values that changed (an incremental pull mostly changes
+    /// other fields): whatever the sequence of writes, `record_fields` holds what rebuilding it from
+    /// the records gives, and a change to a field that is not indexed changes the record's row only.
+    @Test func anUpdateRewritesOnlyTheIndexedValuesThatChanged() throws {
+        try store.track(schema)
+        var generator = SeededGenerator(seed: 18)
+        let titles = Self.titles + ["Q\"x\u{e9}", "tab\tx", "é 日本"]
+        func snapshot() throws -> [String] {
+            try store.database.query(
+                "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
+            ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
+        }
+        func rows(_ round: Int) -> [(id: String, version: String?, json: [UInt8])] {
+            (0..<60).map { index in
+                var record: [String: JSONValue] = ["id": .string("t\(index)"), "notes": .string("round \(round)")]
+                // Half the records keep their values from round to round; the others draw new ones.
+                let keep = index % 2 == 0 && round > 0
+                record["title"] = keep ? titles[index % titles.count] : titles.randomElement(using: &generator)!
+                record["project_id"] =
+                    keep ? Self.projects[index % Self.projects.count] : Self.projects.randomElement(using: &generator)!
+                return ("t\(index)", "v\(round)", JSONValue.object(record).serialized())
+            }
+        }
+        for round in 0..<8 {
+            let written = try store.transaction { () throws(OStackError) -> Int in
+                try store.applyPulled("task", rows(round), likelyNew: round == 0)
+            }
+            #expect(written == 60)
+            let kept = try snapshot()
+            try store.createIndexes("task", Array(try store.indexedFields("task")))
+            #expect(try snapshot() == kept, "round \(round)")
+        }
+        let json = Array(#"{"id":"t0","title":"alpha","project_id":"p1","notes":"x"}"#.utf8)
+        _ = try store.transaction { () throws(OStackError) -> Int in
+            try store.applyPulled("task", [("t0", "w1", json)])
+        }
+        let before = try #require(try store.database.scalarInteger("SELECT total_changes()"))
+        let notes = Array(#"{"id":"t0","title":"alpha","project_id":"p1","notes":"changed"}"#.utf8)
+        _ = try store.transaction { () throws(OStackError) -> Int in
+            try store.applyPulled("task", [("t0", "w2", notes)])
+        }
+        #expect(try store.database.scalarInteger("SELECT total_changes()").map { $0 - before } == 1)
+        #expect(try snapshot().filter { $0.hasPrefix("t0.") } == ["t0.project_id=p1", "t0.title=alpha"])
+    }
+
     /// The indexed values the pull's checking thread finds (`Puller.parse`) and hands to the writer
     /// give exactly the `record_fields` rows the writer finds itself; values found for another set
     /// of fields (the indexed set changed meanwhile) are not used.

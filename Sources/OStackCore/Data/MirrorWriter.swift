@@ -19,8 +19,9 @@ struct MirrorWriter {
     private let find: Statement
     private let insert: Statement
     private let update: Statement
-    private let dropFields: Statement
     private let insertField: Statement
+    private let currentFields: Statement
+    private let dropField: Statement
 
     init(store: LocalStore, object: String) throws(OStackError) {
         self.object = object
@@ -31,8 +32,9 @@ struct MirrorWriter {
         insert = try store.prepared("INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
         update = try store.prepared(
             "UPDATE OR FAIL records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?")
-        dropFields = try store.prepared("DELETE FROM record_fields WHERE rid = ?")
         insertField = try store.prepared("INSERT INTO record_fields (rid, field, object, value) VALUES (?, ?, ?, ?)")
+        currentFields = try store.prepared("SELECT field, value FROM record_fields WHERE rid = ?")
+        dropField = try store.prepared("DELETE FROM record_fields WHERE rid = ? AND field = ?")
     }
 
     /// Writes one record. `json` must be one JSON object in valid UTF-8 (a pulled record is checked by
@@ -66,11 +68,7 @@ struct MirrorWriter {
             if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
             update.bindInteger(rid, at: 3)
             try run(update)
-            if !fields.isEmpty {
-                dropFields.bindInteger(rid, at: 1)
-                try run(dropFields)
-                try writeFields(rid: rid, json: json, values: values)
-            }
+            try rewriteFields(rid: rid, json: json, values: values)
         } else if try !insertNew(id: id, json: json, version: version, values: values) {
             throw SQLiteError(
                 kind: .constraint, code: 19, extendedCode: 2067, operation: "insert", message: "record exists")
@@ -110,27 +108,79 @@ struct MirrorWriter {
     /// decoding. `found`: the values as found in these bytes already (else they are found here).
     private func writeFields(rid: Int64, json: UnsafeRawBufferPointer, values found: [FieldScanner.RawValue]?) throws {
         guard !fields.isEmpty else { return }
-        var values: [FieldScanner.RawValue]
+        for (field, value) in zip(fields, rawValues(json, found)) {
+            guard case .string(let range, let escaped) = value else { continue }
+            try insertField(rid: rid, field: field, json: json, range: range, escaped: escaped)
+        }
+    }
+
+    /// After an update: only the indexed values that changed are written. An incremental pull
+    /// usually changes other fields; rewriting every value moved each of them out of and back into
+    /// `record_fields_value`, two more pages to decrypt, re-encrypt and write per record.
+    private func rewriteFields(rid: Int64, json: UnsafeRawBufferPointer, values found: [FieldScanner.RawValue]?)
+        throws
+    {
+        var current: [(field: String, value: [UInt8])] = []
+        currentFields.bindInteger(rid, at: 1)
+        do {
+            defer { currentFields.reset() }
+            while try currentFields.step() {
+                let field = currentFields.withColumnBytes(at: 0) { String(decoding: $0, as: UTF8.self) }
+                current.append((field, currentFields.withColumnBytes(at: 1) { Array($0) }))
+            }
+        }
+        guard !fields.isEmpty || !current.isEmpty else { return }
+        let values = fields.isEmpty ? [] : rawValues(json, found)
+        // Rows of fields no longer indexed go (the writer's fields are the object's indexed set).
+        for row in current where !fields.contains(row.field) { try dropField(rid: rid, field: row.field) }
+        for (field, value) in zip(fields, values) {
+            let old = current.first { $0.field == field }?.value
+            guard case .string(let range, let escaped) = value else {
+                if old != nil { try dropField(rid: rid, field: field) }
+                continue
+            }
+            if let old {
+                let same =
+                    escaped
+                    ? Array(FieldScanner.decodeString(json, range, escaped: true).utf8) == old
+                    : UnsafeRawBufferPointer(rebasing: json[range]).elementsEqual(old)
+                if same { continue }
+                try dropField(rid: rid, field: field)
+            }
+            try insertField(rid: rid, field: field, json: json, range: range, escaped: escaped)
+        }
+    }
+
+    private func rawValues(_ json: UnsafeRawBufferPointer, _ found: [FieldScanner.RawValue]?) -> [FieldScanner.RawValue]
+    {
         // (Found in the same bytes, so every range lies inside them; checked all the same.)
         if let found, found.count == fields.count, found.allSatisfy({ Self.lies($0, within: json.count) }) {
-            values = found
+            return found
+        }
+        var values: [FieldScanner.RawValue] = []
+        values.reserveCapacity(fields.count)
+        scanner.scanRaw(json, into: &values)
+        return values
+    }
+
+    private func insertField(rid: Int64, field: String, json: UnsafeRawBufferPointer, range: Range<Int>, escaped: Bool)
+        throws
+    {
+        insertField.bindInteger(rid, at: 1)
+        insertField.bindText(field, at: 2)
+        insertField.bindText(object, at: 3)
+        if escaped {
+            insertField.bindText(FieldScanner.decodeString(json, range, escaped: true), at: 4)
         } else {
-            values = []
-            values.reserveCapacity(fields.count)
-            scanner.scanRaw(json, into: &values)
+            insertField.bindText(utf8: UnsafeRawBufferPointer(rebasing: json[range]), at: 4)
         }
-        for (field, value) in zip(fields, values) {
-            guard case .string(let range, let escaped) = value else { continue }
-            insertField.bindInteger(rid, at: 1)
-            insertField.bindText(field, at: 2)
-            insertField.bindText(object, at: 3)
-            if escaped {
-                insertField.bindText(FieldScanner.decodeString(json, range, escaped: true), at: 4)
-            } else {
-                insertField.bindText(utf8: UnsafeRawBufferPointer(rebasing: json[range]), at: 4)
-            }
-            try run(insertField)
-        }
+        try run(insertField)
+    }
+
+    private func dropField(rid: Int64, field: String) throws {
+        dropField.bindInteger(rid, at: 1)
+        dropField.bindText(field, at: 2)
+        try run(dropField)
     }
 
     private static func lies(_ value: FieldScanner.RawValue, within count: Int) -> Bool {
