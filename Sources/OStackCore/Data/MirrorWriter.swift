@@ -28,7 +28,7 @@ struct MirrorWriter {
         database = store.database
         fields = try store.indexedFields(object).sorted()
         scanner = FieldScanner(fields: fields)
-        find = try store.prepared("SELECT rid FROM records WHERE object = ? AND id = ?")
+        find = try store.prepared("SELECT rid, data FROM records WHERE object = ? AND id = ?")
         insert = try store.prepared("INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
         update = try store.prepared(
             "UPDATE OR FAIL records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?")
@@ -63,12 +63,12 @@ struct MirrorWriter {
         id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool, values: [FieldScanner.RawValue]?
     ) throws {
         if likelyNew, try insertNew(id: id, json: json, version: version, values: values) { return }
-        if let rid = try existing(id) {
+        if let (rid, sameFields) = try existing(id, comparedWith: json, values: values) {
             update.bindText(utf8: json, at: 1)
             if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
             update.bindInteger(rid, at: 3)
             try run(update)
-            try rewriteFields(rid: rid, json: json, values: values)
+            if !sameFields { try rewriteFields(rid: rid, json: json, values: values) }
         } else if try !insertNew(id: id, json: json, version: version, values: values) {
             throw SQLiteError(
                 kind: .constraint, code: 19, extendedCode: 2067, operation: "insert", message: "record exists")
@@ -95,13 +95,49 @@ struct MirrorWriter {
         return true
     }
 
-    private func existing(_ id: String) throws -> Int64? {
+    /// The record's rowid, and whether the indexed values in its stored text are those of `json`
+    /// (then its `record_fields` rows stand: an incremental pull usually changes other fields, and
+    /// reading those rows is one more page to decrypt per record).
+    private func existing(_ id: String, comparedWith json: UnsafeRawBufferPointer, values: [FieldScanner.RawValue]?)
+        throws -> (rid: Int64, sameFields: Bool)?
+    {
         find.bindText(object, at: 1)
         find.bindText(id, at: 2)
         try find.checkBindings()
         defer { find.reset() }
         guard try find.step(), case .integer(let rid) = find.value(at: 0) else { return nil }
-        return rid
+        if fields.isEmpty { return (rid, true) }
+        let same = find.withColumnBytes(at: 1) { stored in sameIndexedValues(stored, json, values) }
+        return (rid, same)
+    }
+
+    /// Whether two records' texts give the same `record_fields` rows: the same text values, byte for
+    /// byte after decoding escapes, and the same fields without one.
+    private func sameIndexedValues(
+        _ stored: UnsafeRawBufferPointer, _ json: UnsafeRawBufferPointer, _ found: [FieldScanner.RawValue]?
+    ) -> Bool {
+        var before: [FieldScanner.RawValue] = []
+        before.reserveCapacity(fields.count)
+        scanner.scanRaw(stored, into: &before)
+        let after = rawValues(json, found)
+        guard before.count == after.count else { return false }
+        for (old, new) in zip(before, after) {
+            switch (old, new) {
+            case (.string(let oldRange, let oldEscaped), .string(let newRange, let newEscaped)):
+                if oldEscaped || newEscaped {
+                    let oldText = FieldScanner.decodeString(stored, oldRange, escaped: oldEscaped)
+                    let newText = FieldScanner.decodeString(json, newRange, escaped: newEscaped)
+                    if !oldText.utf8.elementsEqual(newText.utf8) { return false }
+                } else if !UnsafeRawBufferPointer(rebasing: stored[oldRange]).elementsEqual(
+                    UnsafeRawBufferPointer(rebasing: json[newRange]))
+                {
+                    return false
+                }
+            case (.string, _), (_, .string): return false
+            default: continue
+            }
+        }
+        return true
     }
 
     /// The text values of the indexed fields, bound from the record's bytes where no escape needs
