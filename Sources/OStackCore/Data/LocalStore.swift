@@ -242,10 +242,11 @@ public final class LocalStore: @unchecked Sendable {
     /// Writes a record as the server has it (or as a local edit shows it).
     public func putRecord(_ object: String, _ data: JSONValue, version: String?) throws(OStackError) {
         guard let id = data["id"]?.stringValue else { return }
-        let writer = try writer(for: object)
         let json = data.serialized()
+        // The writer is taken inside the transaction: its indexed fields are then the ones the
+        // transaction sees (another process may have just tracked the object again).
         try joiningTransaction { () throws(OStackError) in
-            try writer.write(id: id, json: json, version: version)
+            try writer(for: object).write(id: id, json: json, version: version)
         }
     }
 
@@ -299,11 +300,14 @@ public final class LocalStore: @unchecked Sendable {
         _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false,
         fields: (names: [String], values: [[FieldScanner.RawValue]])? = nil
     ) throws(OStackError) -> Int {
-        let writer = try writer(for: object)
-        // Values found for other fields than the writer's (the indexed set changed meanwhile) are
-        // not used: the writer finds its own.
-        let values = fields.flatMap { $0.names == writer.fields && $0.values.count == records.count ? $0.values : nil }
         return try joiningTransaction { () throws(OStackError) -> Int in
+            // The writer is taken inside the transaction (its indexed fields are the ones it sees).
+            // Values found for other fields than the writer's (the indexed set changed meanwhile)
+            // are not used: the writer finds its own.
+            let writer = try writer(for: object)
+            let values = fields.flatMap {
+                $0.names == writer.fields && $0.values.count == records.count ? $0.values : nil
+            }
             // Records with a queued change are skipped (usually none: one query per page).
             let queued = try queuedRecordIDs(object)
             var written = 0

@@ -84,8 +84,9 @@ public struct RecordWrites {
         }
         var created: [(id: String, ownEntry: String?)] = []
         var ids = Set<String>()
-        let writer = try store.writer(for: object)
         try store.transaction { () throws(OStackError) in
+            // Inside the transaction: the writer's indexed fields are the ones this transaction sees.
+            let writer = try store.writer(for: object)
             for data in items {
                 var record = data
                 let id = data["id"]?.stringValue ?? Self.newRecordID()
