@@ -344,7 +344,7 @@ enum SyncBench {
         var options = Database.Options()
         options.pageSize = 4096  // the page size account databases use
         let database = try Database(path: directory.path + "/raw.db", key: DatabaseKey.generate(), options: options)
-        try database.execute("PRAGMA cache_size = -40960")  // the pull's (Puller.pullCacheKiB)
+        try database.execute("PRAGMA cache_size = -\(PullTuning.cacheKiB)")  // the pull's
         switch shape {
         case .plainRowid:
             try database.execute(
@@ -382,7 +382,8 @@ enum SyncBench {
             shape == .previousMirror
                 ? "INSERT OR REPLACE INTO records (object, id, data, version) VALUES (?, ?, ?, ?)"
                 : "INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
-        let perTransaction = shape == .previousMirror ? 2000 : 20_000  // Puller.recordsPerCommit
+        // The pull's commit size (the pre-0005 mirror committed every 2 000).
+        let perTransaction = shape == .previousMirror ? 2000 : PullTuning.recordsPerCommit
         return try Measure.time {
             for start in stride(from: 0, to: rows.count, by: perTransaction) {
                 try database.transaction { () throws -> Void in
@@ -427,8 +428,9 @@ enum SyncBench {
         let store = try LocalStore(database: database)
         guard let schema = ObjectSchema(item: item) else { throw BenchError("no task schema") }
         try store.track(schema)
-        for start in stride(from: 0, to: rows.count, by: 20_000) {
-            _ = try store.applyPulled("task", Array(rows[start..<min(start + 20_000, rows.count)]))
+        let chunk = PullTuning.recordsPerCommit
+        for start in stride(from: 0, to: rows.count, by: chunk) {
+            _ = try store.applyPulled("task", Array(rows[start..<min(start + chunk, rows.count)]))
         }
         func median(_ filter: String, runs: Int) throws -> Double {
             let condition = try FilterCondition.parse(try FilterParser.parse(filter).wireAST)

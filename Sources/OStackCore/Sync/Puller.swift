@@ -36,9 +36,9 @@ struct Puller {
     /// Records written per transaction (several pages): each commit writes every index page the
     /// transaction touched, and random ids touch index pages all over `records_key`, so fewer,
     /// larger commits write far fewer pages (docs/decisions/0007-mirror-schema.md).
-    var recordsPerCommit = 20_000
-    /// The page cache while pulling (KiB): large enough to keep `records_key` of a million records.
-    var pullCacheKiB = 40_960
+    var recordsPerCommit = PullTuning.recordsPerCommit
+    /// The page cache while pulling (KiB).
+    var pullCacheKiB = PullTuning.cacheKiB
 
     func pull(_ object: String, reconcile forceReconcile: Bool) throws(OStackError) -> PullReport {
         var report = PullReport()
@@ -325,4 +325,13 @@ final class PageStream: Sendable {
         room.signal()
         if started { ended.wait() }
     }
+}
+
+/// The pull's write settings, public so that `make bench` gives its raw-insert baselines the same
+/// ones instead of copies that could drift.
+public enum PullTuning {
+    /// Records written per transaction.
+    public static let recordsPerCommit = 20_000
+    /// The page cache while pulling, in KiB.
+    public static let cacheKiB = 40_960
 }
