@@ -313,4 +313,31 @@ import Testing
             "\(imported.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
+
+    /// `pushed` counts the rows the server took: rows it refuses stay queued as failed and are not
+    /// counted (the count used to be the fall in pending entries, which a failure also makes).
+    @Test func anImportCountsOnlyTheRowsTheServerTook() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("rows.csv")
+        let lines = ["title,amount,status"] + (1...30).map { "Refused \($0),1,open" }
+        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":400,"count":100000,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"body":{"error":"no","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"no"}]}}"#
+        )
+        let refused = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"])
+        #expect(
+            refused.stdout.contains(#""queued":30"#) && refused.stdout.contains(#""pushed":0"#), "\(refused.stdout)")
+        #expect(refused.status != 0, "\(refused.stderr)")
+        try server.control("DELETE", "faults")
+        // Once the server takes them, a second file of new rows counts only its own.
+        let more = scratch.appending("more.csv")
+        let next = ["title,amount,status"] + (1...20).map { "Taken \($0),1,open" }
+        try SecureFileSystem.writeAtomically(Array((next.joined(separator: "\n") + "\n").utf8), to: more)
+        let taken = try ostack.run(["records", "import", "task", more, "--key", "title", "--json"])
+        #expect(taken.stdout.contains(#""queued":20"#) && taken.stdout.contains(#""pushed":20"#), "\(taken.stdout)")
+    }
 }

@@ -264,6 +264,18 @@ extension LocalStore {
         return counts
     }
 
+    /// The newest entry's sequence number (0 for an empty queue): entries queued after this call have
+    /// higher ones (`seq` is AUTOINCREMENT, never reused).
+    public func queueMark() throws(OStackError) -> Int {
+        try integer("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'queue'")
+    }
+
+    /// Entries queued after `mark` still in the queue, whatever their state (pending, failed, in
+    /// conflict): those that were not delivered.
+    public func queuedSince(_ mark: Int) throws(OStackError) -> Int {
+        try integer("SELECT count(*) FROM queue WHERE seq > ?", [.integer(Int64(mark))])
+    }
+
     /// Entries ready to push: the oldest entry of each record (FIFO per record), pending or retryable
     /// and due, in queue order.
     public func due(limit: Int = 100_000) throws(OStackError) -> [QueueEntry] {

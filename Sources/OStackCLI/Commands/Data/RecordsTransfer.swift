@@ -436,7 +436,9 @@ extension RecordsCommand {
                     next += taken
                     return taken
                 }
-                let pendingBefore = try session.store.counts().pending
+                // Entries this import queues come after this mark: those still queued after the push
+                // were not delivered (failed or in conflict ones included).
+                let mark = try session.store.queueMark()
                 let pushing = !offline && !fresh.isEmpty
                 if !pushing || file == "-" { try feed.drain() }
                 var failure: OStackError?
@@ -463,8 +465,8 @@ extension RecordsCommand {
                 do throws(OStackError) { try feed.drain() } catch { unqueued = error }
                 document.queued = feed.queued
                 if document.queued > 0 { session.didChange() }
-                if pushing, let pending = try? session.store.counts().pending {
-                    document.pushed = max(0, pendingBefore + document.queued - pending)
+                if pushing, let left = try? session.store.queuedSince(mark) {
+                    document.pushed = max(0, document.queued - left)
                 }
                 Self.report(document, context: context)
                 if var unqueued {
