@@ -1,5 +1,6 @@
 import Glibc
 import OStackTestSupport
+import PlatformKit
 import Testing
 
 /// Issue 16: progress you can trust — pull and push progress on one redrawn line with total,
@@ -71,6 +72,33 @@ import Testing
         let after = try ostack.run(["sync", "status"]).stdout
         #expect(!after.contains("partial") && after.contains("task"), "\(after)")
         #expect(!(try ostack.run(["sync", "status", "--json"]).stdout.contains("partialSyncAt")))
+    }
+
+    /// Ctrl-C while an import pushes (its rows are still being queued, batch by batch): exit 130
+    /// with what to do; running the same import again queues the rest, and the server ends with
+    /// exactly one copy of every row.
+    @Test func interruptingAnImportSaysHowToFinish() throws {
+        let server = try DevServerProcess(arguments: ["--latency-ms", "40"])
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("rows.csv")
+        let lines = ["title,amount,status"] + (1...3000).map { "Row \($0),1,open" }
+        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+
+        let interrupted = try Self.atTerminal(
+            ostack, ["--on", "pushing", "--type", "^C"], ["records", "import", "task", file, "--key", "title"])
+        #expect(interrupted.status == 130, "\(interrupted.stdout)")
+        #expect(
+            interrupted.stdout.contains(
+                "ostack: interrupted: the rows queued so far are kept; run the same import again"),
+            "\(interrupted.stdout)")
+        let again = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(!again.stdout.contains(#""queued":0"#) && !again.stdout.contains(#""existing":0"#), "\(again.stdout)")
+        #expect(try ostack.run(["sync"]).status == 0)
+        let body = try server.control("GET", "record?object=task&id=")
+        #expect(body.contains(#""count":3000"#), "\(body)")
     }
 
     /// `sync --watch` reads the account's key without counting as use: the account still locks

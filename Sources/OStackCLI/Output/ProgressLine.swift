@@ -116,19 +116,33 @@ final class ProgressLine: @unchecked Sendable {
 /// message is written once into a buffer that is never freed, so the handler reads stable memory.
 enum InterruptMessage {
     nonisolated(unsafe) private static var message: UnsafeMutableBufferPointer<UInt8>?
+    /// The handler in place before `install` (put back by `remove`); nil when none was installed.
+    nonisolated(unsafe) private static var previous: __sighandler_t??
 
+    /// Shows `text` on Ctrl-C. Nothing is installed when SIGINT is ignored (a background job whose
+    /// shell ignores it stays uninterruptible, as it was started).
     static func install(_ text: String) {
-        if message == nil {
-            let bytes = Array(("\r\u{1B}[2K" + text + "\n").utf8)
-            let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
-            _ = buffer.initialize(from: bytes)
-            message = buffer
-        }
-        signal(SIGINT) { _ in
+        // A new text gets a new buffer; the old one is never freed (a handler may be reading it).
+        let bytes = Array(("\r\u{1B}[2K" + text + "\n").utf8)
+        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
+        _ = buffer.initialize(from: bytes)
+        message = buffer
+        let before = signal(SIGINT) { _ in
             if let buffer = InterruptMessage.message { _ = write(STDERR_FILENO, buffer.baseAddress, buffer.count) }
             _exit(130)
         }
+        if let before, unsafeBitCast(before, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) {
+            signal(SIGINT, SIG_IGN)
+            previous = nil
+            return
+        }
+        previous = .some(before)
     }
 
-    static func remove() { signal(SIGINT, SIG_DFL) }
+    /// Puts back the handler that was there before `install`.
+    static func remove() {
+        guard let before = previous else { return }
+        signal(SIGINT, before ?? SIG_DFL)
+        previous = nil
+    }
 }

@@ -54,10 +54,12 @@ public struct RecordWrites {
         try createLocally(object, items, validate: false).count
     }
 
-    /// Of `ids`, those whose record is already here (one query per 500).
+    /// Of `ids`, those whose record is already here, also under the id a server gave it instead (an
+    /// adopted id: the record was created from this one; two queries per 500).
     public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
         var found = Set<String>()
         var start = 0
+        let prefix = LocalStore.aliasKey(object, "")
         while start < ids.count {
             let chunk = Array(ids[start..<Swift.min(start + 500, ids.count)])
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
@@ -66,6 +68,14 @@ public struct RecordWrites {
                 [.text(object)] + chunk.map { .text($0) })
             {
                 if let id = row.text("id") { found.insert(id) }
+            }
+            for row in try store.rows(
+                "SELECT key FROM account_info WHERE key IN (\(marks))",
+                chunk.map { .text(LocalStore.aliasKey(object, $0)) })
+            {
+                if let key = row.text("key"), key.hasPrefix(prefix) {
+                    found.insert(String(key.dropFirst(prefix.count)))
+                }
             }
             start += 500
         }

@@ -10,6 +10,8 @@ struct CreateVerifier {
     let store: LocalStore
     let api: DataAPI
     let batchCap: Int
+    /// Rows an import still has to queue (their ids are taken, like those of records here).
+    var feed: PushFeed? = nil
 
     func verify(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
         let byObject = Dictionary(grouping: entries, by: \.object)
@@ -115,7 +117,7 @@ extension CreateVerifier {
         var candidates: [JSONValue] = []
         for record in records {
             guard let id = PushClassifier.recordID(record), id != entry.recordID,
-                try store.record(entry.object, id) == nil
+                try store.record(entry.object, id) == nil, feed?.reserves(entry.object, id) != true
             else { continue }
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
             if Self.holds(record, entry) { candidates.append(record) }

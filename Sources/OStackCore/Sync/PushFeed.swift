@@ -23,10 +23,38 @@ public final class PushFeed {
     /// and keeps a longer queue to claim and settle in).
     var chunk = 200
     private let step: Step
+    private let object: String?
+    private let waiting: ((String) -> Bool)?
 
-    public init(rows: Int, step: @escaping Step) {
+    /// `object` and `waiting` (whether an id belongs to a row not queued yet): a server that assigns
+    /// its own ids must not have one of those ids adopted for another row (the row would then clash
+    /// with it when its turn comes); such an answer stays unconfirmed, as when the id is taken here.
+    public init(rows: Int, object: String? = nil, waiting: ((String) -> Bool)? = nil, step: @escaping Step) {
         remaining = rows
+        self.object = object
+        self.waiting = waiting
         self.step = step
+    }
+
+    /// Called between requests (nothing in flight) once the feed has queued more, at the first
+    /// chance and then at most every `pauseInterval` seconds: an import anchors its audit trail and
+    /// writes its state summary there, so a push cut off part-way leaves little unanchored.
+    public var pause: (() -> Void)?
+    var pauseInterval: Duration = .seconds(2)
+    private var paused: (at: ContinuousClock.Instant, queued: Int)?
+
+    /// The pusher's call between requests.
+    func between() {
+        guard let pause, queued > (paused?.queued ?? 0) else { return }
+        let now = ContinuousClock.now
+        if let paused, now - paused.at < pauseInterval { return }
+        paused = (now, queued)
+        pause()
+    }
+
+    /// Whether `id` of `object` is one of the rows still to be queued.
+    func reserves(_ object: String, _ id: String) -> Bool {
+        remaining > 0 && object == self.object && waiting?(id) == true
     }
 
     var hasMore: Bool { remaining > 0 && failure == nil }
@@ -36,9 +64,10 @@ public final class PushFeed {
     public func feed(_ limit: Int? = nil) {
         guard hasMore else { return }
         do {
-            let taken = try step(Swift.min(remaining, limit ?? chunk))
-            guard taken > 0 else {
-                failure = OStackError(.storageFailure, detail: "push feed: a step queued nothing")
+            let asked = Swift.min(remaining, limit ?? chunk)
+            let taken = try step(asked)
+            guard taken > 0, taken <= asked else {
+                failure = OStackError(.storageFailure, detail: "push feed: a step queued \(taken) of \(asked)")
                 return
             }
             queued += taken

@@ -4,9 +4,12 @@
 struct PushSettler {
     let store: LocalStore
     let resolver: ConflictResolver
+    /// Rows an import still has to queue (their ids are taken, like those of records here).
+    var feed: PushFeed?
 
-    init(store: LocalStore) {
+    init(store: LocalStore, feed: PushFeed? = nil) {
         self.store = store
+        self.feed = feed
         resolver = ConflictResolver(store: store)
     }
 
@@ -88,7 +91,7 @@ struct PushSettler {
     @discardableResult
     func adoptCreated(_ entry: QueueEntry, _ record: JSONValue?) throws(OStackError) -> Bool {
         if let serverID = record?["id"]?.stringValue, serverID != entry.recordID {
-            if try store.record(entry.object, serverID) != nil {
+            if try store.record(entry.object, serverID) != nil || feed?.reserves(entry.object, serverID) == true {
                 try store.fail(entry, .unconfirmed(status: 200))
                 return false
             }

@@ -35,6 +35,7 @@ struct Pusher {
             if let feed, feed.queued != fed {
                 fed = feed.queued
                 rounds -= 1  // the round before fed
+                feed.between()
             }
             let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
             // A feed queues one batch per request: the queue stays about two batches long.
@@ -50,7 +51,7 @@ struct Pusher {
                 // Possibly-delivered creates first: find out whether they arrived.
                 let unsure = due.filter { $0.sent && $0.operation == .create }
                 if !unsure.isEmpty {
-                    try CreateVerifier(store: store, api: api, batchCap: cap).verify(unsure, &report)
+                    try CreateVerifier(store: store, api: api, batchCap: cap, feed: feed).verify(unsure, &report)
                     continue
                 }
                 var groups: [String: [QueueEntry]] = [:]
@@ -121,9 +122,9 @@ struct Pusher {
         case .lookUp where chunk.count > 1:
             try retry(chunk, split: 2, &report)
         case .lookUp:
-            try CreateVerifier(store: store, api: api, batchCap: 1).settleDuplicate(chunk[0], &report)
+            try CreateVerifier(store: store, api: api, batchCap: 1, feed: feed).settleDuplicate(chunk[0], &report)
         default:
-            let settler = PushSettler(store: store)
+            let settler = PushSettler(store: store, feed: feed)
             try store.transaction { () throws(OStackError) in try settler.settle(chunk, verdict, &report) }
         }
     }

@@ -270,10 +270,12 @@ extension LocalStore {
         try integer("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'queue'")
     }
 
-    /// Entries queued after `mark` still in the queue, whatever their state (pending, failed, in
-    /// conflict): those that were not delivered.
-    public func queuedSince(_ mark: Int) throws(OStackError) -> Int {
-        try integer("SELECT count(*) FROM queue WHERE seq > ?", [.integer(Int64(mark))])
+    /// Creates of `object` queued after `mark` still in the queue, whatever their state (pending,
+    /// failed, in conflict): those of an import that were not delivered.
+    public func createsQueued(since mark: Int, object: String) throws(OStackError) -> Int {
+        try integer(
+            "SELECT count(*) FROM queue WHERE seq > ? AND object = ? AND operation = 'create'",
+            [.integer(Int64(mark)), .text(object)])
     }
 
     /// Entries ready to push: the oldest entry of each record (FIFO per record), pending or retryable

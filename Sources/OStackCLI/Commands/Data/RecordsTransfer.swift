@@ -431,7 +431,11 @@ extension RecordsCommand {
                 // ones are faster; a chunk costs a few MB). Rows read from stdin are all queued before
                 // the push: cut off part-way, the rest could not be read again.
                 var next = 0
-                let feed = PushFeed(rows: fresh.count) { limit throws(OStackError) in
+                var position: [String: Int] = [:]
+                for (index, row) in fresh.enumerated() { position[row.fields["id"]?.stringValue ?? ""] = index }
+                let feed = PushFeed(
+                    rows: fresh.count, object: object, waiting: { id in position[id].map { $0 >= next } ?? false }
+                ) { limit throws(OStackError) in
                     let taken = try session.writes.queueCreates(object, fresh[next..<next + limit].map(\.fields))
                     next += taken
                     return taken
@@ -440,16 +444,24 @@ extension RecordsCommand {
                 // were not delivered (failed or in conflict ones included).
                 let mark = try session.store.queueMark()
                 let pushing = !offline && !fresh.isEmpty
-                if !pushing || file == "-" { try feed.drain() }
+                // Only a regular file can be read again (not stdin, a pipe or a device).
+                var status = stat()
+                let rereadable = file != "-" && stat(file, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+                if !pushing || !rereadable { try feed.drain() }
                 var failure: OStackError?
                 var stopped: OStackError?
                 if pushing {
                     let line = ProgressLine.make(context: context)
                     var progress: (@Sendable (SyncProgress) -> Void)?
                     if let line { progress = { line.update($0) } }
+                    // The audit trail is anchored (and `status`'s summary written) between requests as
+                    // rows get queued, not only at the end.
+                    feed.pause = { session.didChange() }
                     InterruptMessage.install(
-                        "ostack: interrupted: the rows queued so far are kept; run the same import again to queue "
-                            + "the rest (rows already here are skipped), or `ostack sync` to push what is queued.")
+                        rereadable
+                            ? "ostack: interrupted: the rows queued so far are kept; run the same import again to "
+                                + "queue the rest (rows already here are skipped), or `ostack sync` to push what is queued."
+                            : "ostack: interrupted: every row is queued; `ostack sync` pushes what is left.")
                     defer { InterruptMessage.remove() }
                     do throws(OStackError) {
                         let result = try session.sync.sync(push: true, pull: false, progress: progress, feed: feed)
@@ -465,7 +477,7 @@ extension RecordsCommand {
                 do throws(OStackError) { try feed.drain() } catch { unqueued = error }
                 document.queued = feed.queued
                 if document.queued > 0 { session.didChange() }
-                if pushing, let left = try? session.store.queuedSince(mark) {
+                if pushing, let left = try? session.store.createsQueued(since: mark, object: object) {
                     document.pushed = max(0, document.queued - left)
                 }
                 Self.report(document, context: context)
