@@ -84,4 +84,44 @@ import Testing
         #expect(try feed.overlapping { () throws(OStackError) -> Int in 7 } == 7)
         #expect(steps() == [200, 200, 100])
     }
+
+    /// The pause between requests (an import anchors its audit trail there): at the first chance
+    /// after rows were queued, then at most once per interval, never when nothing new was queued.
+    @Test func thePauseComesOnceRowsAreQueuedThenAtMostEveryInterval() {
+        let (feed, _) = Self.feed(rows: 1000)
+        let pauses = Mutex(0)
+        feed.pause = { pauses.withLock { $0 += 1 } }
+        feed.pauseInterval = .seconds(3600)
+        feed.between()
+        #expect(pauses.withLock { $0 } == 0, "nothing queued yet")
+        feed.feed(100)
+        feed.between()
+        feed.feed(100)
+        feed.between()
+        #expect(pauses.withLock { $0 } == 1, "once, then not within the interval")
+        feed.pauseInterval = .zero
+        feed.between()
+        #expect(pauses.withLock { $0 } == 2)
+        feed.between()
+        #expect(pauses.withLock { $0 } == 2, "nothing new queued")
+    }
+
+    /// Ids of rows not queued yet are taken (for the object fed), until their rows are queued.
+    @Test func idsOfRowsNotQueuedYetAreTaken() throws {
+        var next = 0
+        let ids = ["a", "b", "c", "d"]
+        let feed = PushFeed(
+            rows: 4, object: "task", waiting: { id in ids.firstIndex(of: id).map { $0 >= next } ?? false }
+        ) {
+            (limit) throws(OStackError) -> Int in
+            next += limit
+            return limit
+        }
+        #expect(feed.reserves("task", "a") && feed.reserves("task", "d"))
+        #expect(!feed.reserves("note", "a") && !feed.reserves("task", "x"))
+        feed.feed(2)
+        #expect(!feed.reserves("task", "a") && !feed.reserves("task", "b") && feed.reserves("task", "c"))
+        try feed.drain()
+        #expect(!feed.reserves("task", "d"))
+    }
 }
