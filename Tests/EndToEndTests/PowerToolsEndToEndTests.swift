@@ -367,6 +367,17 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try count() == "600")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        // Each row is found under the id it was imported with except where a server id took that
+        // name: the server's tsk_1 is the first row's record (the row imported as tsk_1 is tsk_401).
+        for (index, id) in [
+            (0, "imp_1"), (199, "imp_200"), (250, "imp_251"), (0, "tsk_1"), (199, "tsk_200"), (400, "tsk_401"),
+            (599, "tsk_600"),
+        ] {
+            let got = try ostack.run(["records", "get", "task", id, "--json"])
+            #expect(got.status == 0 && got.stdout.contains(#""title":"Row \#(index)""#), "\(id): \(got.stdout)")
+        }
+        let first = try ostack.run(["records", "get", "task", "tsk_1", "--remote", "--json"])
+        #expect(first.stdout.contains(#""title":"Row 0""#), "the server's tsk_1 is the first row: \(first.stdout)")
         let again = try ostack.run(["records", "import", "task", file, "--json"])
         #expect(again.stdout.contains(#""existing":600"#) && again.stdout.contains(#""queued":0"#), "\(again.stdout)")
         #expect(try count() == "600")

@@ -83,7 +83,7 @@ import Testing
         try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let scratch = TemporaryDirectory()
         let file = scratch.appending("rows.csv")
-        let lines = ["title,amount,status"] + (1...3000).map { "Row \($0),1,open" }
+        let lines = ["title,amount,status"] + (1...6000).map { "Row \($0),1,open" }
         try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
 
         let interrupted = try Self.atTerminal(
@@ -98,7 +98,7 @@ import Testing
         #expect(!again.stdout.contains(#""queued":0"#) && !again.stdout.contains(#""existing":0"#), "\(again.stdout)")
         #expect(try ostack.run(["sync"]).status == 0)
         let body = try server.control("GET", "record?object=task&id=")
-        #expect(body.contains(#""count":3000"#), "\(body)")
+        #expect(body.contains(#""count":6000"#), "\(body)")
     }
 
     /// `sync --watch` reads the account's key without counting as use: the account still locks

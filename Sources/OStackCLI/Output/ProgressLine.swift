@@ -127,12 +127,20 @@ enum InterruptMessage {
         let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
         _ = buffer.initialize(from: bytes)
         message = buffer
+        // Looked at first: replacing an ignored handler, even briefly, would let a Ctrl-C through.
+        var current = sigaction()
+        guard sigaction(SIGINT, nil, &current) == 0 else { return }
+        if let handler = current.__sigaction_handler.sa_handler,
+            unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
+        {
+            previous = nil
+            return
+        }
         let before = signal(SIGINT) { _ in
             if let buffer = InterruptMessage.message { _ = write(STDERR_FILENO, buffer.baseAddress, buffer.count) }
             _exit(130)
         }
-        if let before, unsafeBitCast(before, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) {
-            signal(SIGINT, SIG_IGN)
+        if let before, unsafeBitCast(before, to: Int.self) == unsafeBitCast(SIG_ERR, to: Int.self) {
             previous = nil
             return
         }

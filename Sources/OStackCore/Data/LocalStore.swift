@@ -265,7 +265,10 @@ public final class LocalStore: @unchecked Sendable {
             "UPDATE OR FAIL records SET id = ? WHERE object = ? AND id = ?",
             [.text(newID), .text(object), .text(oldID)])
         try renameQueuedRecord(object, from: oldID, to: newID)
-        // The id the user was shown keeps working (docs/sync.md, "Acknowledgement").
+        // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id is a
+        // record's own from now on: an alias from it (an earlier record created here under that id,
+        // which the server renamed) would lead lookups of it to the other record, and is dropped.
+        try run("DELETE FROM account_info WHERE key = ?", [.text(Self.aliasKey(object, newID))])
         try setValue(Self.aliasKey(object, oldID), newID)
     }
 

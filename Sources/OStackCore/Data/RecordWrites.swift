@@ -69,9 +69,11 @@ public struct RecordWrites {
             {
                 if let id = row.text("id") { found.insert(id) }
             }
+            // (An alias counts only while the record it leads to is here.)
             for row in try store.rows(
-                "SELECT key FROM account_info WHERE key IN (\(marks))",
-                chunk.map { .text(LocalStore.aliasKey(object, $0)) })
+                "SELECT a.key FROM account_info a JOIN records r ON r.object = ? AND r.id = a.value "
+                    + "WHERE a.key IN (\(marks))",
+                [.text(object)] + chunk.map { .text(LocalStore.aliasKey(object, $0)) })
             {
                 if let key = row.text("key"), key.hasPrefix(prefix) {
                     found.insert(String(key.dropFirst(prefix.count)))
