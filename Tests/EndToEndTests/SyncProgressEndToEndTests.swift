@@ -99,6 +99,22 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         let body = try server.control("GET", "record?object=task&id=")
         #expect(body.contains(#""count":6000"#), "\(body)")
+
+        // Started with SIGINT ignored (a background job of a script), Ctrl-C stays ignored.
+        let more = scratch.appending("more.csv")
+        let next = ["title,amount,status"] + (1...3000).map { "More \($0),1,open" }
+        try SecureFileSystem.writeAtomically(Array((next.joined(separator: "\n") + "\n").utf8), to: more)
+        var environment = ostack.baseEnvironment
+        environment["COLUMNS"] = nil
+        let ignoring = try runProcess(
+            executable: "/usr/bin/python3",
+            arguments: [
+                Self.fixture, "--cols", "100", "--on", "pushing", "--type", "^C", "--", "/bin/sh", "-c",
+                "trap '' INT; exec \"$0\" records import task \"$1\" --key title", OStackBinary.path, more,
+            ],
+            environment: environment)
+        #expect(ignoring.status == 0 && !ignoring.stdout.contains("interrupted"), "\(ignoring.stdout)")
+        #expect(try server.control("GET", "record?object=task&id=").contains(#""count":9000"#))
     }
 
     /// `sync --watch` reads the account's key without counting as use: the account still locks
