@@ -177,6 +177,9 @@ public struct SessionKeeper: Sendable {
     }
 
     func current(_ account: Account) throws(OStackError) -> Account {
+        // Every request asks: the account's own entry is decoded alone (as `status --short` does),
+        // and the whole registry only when that cannot be done (another format, a hand-edited file).
+        if let latest = try environment.registry.account(withID: account.id) { return latest }
         guard let latest = try environment.registry.accounts().first(where: { $0.id == account.id }) else {
             throw OStackError(.unknownAccount, context: .init(account: account.alias))
         }
