@@ -117,6 +117,25 @@ import Testing
         #expect(try server.control("GET", "record?object=task&id=").contains(#""count":9000"#))
     }
 
+    /// `records export` counts the records on one redrawn line on a terminal, and writes no progress
+    /// when its output is not a terminal.
+    @Test func anExportShowsProgressOnATerminalOnly() throws {
+        let server = try DevServerProcess(arguments: ["--latency-ms", "40"])
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":8000}"#)
+        let scratch = TemporaryDirectory()
+        let shown = try Self.atTerminal(
+            ostack, [], ["records", "export", "task", "--remote", "--output", scratch.appending("at-terminal.csv")])
+        #expect(shown.status == 0, "\(shown.stdout)")
+        #expect(shown.stdout.contains("exporting task") && shown.stdout.contains("\r\u{1B}[2K"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("Exported 8000 task records"), "\(shown.stdout)")
+        let piped = try ostack.run([
+            "records", "export", "task", "--remote", "--output", scratch.appending("piped.csv"),
+        ])
+        #expect(piped.status == 0 && !piped.stderr.contains("exporting"), "\(piped.stderr)")
+    }
+
     /// `sync --watch` reads the account's key without counting as use: the account still locks
     /// itself after its idle timeout while the watch runs.
     @Test func aWatchDoesNotKeepTheAccountUnlocked() throws {
