@@ -19,6 +19,11 @@ public final class TemporaryDirectory: @unchecked Sendable {
     /// `path + "/" + name`.
     public func appending(_ name: String) -> String { path + "/" + name }
 
+    /// Writes `lines`, each ended by a newline, to `path` (CSV and NDJSON fixtures).
+    public static func writeLines(_ lines: [String], to path: String) throws {
+        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: path)
+    }
+
     deinit {
         try? SecureFileSystem.removeTree(path)
     }

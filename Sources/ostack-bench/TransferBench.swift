@@ -48,7 +48,7 @@ enum TransferBench {
         // Import: 10 000 CSV rows into a fresh account vs pushing the same 10 000 creates queued.
         let csv = session.home.path + "/import.csv"
         let lines = ["title,amount,status"] + (0..<10_000).map { "Import \($0),\($0 % 500),open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: csv)
+        try TemporaryDirectory.writeLines(lines, to: csv)
         // Three pairs, alternating (a busy machine slows both alike); the medians are compared.
         var imports: [Double] = []
         var pushes: [Double] = []

@@ -212,7 +212,7 @@ import Testing
             + (1...20).map { n in
                 [4, 9, 15].contains(n) ? "Row \(n),not-a-number,open" : "Row \(n),\(n),open"
             }
-        try SecureFileSystem.writeAtomically(Array((rows.joined(separator: "\n") + "\n").utf8), to: bad)
+        try TemporaryDirectory.writeLines(rows, to: bad)
         let refused = try ostack.run(["records", "import", "task", bad, "--account", "one", "--key", "title"])
         #expect(refused.status == 9, "\(refused.stdout) \(refused.stderr)")
         #expect(
@@ -237,7 +237,7 @@ import Testing
         let scratch = TemporaryDirectory()
         let file = scratch.appending("rows.csv")
         let lines = ["title,amount,status"] + (1...1000).map { "Row \($0),\($0 % 50),open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try TemporaryDirectory.writeLines(lines, to: file)
         func count(_ server: DevServerProcess) throws -> String? {
             let body = try server.control("GET", "record?object=task&id=")
             return body.firstRange(of: #""count":"#).map { String(body[$0.upperBound...].prefix { $0.isNumber }) }
@@ -305,7 +305,7 @@ import Testing
         let scratch = TemporaryDirectory()
         let file = scratch.appending("rows.csv")
         let lines = ["title,amount,status"] + (1...1200).map { "Row \($0),\($0 % 50),open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try TemporaryDirectory.writeLines(lines, to: file)
         let imported = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"], timeout: 300)
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(
@@ -323,7 +323,7 @@ import Testing
         let scratch = TemporaryDirectory()
         let file = scratch.appending("rows.csv")
         let lines = ["title,amount,status"] + (1...30).map { "Refused \($0),1,open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try TemporaryDirectory.writeLines(lines, to: file)
         try server.control(
             "POST", "faults",
             #"{"action":"status","status":400,"count":100000,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"},"body":{"error":"no","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"no"}]}}"#
@@ -336,7 +336,7 @@ import Testing
         // Once the server takes them, a second file of new rows counts only its own.
         let more = scratch.appending("more.csv")
         let next = ["title,amount,status"] + (1...20).map { "Taken \($0),1,open" }
-        try SecureFileSystem.writeAtomically(Array((next.joined(separator: "\n") + "\n").utf8), to: more)
+        try TemporaryDirectory.writeLines(next, to: more)
         let taken = try ostack.run(["records", "import", "task", more, "--key", "title", "--json"])
         #expect(taken.stdout.contains(#""queued":20"#) && taken.stdout.contains(#""pushed":20"#), "\(taken.stdout)")
     }
@@ -354,7 +354,7 @@ import Testing
         let file = scratch.appending("rows.csv")
         let ids = (1...400).map { "imp_\($0)" } + (1...200).map { "tsk_\($0)" }
         let lines = ["id,title,amount,status"] + ids.enumerated().map { "\($1),Row \($0),\($0 % 50),open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try TemporaryDirectory.writeLines(lines, to: file)
         func count() throws -> String? {
             let body = try server.control("GET", "record?object=task&id=")
             return body.firstRange(of: #""count":"#).map { String(body[$0.upperBound...].prefix { $0.isNumber }) }

@@ -84,7 +84,7 @@ import Testing
         let scratch = TemporaryDirectory()
         let file = scratch.appending("rows.csv")
         let lines = ["title,amount,status"] + (1...6000).map { "Row \($0),1,open" }
-        try SecureFileSystem.writeAtomically(Array((lines.joined(separator: "\n") + "\n").utf8), to: file)
+        try TemporaryDirectory.writeLines(lines, to: file)
 
         let interrupted = try Self.atTerminal(
             ostack, ["--on", "pushing", "--type", "^C"], ["records", "import", "task", file, "--key", "title"])
@@ -103,7 +103,7 @@ import Testing
         // Started with SIGINT ignored (a background job of a script), Ctrl-C stays ignored.
         let more = scratch.appending("more.csv")
         let next = ["title,amount,status"] + (1...3000).map { "More \($0),1,open" }
-        try SecureFileSystem.writeAtomically(Array((next.joined(separator: "\n") + "\n").utf8), to: more)
+        try TemporaryDirectory.writeLines(next, to: more)
         var environment = ostack.baseEnvironment
         environment["COLUMNS"] = nil
         let ignoring = try runProcess(
