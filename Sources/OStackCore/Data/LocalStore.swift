@@ -268,13 +268,41 @@ public final class LocalStore: @unchecked Sendable {
         // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id is a
         // record's own from now on: an alias from it (an earlier record created here under that id,
         // which the server renamed) would lead lookups of it to the other record, and is dropped.
-        try run("DELETE FROM account_info WHERE key = ?", [.text(Self.aliasKey(object, newID))])
+        try removeValue(Self.aliasKey(object, newID))
         try setValue(Self.aliasKey(object, oldID), newID)
     }
 
     /// The id the server gave a record created here as `id`, when it assigned its own.
     public func adoptedID(_ object: String, _ id: String) throws(OStackError) -> String? {
         try value(Self.aliasKey(object, id))
+    }
+
+    /// Of `ids`, those adopted by a server under another id whose record is here (one query per 500).
+    public func adoptedIDs(_ object: String, among ids: [String]) throws(OStackError) -> Set<String> {
+        var found = Set<String>()
+        let prefix = Self.aliasKey(object, "")
+        var start = 0
+        while start < ids.count {
+            let chunk = ids[start..<Swift.min(start + 500, ids.count)]
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            for row in try rows(
+                "SELECT a.key FROM account_info a JOIN records r ON r.object = ? AND r.id = a.value "
+                    + "WHERE a.key IN (\(marks))",
+                [.text(object)] + chunk.map { .text(Self.aliasKey(object, $0)) })
+            {
+                if let key = row.text("key"), key.hasPrefix(prefix) {
+                    found.insert(String(key.dropFirst(prefix.count)))
+                }
+            }
+            start += 500
+        }
+        return found
+    }
+
+    /// Whether a record of `object` with `id` is here (no decoding).
+    public func hasRecord(_ object: String, _ id: String) throws(OStackError) -> Bool {
+        try integer("SELECT EXISTS (SELECT 1 FROM records WHERE object = ? AND id = ?)", [.text(object), .text(id)])
+            == 1
     }
 
     /// `id` as the server knows it now: followed through adoptions (a few hops at most).
@@ -340,5 +368,9 @@ public final class LocalStore: @unchecked Sendable {
 
     public func setValue(_ key: String, _ value: String) throws(OStackError) {
         try run("INSERT OR REPLACE INTO account_info (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+    }
+
+    public func removeValue(_ key: String) throws(OStackError) {
+        try run("DELETE FROM account_info WHERE key = ?", [.text(key)])
     }
 }

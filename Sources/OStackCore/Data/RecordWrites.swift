@@ -55,11 +55,10 @@ public struct RecordWrites {
     }
 
     /// Of `ids`, those whose record is already here, also under the id a server gave it instead (an
-    /// adopted id: the record was created from this one; two queries per 500).
+    /// adopted id: the record was created from this one; one query per 500 for each).
     public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
         var found = Set<String>()
         var start = 0
-        let prefix = LocalStore.aliasKey(object, "")
         while start < ids.count {
             let chunk = Array(ids[start..<Swift.min(start + 500, ids.count)])
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
@@ -69,19 +68,9 @@ public struct RecordWrites {
             {
                 if let id = row.text("id") { found.insert(id) }
             }
-            // (An alias counts only while the record it leads to is here.)
-            for row in try store.rows(
-                "SELECT a.key FROM account_info a JOIN records r ON r.object = ? AND r.id = a.value "
-                    + "WHERE a.key IN (\(marks))",
-                [.text(object)] + chunk.map { .text(LocalStore.aliasKey(object, $0)) })
-            {
-                if let key = row.text("key"), key.hasPrefix(prefix) {
-                    found.insert(String(key.dropFirst(prefix.count)))
-                }
-            }
             start += 500
         }
-        return found
+        return found.union(try store.adoptedIDs(object, among: ids))
     }
 
     /// Validates, then saves records and queues their creates; returns each id with the queue entry

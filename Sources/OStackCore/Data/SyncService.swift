@@ -92,7 +92,7 @@ public struct SyncService {
             report.conflicts = counts.conflict
             try store.transaction { () throws(OStackError) in
                 try store.setValue("sync.last-at", String(store.now))
-                try store.run("DELETE FROM account_info WHERE key = 'sync.started-at'")
+                try store.removeValue("sync.started-at")
             }
         }
         if auditIdle || !report.isIdle { record(report, push: push, pull: pull) }

@@ -117,7 +117,7 @@ extension CreateVerifier {
         var candidates: [JSONValue] = []
         for record in records {
             guard let id = PushClassifier.recordID(record), id != entry.recordID,
-                try store.record(entry.object, id) == nil, feed?.reserves(entry.object, id) != true
+                try !PushFeed.isTaken(entry.object, id, store: store, feed: feed)
             else { continue }
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
             if Self.holds(record, entry) { candidates.append(record) }

@@ -52,6 +52,14 @@ public final class PushFeed {
         pause()
     }
 
+    /// Whether a server may not give `id` to another record of `object`: a record here has it, or
+    /// (with a feed) a row still to be queued does. Used by the settler and the create verifier.
+    static func isTaken(_ object: String, _ id: String, store: LocalStore, feed: PushFeed?) throws(OStackError)
+        -> Bool
+    {
+        try store.hasRecord(object, id) || feed?.reserves(object, id) == true
+    }
+
     /// Whether `id` of `object` is one of the rows still to be queued.
     func reserves(_ object: String, _ id: String) -> Bool {
         remaining > 0 && object == self.object && waiting?(id) == true

@@ -91,7 +91,7 @@ struct PushSettler {
     @discardableResult
     func adoptCreated(_ entry: QueueEntry, _ record: JSONValue?) throws(OStackError) -> Bool {
         if let serverID = record?["id"]?.stringValue, serverID != entry.recordID {
-            if try store.record(entry.object, serverID) != nil || feed?.reserves(entry.object, serverID) == true {
+            if try PushFeed.isTaken(entry.object, serverID, store: store, feed: feed) {
                 try store.fail(entry, .unconfirmed(status: 200))
                 return false
             }
