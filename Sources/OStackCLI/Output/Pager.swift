@@ -8,6 +8,9 @@ import PlatformKit
 /// for the rest of the command; `finish()` closes it and waits for the pager to quit.
 enum Pager {
     nonisolated(unsafe) private static var child: pid_t?
+    /// The SIGINT and SIGQUIT handlers to put back when the pager is done.
+    nonisolated(unsafe) private static var interrupt: SignalDisposition.Previous = .none
+    nonisolated(unsafe) private static var quit: SignalDisposition.Previous = .none
 
     /// Starts the pager when the output is for a person at a terminal; does nothing otherwise.
     static func start(context: CommandContext) {
@@ -33,8 +36,8 @@ enum Pager {
         signal(SIGPIPE, SIG_IGN)
         // Ctrl-C and Ctrl-\ belong to the pager while it runs (as with git): ostack must not exit and
         // leave it holding the terminal.
-        signal(SIGINT, SIG_IGN)
-        signal(SIGQUIT, SIG_IGN)
+        interrupt = SignalDisposition.replace(SIGINT, with: SIG_IGN)
+        quit = SignalDisposition.replace(SIGQUIT, with: SIG_IGN)
         dup2(pipe.write, STDOUT_FILENO)
         close(pipe.write)
         child = pid
@@ -47,7 +50,9 @@ enum Pager {
         close(STDOUT_FILENO)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        signal(SIGINT, SIG_DFL)
-        signal(SIGQUIT, SIG_DFL)
+        SignalDisposition.restore(SIGINT, interrupt)
+        SignalDisposition.restore(SIGQUIT, quit)
+        interrupt = .none
+        quit = .none
     }
 }

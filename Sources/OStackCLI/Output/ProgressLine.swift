@@ -116,8 +116,8 @@ final class ProgressLine: @unchecked Sendable {
 /// message is written once into a buffer that is never freed, so the handler reads stable memory.
 enum InterruptMessage {
     nonisolated(unsafe) private static var message: UnsafeMutableBufferPointer<UInt8>?
-    /// The handler in place before `install` (put back by `remove`); nil when none was installed.
-    nonisolated(unsafe) private static var previous: __sighandler_t??
+    /// What `remove` puts back.
+    nonisolated(unsafe) private static var previous: SignalDisposition.Previous = .none
 
     /// Shows `text` on Ctrl-C. Nothing is installed when SIGINT is ignored (a background job whose
     /// shell ignores it stays uninterruptible, as it was started).
@@ -127,30 +127,15 @@ enum InterruptMessage {
         let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
         _ = buffer.initialize(from: bytes)
         message = buffer
-        // Looked at first: replacing an ignored handler, even briefly, would let a Ctrl-C through.
-        var current = sigaction()
-        guard sigaction(SIGINT, nil, &current) == 0 else { return }
-        if let handler = current.__sigaction_handler.sa_handler,
-            unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
-        {
-            previous = nil
-            return
-        }
-        let before = signal(SIGINT) { _ in
+        previous = SignalDisposition.replace(SIGINT) { _ in
             if let buffer = InterruptMessage.message { _ = write(STDERR_FILENO, buffer.baseAddress, buffer.count) }
             _exit(130)
         }
-        if let before, unsafeBitCast(before, to: Int.self) == unsafeBitCast(SIG_ERR, to: Int.self) {
-            previous = nil
-            return
-        }
-        previous = .some(before)
     }
 
     /// Puts back the handler that was there before `install`.
     static func remove() {
-        guard let before = previous else { return }
-        signal(SIGINT, before ?? SIG_DFL)
-        previous = nil
+        SignalDisposition.restore(SIGINT, previous)
+        previous = .none
     }
 }

@@ -107,12 +107,14 @@ enum StandardInput {
 enum EchoGuard {
     nonisolated(unsafe) private static var terminal: Int32 = -1
     nonisolated(unsafe) private static var settings = termios()
+    nonisolated(unsafe) private static var previous: SignalDisposition.Previous = .none
 
     static func arm(fd: Int32, original: termios, active: Bool) {
         guard active else { return }
         settings = original
         terminal = fd
-        signal(SIGINT) { _ in
+        // (An ignored SIGINT stays ignored: Ctrl-C then cannot end the prompt, so echo needs no guard.)
+        previous = SignalDisposition.replace(SIGINT) { _ in
             if EchoGuard.terminal >= 0 { tcsetattr(EchoGuard.terminal, TCSANOW, &EchoGuard.settings) }
             _ = write(STDERR_FILENO, "\n", 1)
             _exit(130)
@@ -122,6 +124,7 @@ enum EchoGuard {
     static func disarm() {
         guard terminal >= 0 else { return }
         terminal = -1
-        signal(SIGINT, SIG_DFL)
+        SignalDisposition.restore(SIGINT, previous)
+        previous = .none
     }
 }
