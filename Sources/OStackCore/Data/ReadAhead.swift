@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 
 /// Byte strings produced on a thread of their own and handed to the caller in chunks, at most
@@ -39,20 +38,13 @@ final class ReadAhead: Sendable {
         }
     }
 
-    private struct State {
-        var full: [Chunk] = []
-        var spare: [Chunk] = []
-        var outcome: Result<Void, OStackError>?
-        var cancelled = false
-    }
-    private let state = Mutex(State())
-    private let ready = DispatchSemaphore(value: 0)
-    private let room: DispatchSemaphore
-    private let ended = DispatchSemaphore(value: 0)
+    private let handOff: HandOff<Chunk>
+    /// A chunk given back, whose storage the producer fills next.
+    private let spare = Mutex<Chunk?>(nil)
     private let chunkBytes: Int
 
     init(depth: Int = 2, chunkBytes: Int = 256 * 1024) {
-        room = .slots(depth)
+        handOff = HandOff(depth: depth)
         self.chunkBytes = chunkBytes
     }
 
@@ -61,70 +53,41 @@ final class ReadAhead: Sendable {
     func start(
         _ produce: @escaping @Sendable (_ emit: (UnsafeRawBufferPointer) -> Bool) throws(OStackError) -> Void
     ) {
-        DispatchQueue.global(qos: .userInitiated).async { [self] in
+        handOff.run { [self] in
             var chunk = Chunk()
             chunk.bytes.reserveCapacity(chunkBytes + chunkBytes / 4)
             let outcome = Result { () throws(OStackError) in
                 try produce { item in
                     chunk.append(item)
                     guard chunk.bytes.count >= chunkBytes else { return true }
-                    guard hand(chunk) else { return false }
-                    chunk = state.withLock { $0.spare.popLast() } ?? Chunk()
+                    guard handOff.reserve() else { return false }
+                    handOff.put(chunk)
+                    chunk = spare.withLock { $0.take() } ?? Chunk()
                     chunk.bytes.removeAll(keepingCapacity: true)
                     chunk.ends.removeAll(keepingCapacity: true)
                     return true
                 }
             }
-            // What came before an error is handed over too; nothing after a stop (`finish` gave the
-            // room for one wait only).
-            if !chunk.ends.isEmpty, !state.withLock({ $0.cancelled }) { _ = hand(chunk) }
-            state.withLock { $0.outcome = outcome }
-            ready.signal()
-            ended.signal()
+            // What came before an error is handed over too; nothing after a stop.
+            if !chunk.ends.isEmpty, handOff.reserve() { handOff.put(chunk) }
+            handOff.close(outcome)
         }
-    }
-
-    /// Queues a full chunk once there is room; false when the caller has stopped.
-    private func hand(_ chunk: Chunk) -> Bool {
-        // After a stop no wait at all: `finish` gives the room for one wait only.
-        if state.withLock({ $0.cancelled }) { return false }
-        room.wait()
-        let handed = state.withLock { (state) -> Bool in
-            guard !state.cancelled else { return false }
-            state.full.append(chunk)
-            return true
-        }
-        if handed { ready.signal() }
-        return handed
     }
 
     /// The next chunk, waiting for it; nil after the last one.
     func next() throws(OStackError) -> Chunk? {
-        while true {
-            ready.wait()
-            let (chunk, outcome): (Chunk?, Result<Void, OStackError>?) = state.withLock {
-                $0.full.isEmpty ? (nil, $0.outcome) : ($0.full.removeFirst(), nil)
-            }
-            if let chunk { return chunk }
-            if let outcome {
-                ready.signal()  // a later call ends the same way
-                try outcome.get()
-                return nil
-            }
-        }
+        try handOff.next()
     }
 
     /// Gives a chunk's room (and its storage) back to the producer.
     func recycle(_ chunk: Chunk) {
-        state.withLock { if $0.spare.isEmpty { $0.spare.append(chunk) } }
-        room.signal()
+        spare.withLock { if $0 == nil { $0 = chunk } }
+        handOff.release()
     }
 
     /// Stops the producer if it is still going and waits for its thread to end. Call it exactly
     /// once per `start`.
     func finish() {
-        state.withLock { $0.cancelled = true }
-        room.signal()
-        ended.wait()
+        handOff.stop()
     }
 }

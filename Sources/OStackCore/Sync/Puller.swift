@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
 /// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
@@ -239,17 +238,8 @@ public struct PullReport: Sendable {
 /// writer checks the same conditions and asks for a next page only when the fetcher goes on; a
 /// `next()` after the fetcher stopped fails instead of waiting forever.
 final class PageStream: Sendable {
-    private struct State {
-        var pages: [Result<Puller.Page, OStackError>] = []
-        var finished = false
-        var cancelled = false
-        var started = false
-    }
-    private let state = Mutex(State())
-    private let ready = DispatchSemaphore(value: 0)
-    private let room: DispatchSemaphore
-    /// Signalled when the fetcher's thread is done with `fetch` (`cancel` waits for it).
-    private let ended = DispatchSemaphore(value: 0)
+    /// Pages in order; a failed fetch is an item too (the pages before it are written first).
+    private let handOff: HandOff<Result<Puller.Page, OStackError>>
     /// Checks each page's records (in order) while the fetcher already asks for the next one.
     private let checker = DispatchQueue(label: "ostack.pull.check")
 
@@ -258,72 +248,47 @@ final class PageStream: Sendable {
 
     init(depth: Int, indexed: [String] = []) {
         self.indexed = indexed
-        room = .slots(depth)
+        handOff = HandOff(depth: depth)
     }
 
     func start(
         after cursor: (version: String, id: String)?, pageSize: Int,
         fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.RawPage
     ) {
-        state.withLock { $0.started = true }
-        DispatchQueue.global().async { [self] in
-            defer { ended.signal() }
+        handOff.run { [self] in
             var cursor = cursor
             var first = true
             // A page whose last key was seen before (a server repeating or cycling pages) is the last
             // one asked for: the writer finds it and stops the pull.
             var seen = Set<String>()
             if let cursor { seen.insert(cursor.version + "\u{0}" + cursor.id) }
-            while true {
-                room.wait()
-                if state.withLock({ $0.cancelled }) { break }
+            while handOff.reserve() {
                 let result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(cursor, first) }
                 first = false
-                checker.async { [self] in
-                    let page = result.map { Puller.parse($0, indexed: indexed) }
-                    state.withLock { $0.pages.append(page) }
-                    ready.signal()
-                }
+                checker.async { [self] in handOff.put(result.map { Puller.parse($0, indexed: indexed) }) }
                 guard case .success(let page) = result, page.ranges.count == pageSize, let last = page.last,
                     let version = last.version, seen.insert(version + "\u{0}" + last.id).inserted
                 else { break }
                 cursor = (version, last.id)
             }
             // After every page the checker was given.
-            checker.async { [self] in
-                state.withLock { $0.finished = true }
-                ready.signal()
-            }
+            checker.async { [self] in handOff.close() }
         }
     }
 
     /// The next page, waiting for it.
     func next() throws(OStackError) -> Puller.Page {
-        while true {
-            ready.wait()
-            let (page, done): (Result<Puller.Page, OStackError>?, Bool) = state.withLock {
-                $0.pages.isEmpty ? (nil, $0.finished) : ($0.pages.removeFirst(), false)
-            }
-            if let page {
-                room.signal()
-                return try page.get()
-            }
-            if done {
-                ready.signal()  // any later call fails the same way
-                throw OStackError(.unexpectedResponse, detail: "list pages ended early")
-            }
+        guard let page = try handOff.next() else {
+            throw OStackError(.unexpectedResponse, detail: "list pages ended early")
         }
+        handOff.release()
+        return try page.get()
     }
 
     /// Stops the fetcher after the request under way (it waits for room, so it is woken here) and
     /// waits for it: nothing of the pull (a request, a token refresh) outlives it. Call it once.
     func cancel() {
-        let started = state.withLock { state in
-            state.cancelled = true
-            return state.started
-        }
-        room.signal()
-        if started { ended.wait() }
+        handOff.stop()
     }
 }
 
