@@ -235,6 +235,48 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
     }
 
+    /// A create whose answer was lost, on a server that assigns its own ids, is sent again only when
+    /// a lookup proved it absent: a failed lookup by fields, an answer without a `records` list, or
+    /// one that ignored the filter leaves it unconfirmed; once the server answers properly it is
+    /// found, and the server holds one copy.
+    @Test(arguments: [
+        #"{"action":"status","status":503,"text":"","count":1,"skip":1"#,
+        #"{"action":"status","status":200,"text":"{}","contentType":"application/json","count":2"#,
+        #"{"action":"status","status":200,"text":"{\"records\":[{\"id\":\"other1\",\"title\":\"Other\"}],\"hasMore\":false}","contentType":"application/json","count":1,"skip":1"#,
+        #"{"action":"status","status":200,"text":"{\"records\":[{\"id\":\"other1\",\"title\":\"Other\"}],\"hasMore\":false}","contentType":"application/json","count":1"#,
+    ])
+    func aLostCreateIsSentAgainOnlyWhenALookupProvedItAbsent(_ lookupFault: String) throws {
+        let server = try DevServerProcess(arguments: ["--assign-ids"])
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
+        let before = try self.server(server).count
+
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Lost answer"]).status == 0)
+        #expect(try self.server(server).count == before + 1)
+        // The lookups (by id, then by fields) get the fault; nothing is sent again.
+        _ = try server.control(
+            "POST", "faults",
+            lookupFault + #","match":{"method":"GET","pathPrefix":"/api/v1/data/task","query":"filter"}}"#)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 11, "\(sync.stdout)\(sync.stderr)")
+        #expect(try self.server(server).count == before + 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"unconfirmed\""))
+
+        // The sync pulled the server's copy meanwhile (under the id the server gave it): that copy
+        // is no reason to send the create again.
+        _ = try server.control("DELETE", "faults")
+        try settles(ostack, server, expected: before + 1)
+        #expect(
+            try ostack.run(["records", "list", "task", "--local", "--json"]).stdout.ranges(of: "Lost answer").count == 1
+        )
+    }
+
     /// Issue 14, item 10: a persistent redirect to another origin is refused, and never makes the
     /// account look signed out.
     @Test func aCrossOriginRedirectNeverExpiresTheAccount() throws {

@@ -260,7 +260,10 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     /// Replaces a local id with the server's (a server that ignored the client-chosen id).
+    /// The mirror's copy of `newID`, if any, gives way: the caller has established that it is the
+    /// server's copy of this very record (pulled before the create was confirmed).
     public func renameRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
+        try run("DELETE FROM records WHERE object = ? AND id = ?", [.text(object), .text(newID)])
         try run(
             "UPDATE OR FAIL records SET id = ? WHERE object = ? AND id = ?",
             [.text(newID), .text(object), .text(oldID)])
@@ -297,6 +300,20 @@ public final class LocalStore: @unchecked Sendable {
             start += 500
         }
         return found
+    }
+
+    /// Whether `id` names a record of `object` made here: one with queued changes, or one the server
+    /// renamed (an alias leads to it). A record that is neither only came from the server.
+    public func isLocalRecord(_ object: String, _ id: String) throws(OStackError) -> Bool {
+        try integer(
+            """
+            SELECT EXISTS (SELECT 1 FROM queue WHERE object = ? AND record_id = ?)
+                OR EXISTS (SELECT 1 FROM account_info WHERE key >= ? AND key < ? AND value = ?)
+            """,
+            [
+                .text(object), .text(id), .text(Self.aliasKey(object, "")), .text(Self.aliasKey(object, "\u{10FFFF}")),
+                .text(id),
+            ]) != 0
     }
 
     /// Whether a record of `object` with `id` is here (no decoding).

@@ -1,7 +1,9 @@
 /// Creates that may have arrived already (a dropped response, a crash) are looked up by id before
 /// they are sent again — one list request per batch; found → done, missing → sent again as new.
 /// Because ostack chooses record ids, this gives exactly-once creates without any help from the
-/// server (docs/sync.md, "Push").
+/// server (docs/sync.md, "Push"). Only an answer that can prove absence decides "missing": a list
+/// of records, all of them ones asked for, and nothing more to come; any other answer (or a failed
+/// lookup) leaves the create possibly delivered, `unconfirmed`, and looked up again when due.
 struct CreateVerifier {
     /// Set (in `account_info`) once a create came back under an id the server chose: only then are
     /// lost creates also looked for by their fields.
@@ -37,19 +39,28 @@ struct CreateVerifier {
             }
             return
         }
+        let asked = Set(chunk.map(\.recordID))
+        guard let records = Self.complete(json, where: { $0["id"]?.stringValue.map(asked.contains) ?? false }) else {
+            try unconfirmed(chunk, &report)
+            return
+        }
         var found: [String: JSONValue] = [:]
-        for record in json["records"]?.arrayValue ?? [] {
+        for record in records {
             if let id = record["id"]?.stringValue { found[id] = record }
         }
         // Not there under our id: a server known to assign its own ids may hold it under another.
         var assigned: [String: JSONValue] = [:]
+        var unknown: Set<String> = []
         if try store.value(Self.assignsIDsKey) != nil {
             var claimed: [String: Int] = [:]
             var matches: [String: JSONValue] = [:]
             for entry in chunk where found[entry.recordID] == nil {
-                if let match = try findByFields(entry), let id = PushClassifier.recordID(match) {
+                switch try findByFields(entry) {
+                case .found(let match, let id):
                     matches[entry.recordID] = match
                     claimed[id, default: 0] += 1
+                case .absent: break
+                case .unknown: unknown.insert(entry.recordID)
                 }
             }
             // One server record is proof for at most one change: a record two of them match is neither's.
@@ -57,6 +68,11 @@ struct CreateVerifier {
         }
         try store.transaction { () throws(OStackError) in
             for entry in chunk {
+                if unknown.contains(entry.recordID) {
+                    try store.fail(entry, .unconfirmed(status: 200))
+                    report.failed += 1
+                    continue
+                }
                 if let match = assigned[entry.recordID], let serverID = PushClassifier.recordID(match) {
                     try store.renameRecord(entry.object, from: entry.recordID, to: serverID)
                     var renamed = entry
@@ -85,13 +101,45 @@ struct CreateVerifier {
 }
 
 extension CreateVerifier {
+    /// What a lookup by fields found.
+    enum Match {
+        /// The server's record, under the id it gave it.
+        case found(JSONValue, id: String)
+        /// Not there, or not to be told apart from others (sent again).
+        case absent
+        /// The lookup failed, or its answer cannot prove absence (the create stays unconfirmed).
+        case unknown
+    }
+
+    /// A list answer that can prove absence: its records, when it has a `records` list, every
+    /// record in it is one `asked` takes (a server that ignored the filter proves nothing) and it
+    /// does not say more are to come. nil otherwise.
+    static func complete(_ json: JSONValue, where asked: (JSONValue) -> Bool) -> [JSONValue]? {
+        guard let records = json["records"]?.arrayValue, json["hasMore"]?.boolValue != true,
+            records.allSatisfy(asked)
+        else { return nil }
+        return records
+    }
+
+    /// Entries whose lookup answered nothing usable: still possibly delivered, looked up again when due.
+    func unconfirmed(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
+        try store.transaction { () throws(OStackError) in
+            for entry in entries {
+                try store.fail(entry, .unconfirmed(status: 200))
+                report.failed += 1
+            }
+        }
+    }
+
     /// A possibly-delivered create that is not on the server under its own id, looked for by what
     /// it sent (docs/sync.md, "Acknowledgement") — only on a server known to assign its own ids,
     /// which may hold it under one we never learnt. Ours is the one record that holds every scalar
     /// field sent, was created by this account's user (when the server says) and is not in the
     /// mirror under its id; none, or more than one (three or more with these fields on the
-    /// server), is "not found" (sent again). A failed lookup is "not found" too.
-    func findByFields(_ entry: QueueEntry) throws(OStackError) -> JSONValue? {
+    /// server), is absent (sent again). A failed lookup, or an answer that cannot prove absence
+    /// (no `records` list, a record that does not hold the fields asked for, more to come), is
+    /// unknown: the create is not sent again.
+    func findByFields(_ entry: QueueEntry) throws(OStackError) -> Match {
         let sent = (entry.payload ?? [:]).filter { key, value in
             guard !ObjectSchema.systemFields.contains(key), ObjectSchema.isIdentifier(key) else { return false }
             switch value {
@@ -99,7 +147,7 @@ extension CreateVerifier {
             default: return false
             }
         }
-        guard !sent.isEmpty else { return nil }
+        guard !sent.isEmpty else { return .absent }
         let conditions: [JSONValue] = sent.keys.sorted().map { .array([.string($0), .string("="), sent[$0]!]) }
         let filter = conditions.count == 1 ? conditions[0] : .array([.string("and")] + conditions)
         let json: JSONValue
@@ -108,21 +156,27 @@ extension CreateVerifier {
                 .list(object: entry.object),
                 query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", "3")])
         } catch  where !error.stopsTheAccount {
-            return nil
+            return .unknown
         }
+        // Every record listed must hold the fields asked for, where it shows them (a server that
+        // ignored the filter proves nothing); `hasMore` is expected here, `top` being 3.
+        guard let records = json["records"]?.arrayValue,
+            records.allSatisfy({ record in sent.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value } })
+        else { return .unknown }
         let user = api.account.userID
-        let records = json["records"]?.arrayValue ?? []
         // Three or more records with these very fields: which one is ours cannot be told.
-        if records.count >= 3 { return nil }
-        var candidates: [JSONValue] = []
+        if records.count >= 3 { return .absent }
+        var candidates: [(JSONValue, String)] = []
         for record in records {
+            // An id that names another change's record is no proof. A record here that only came
+            // from the server (pulled while this create waited to be confirmed) may be this one.
             guard let id = PushClassifier.recordID(record), id != entry.recordID,
-                try !PushFeed.isTaken(entry.object, id, store: store, feed: feed)
+                try !store.isLocalRecord(entry.object, id), feed?.reserves(entry.object, id) != true
             else { continue }
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
-            if Self.holds(record, entry) { candidates.append(record) }
+            if Self.holds(record, entry) { candidates.append((record, id)) }
         }
-        return candidates.count == 1 ? candidates[0] : nil
+        return candidates.count == 1 ? .found(candidates[0].0, id: candidates[0].1) : .absent
     }
 
     /// A create refused as a duplicate of something unnamed: looked up by id once, now. Found and
