@@ -165,6 +165,31 @@ import Testing
         #expect(try ostack.run(["sync", "--reconcile"]).status == 0)
     }
 
+    /// Reconciliation deletes only what a complete walk of the server's ids left out: a page capped
+    /// below what was asked, without `hasMore` (or with it false), does not end the walk — an empty
+    /// page does — and a page with a record without a string id stops it.
+    @Test func aCappedIdPageDeletesNothing() throws {
+        let (server, ostack) = try signedIn()
+        _ = try server.control("POST", "seed", #"{"object":"task","count":12}"#)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let local = { () throws -> Int in
+            try ostack.run(["records", "list", "task", "--local", "--all", "--json"]).stdout.ranges(of: #""id":""#)
+                .count
+        }
+        let count = try self.server(server).count
+        #expect(try local() == count)
+        for page in [#"{"records":[{"id":"0"}]}"#, #"{"records":[{"id":"0"}],"hasMore":false}"#] {
+            try listFault(server, text: page, count: 1, query: "select=id")
+            let sync = try ostack.run(["sync", "--reconcile"])
+            #expect(sync.status == 0, "\(sync.stderr)")
+            #expect(!sync.stdout.contains("removed"), "\(sync.stdout)")
+            #expect(try local() == count)
+        }
+        try listFault(server, text: #"{"records":[{"id":"0"},{"id":7}],"hasMore":false}"#, count: 1, query: "select=id")
+        #expect(try ostack.run(["sync", "--reconcile"]).status == 11)
+        #expect(try local() == count)
+    }
+
     /// Defect 7: a pulled record that is not valid JSON, nests too deep or holds a number out of
     /// range is named and left out; the others are stored, and the sync exits non-zero.
     @Test func aRecordThatCannotBeStoredIsReportedNotHidden() throws {

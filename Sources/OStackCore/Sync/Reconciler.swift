@@ -1,6 +1,7 @@
 /// Id-only reconciliation (docs/sync.md, "Pull"): local records without queued changes that the
-/// server no longer has are deleted locally. Pages by id with `select=id`; the server's `hasMore`
-/// decides whether another page follows (a server may cap a page below what was asked).
+/// server no longer has are deleted locally. Pages by id with `select=id` until a page comes back
+/// empty: a server may cap a page below what was asked, and one that then leaves out (or gets wrong)
+/// `hasMore` must not have every record after the cap deleted here. One request more than the pages.
 struct Reconciler {
     let store: LocalStore
     let api: DataAPI
@@ -24,24 +25,25 @@ struct Reconciler {
             guard outcome.ok else {
                 throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
             }
-            let page: (ids: [String], hasMore: Bool?)? = outcome.response.body.withUnsafeBytes { raw in
-                FieldScanner.recordRanges(in: raw).map { found in
+            // Every record listed must have a string id: one without could hide the end of the list.
+            let page: [String]? = outcome.response.body.withUnsafeBytes { raw in
+                FieldScanner.recordRanges(in: raw).flatMap { found in
                     let ids = found.ranges.compactMap { range -> String? in
                         if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
                             return id
                         }
                         return nil
                     }
-                    return (ids, found.hasMore)
+                    return ids.count == found.ranges.count ? ids : nil
                 }
             }
             guard let page else { throw malformed("id page malformed") }
             let known = remote.count
-            remote.formUnion(page.ids)
-            if page.ids.isEmpty || !(page.hasMore ?? (page.ids.count >= pageSize)) { break }
-            // Loop guards: a page that says "more" must bring ids not seen yet and move the keyset
-            // on, and the whole walk stays within a bound set by the mirror's size.
-            guard remote.count > known, let next = page.ids.last, next != after else {
+            remote.formUnion(page)
+            if page.isEmpty { break }
+            // Loop guards: every page must bring ids not seen yet and move the keyset on, and the
+            // whole walk stays within a bound set by the mirror's size.
+            guard remote.count > known, let next = page.last, next != after else {
                 throw malformed("id page repeated: the cursor did not advance")
             }
             if remote.count > bound { throw malformed("id pages do not end") }
