@@ -190,6 +190,21 @@ import Testing
         #expect(try local() == count)
     }
 
+    /// A full page whose last record has no string `updated_at` cannot move the cursor: the pull
+    /// keeps what the page holds and stops with an error, instead of ending as if it were complete.
+    @Test func aPageThatCannotMoveTheCursorStopsThePullLoudly() throws {
+        let (server, ostack) = try signedIn()
+        var records = (0..<1999).map { #"{"id":"cur\#($0)","title":"C","updated_at":"2031-01-01T00:00:00.000Z"}"# }
+        records.append(#"{"id":"cur1999","title":"C","updated_at":12345}"#)
+        try listFault(server, text: #"{"records":[\#(records.joined(separator: ","))]}"#, count: 1)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 11, "\(sync.stdout)\(sync.stderr)")
+        #expect(sync.stderr.contains("does not understand"))
+        #expect(try ostack.run(["records", "get", "task", "cur5", "--local"]).status == 0)
+        _ = try server.control("DELETE", "faults")
+        #expect(try ostack.run(["sync"]).status == 0)
+    }
+
     /// Defect 7: a pulled record that is not valid JSON, nests too deep or holds a number out of
     /// range is named and left out; the others are stored, and the sync exits non-zero.
     @Test func aRecordThatCannotBeStoredIsReportedNotHidden() throws {

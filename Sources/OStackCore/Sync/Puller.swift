@@ -74,13 +74,17 @@ struct Puller {
                 throw malformed("list page repeated: the cursor did not advance")
             }
         }
+        // A full page whose last record has no `updated_at` cannot move the cursor: what it holds is
+        // stored, and the pull stops with an error instead of ending as if it were complete.
+        var stalled = false
         while more {
             // One transaction for several pages; the next page is fetched while this one is written.
             try store.transaction { () throws(OStackError) in
                 var written = 0
                 while more && written < recordsPerCommit {
                     guard let last = page.last else { throw malformed("list page without ids") }
-                    more = page.count >= pageSize && last.version != nil
+                    stalled = page.count >= pageSize && last.version == nil
+                    more = page.count >= pageSize && !stalled
                     let applied = try store.applyPulled(
                         object, page.records, likelyNew: initial,
                         fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields))
@@ -109,6 +113,7 @@ struct Puller {
             }
         }
         try store.restoreIndexes(object)
+        if stalled { throw malformed("list page ends with a record without updated_at") }
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
         if due && !(initial && !forceReconcile) {
             report.deleted = try Reconciler(store: store, api: api).reconcile(object)
