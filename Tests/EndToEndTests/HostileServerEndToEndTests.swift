@@ -102,6 +102,19 @@ import Testing
         #expect(deleted.status == 11, "\(deleted.stderr)")
         try settles(ostack, server, expected: count - 1)
         #expect(try self.server(server, id: id).record.hasPrefix("null"))
+
+        // A 404 that does not say the record is not found (a proxy's page) is no proof it is gone.
+        let other = try #require(
+            recordID(in: try ostack.run(["records", "create", "task", "--set", "title=Kept", "--json"]).stdout))
+        try fault(
+            server, method: "DELETE", path: "/api/v1/data/task", status: 404, text: "<html>Not Found</html>",
+            commit: false)
+        let refused = try ostack.run(["records", "delete", "task", other])
+        #expect(refused.status != 0, "\(refused.stdout)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(other))
+        #expect(try self.server(server, id: other).record.contains("Kept"))
+        try settles(ostack, server, expected: count - 1)
+        #expect(try self.server(server, id: other).record.hasPrefix("null"))
     }
 
     @Test func aBatchWithoutProofStaysQueuedAndArrivesOnce() throws {

@@ -62,6 +62,11 @@ import Testing
         Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .update, expected: .failed(.notFound)),
         Whole(status: 404, body: #"{"code":"RECORD_NOT_FOUND"}"#, operation: .delete, expected: .alreadyGone),
         Whole(
+            status: 404, body: #"{"error":{"code":"RECORD_NOT_FOUND"}}"#, operation: .delete, expected: .alreadyGone),
+        // A 404 that does not say the record is not found proves nothing about it.
+        Whole(status: 404, body: #"{"code":"OBJECT_NOT_FOUND"}"#, operation: .delete, expected: .failed(.notFound)),
+        Whole(status: 404, body: "<html>Not Found</html>", operation: .delete, expected: .failed(.notFound)),
+        Whole(
             status: 405, body: #"{"code":"OBJECT_API_METHOD_NOT_ALLOWED"}"#, operation: .create, count: 3,
             expected: .failed(.unexpected(status: 405, code: "OBJECT_API_METHOD_NOT_ALLOWED"))),
         // 409: conflict, unique on another field, id taken, restricted

@@ -135,7 +135,9 @@ public enum PushClassifier {
         case 409 where code == "UNIQUE_VIOLATION" || duplicate:
             return .failed(.duplicate(field: field.flatMap(identifier)))
         case 409 where code == "DELETE_RESTRICTED": return .failed(.restricted)
-        case 404 where operation == .delete: return .alreadyGone
+        // Gone only when the server says this record is not found: any other 404 (an unknown object,
+        // a proxy's page for a route it does not know) proves nothing about the record.
+        case 404 where operation == .delete && code == "RECORD_NOT_FOUND": return .alreadyGone
         case 404: return .failed(.notFound)
         case 400, 422: return .failed(.validation(fields: fieldNames(body)))
         case 403: return .failed(.forbidden)
