@@ -378,6 +378,25 @@ import Testing
         let start = try listRequests(server)
         #expect(try ostack.run(["records", "list", "task", "--remote", "--all", "--json"]).status == 11)
         #expect(try listRequests(server) - start == 2)
+        _ = try server.control("DELETE", "faults")
+
+        // A server alternating two pages (A, B, A, …) is caught at the first page it sends again,
+        // by `records list --remote` and by `ostack api --paginate` alike.
+        for (command, size) in [
+            (["records", "list", "task", "--remote", "--all", "--json"], 1000),
+            (["api", "/data/task", "--paginate"], 200),
+        ] {
+            let pageA = (0..<size).map { #"{"id":"pa\#($0)"}"# }.joined(separator: ",")
+            let pageB = (0..<size).map { #"{"id":"pb\#($0)"}"# }.joined(separator: ",")
+            try listFault(server, text: #"{"records":[\#(pageB)],"hasMore":true}"#, count: 1, query: "skip=\(size)")
+            try listFault(server, text: #"{"records":[\#(pageB)],"hasMore":true}"#, count: 1, query: "skip=\(3 * size)")
+            try listFault(server, text: #"{"records":[\#(pageA)],"hasMore":true}"#, count: 100, query: "top=\(size)")
+            let first = try listRequests(server)
+            let alternating = try ostack.run(command)
+            #expect(alternating.status == 11, "\(command): \(alternating.stderr)")
+            #expect(try listRequests(server) - first == 3, "\(command)")
+            _ = try server.control("DELETE", "faults")
+        }
     }
 
     /// Issue 14, defect 9, against the dev server: a `get-session` during login that names another

@@ -76,8 +76,13 @@ public struct RecordReads {
     /// and however big a page is (docs/sync.md, "Remote lists"): a page is split into records
     /// without decoding it as a whole, and each record is decoded only when it is handed over.
     /// Stops at the request's `limit`, at a short page, or at the `total` the server gave; a page
-    /// bigger than asked, or one that repeats the previous page, is `unexpected-response`.
+    /// bigger than asked, one the server sent before, or more than `remoteListBound` records
+    /// without a `total` is `unexpected-response`.
     /// Returns the server's `total`, when it gave one.
+    /// Records a remote list walks at most when the server gives no `total` (ObjectStack always
+    /// does unless asked not to).
+    static let remoteListBound = 10_000_000
+
     public func listRemote(
         _ request: ListRequest, pageSize: Int = 1000, each: (JSONValue) throws(OStackError) -> Void
     ) throws(OStackError) -> Int? {
@@ -95,11 +100,11 @@ public struct RecordReads {
         }
         var fetched = 0
         var total: Int?
-        var previous: [String]?
+        var seen = SeenPages()
         while true {
             let want = request.limit.map { Swift.min(pageSize, $0 - fetched) } ?? pageSize
             // `--limit 0` still asks once (`top=0`): the answer's `total` is the count.
-            if want <= 0 && !(request.limit == 0 && fetched == 0 && total == nil && previous == nil) { break }
+            if want <= 0 && !(request.limit == 0 && fetched == 0 && total == nil) { break }
             let skip = request.offset + fetched
             var query = base + [("top", String(want))]
             if skip > 0 { query.append(("skip", String(skip))) }
@@ -115,15 +120,19 @@ public struct RecordReads {
             if found.ranges.count > want { throw malformed("list: page bigger than asked") }
             let scanner = FieldScanner(fields: ["id"])
             let ids: [String] = body.withUnsafeBytes { raw in
-                found.ranges.prefix(3).map { range in
+                found.ranges.map { range in
                     if case .string(let id) = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))[0] {
                         return id
                     }
                     return ""
                 }
             }
-            if fetched > 0, !ids.isEmpty, ids == previous { throw malformed("list: page repeated") }
-            previous = ids
+            // A page sent before (the last one, or any earlier: a server alternating two pages).
+            if !ids.isEmpty, !seen.insert(ids) { throw malformed("list: page repeated") }
+            // Without a `total` to stop at, a walk that never ends is cut off.
+            if total == nil, found.total == nil, fetched > Self.remoteListBound {
+                throw malformed("list: pages do not end")
+            }
             total = total ?? found.total
             for range in found.ranges {
                 guard

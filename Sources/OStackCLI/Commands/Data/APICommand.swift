@@ -134,7 +134,8 @@ struct APICommand: AsyncParsableCommand {
     }
 
     /// `top`/`skip` pages until a short page, `hasMore: false` or the `total`; one document
-    /// `{"records":[…],"total":n}`. A page that repeats the previous one stops with an error.
+    /// `{"records":[…],"total":n}`, written as the pages come (memory stays flat however many there
+    /// are). A page the server sent before (the last one or any earlier) stops with an error.
     static func paginate(_ request: APIRequest, session: AccountSession, context: CommandContext) throws(OStackError) {
         let pageSize = request.query.last { $0.0 == "top" }.flatMap { Int($0.1) } ?? 200
         guard pageSize > 0 else {
@@ -142,44 +143,44 @@ struct APICommand: AsyncParsableCommand {
                 .invalidInput, context: .init(suggestion: "--paginate needs a page size (top) above 0."),
                 detail: "paginate top")
         }
+        let host = session.account.server.authority
         var base = request
         base.query.removeAll { $0.0 == "top" || $0.0 == "skip" }
-        var records: [JSONValue] = []
-        var previous: JSONValue?
+        var count = 0
+        var seen = SeenPages()
+        // A failure after the first records ends the partial document's line; before them, the
+        // server's answer is printed as for any request.
+        func failing(_ body: [UInt8]) {
+            if count > 0 { context.terminal.out("\n") } else { printBody(body, context: context) }
+        }
         for page in 0..<100_000 {
             var next = base
             next.query += [("top", String(pageSize)), ("skip", String(page * pageSize))]
             let outcome = try send(next, session: session, context: context)
             guard outcome.ok else {
-                printBody(outcome.response.body, context: context)
-                throw outcome.error.asOStackError(
-                    account: session.account.alias, host: session.account.server.authority)
+                failing(outcome.response.body)
+                throw outcome.error.asOStackError(account: session.account.alias, host: host)
             }
             let json = JSONValue.parse(outcome.response.body)
             guard let items = (json?["records"] ?? json?["data"]?["records"] ?? json?["data"])?.arrayValue else {
-                throw OStackError(
-                    .unexpectedResponse, context: .init(host: session.account.server.authority),
-                    detail: "paginate: no records")
+                failing([])
+                throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "paginate: no records")
             }
-            if let first = items.first, first == previous {
-                throw OStackError(
-                    .unexpectedResponse, context: .init(host: session.account.server.authority),
-                    detail: "paginate: page repeated")
+            let ids = items.map { $0["id"]?.stringValue ?? String(decoding: $0.serialized(), as: UTF8.self) }
+            if !items.isEmpty, !seen.insert(ids) {
+                failing([])
+                throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "paginate: page repeated")
             }
-            previous = items.first
-            records += items
+            for item in items {
+                context.terminal.out((count == 0 ? #"{"records":["# : ",") + JSONOutput.encode(item))
+                count += 1
+            }
             let total = json?["total"]?.intValue
-            if items.count < pageSize || json?["hasMore"]?.boolValue == false
-                || total.map({ records.count >= $0 }) == true
-            {
+            if items.count < pageSize || json?["hasMore"]?.boolValue == false || total.map({ count >= $0 }) == true {
                 break
             }
         }
-        struct Document: Encodable {
-            var records: [JSONValue]
-            var total: Int
-        }
-        context.terminal.out(JSONOutput.encode(Document(records: records, total: records.count)) + "\n")
+        context.terminal.out((count == 0 ? #"{"records":["# : "") + #"],"total":\#(count)}"# + "\n")
     }
 }
 
