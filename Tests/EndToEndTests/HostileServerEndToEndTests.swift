@@ -330,6 +330,20 @@ import Testing
         )
     }
 
+    /// An id the server assigned is printed through the sanitiser, in the confirmation line too: a
+    /// bidirectional override in it cannot reorder what the terminal shows.
+    @Test func anAssignedIdReachesTheTerminalSanitised() throws {
+        let (server, ostack) = try signedIn()
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"answer-after","status":201,"body":{"object":"task","record":{"id":"srv_\u202egnp.exe","title":"Bidi"}},"count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#
+        )
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Bidi"])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("Created task srv_gnp.exe."), "\(created.stdout)")
+        #expect(!created.stdout.unicodeScalars.contains { $0.value == 0x202E })
+    }
+
     /// Issue 14, item 10: a persistent redirect to another origin is refused, and never makes the
     /// account look signed out.
     @Test func aCrossOriginRedirectNeverExpiresTheAccount() throws {

@@ -113,7 +113,12 @@ struct RecordsCommand: AsyncParsableCommand {
         let document = WriteDocument(object: result.object, id: result.id, record: result.record, queued: result.queued)
         context.emit(json: document) {
             var text = result.record.map { RecordText.detail($0) } ?? ""
-            if !result.queued { text += (text.isEmpty ? "" : "\n") + "\(verb) \(result.object) \(result.id)." }
+            if !result.queued {
+                // The id may be one the server assigned: it goes through the sanitiser like any cell.
+                let named =
+                    "\(ErrorPresenter.sanitize(result.object)) \(ErrorPresenter.sanitize(result.id, maxLength: 300))"
+                text += (text.isEmpty ? "" : "\n") + "\(verb) \(named)."
+            }
             return text
         }
         guard result.queued else { return }
