@@ -198,9 +198,14 @@ public final class HTTPClient: @unchecked Sendable {
 
 /// Collects one response; its address is the callbacks' user data.
 final class ResponseCollector {
+    /// Header bytes one transfer may bring, redirects and interim answers included: far above any
+    /// honest server's, far below what would strain memory.
+    static let maxHeaderBytes = 256 * 1024
+
     let limit: Int
     var body: [UInt8] = []
     var headers: [(String, String)] = []
+    var headerBytes = 0
     var overflowed = false
 
     init(limit: Int) {
@@ -234,6 +239,11 @@ private func curlWriteHeader(
     guard let data, let context else { return 0 }
     let collector = Unmanaged<ResponseCollector>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
+    collector.headerBytes += length
+    if collector.headerBytes > ResponseCollector.maxHeaderBytes {
+        collector.overflowed = true
+        return 0  // libcurl aborts with CURLE_WRITE_ERROR
+    }
     let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
         String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
     }

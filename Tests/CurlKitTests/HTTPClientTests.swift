@@ -99,6 +99,16 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         #expect(throws: HTTPError.tooLarge) { try capped.send(HTTPRequest(url: server.url("/big?bytes=10001"))) }
     }
 
+    /// Response headers are capped too (`maxHeaderBytes`): an endless header block is "too large",
+    /// not a dropped connection.
+    @Test func oversizeHeadersAreRefused() throws {
+        let client = HTTPClient()
+        #expect(try client.send(HTTPRequest(url: server.url("/big-headers?lines=100"))).headers.count >= 100)
+        #expect(throws: HTTPError.tooLarge) {
+            try client.send(HTTPRequest(url: server.url("/big-headers?lines=20000")))
+        }
+    }
+
     @Test func droppedConnectionIsReported() throws {
         #expect(throws: HTTPError.connectionDropped) {
             try client.send(HTTPRequest(method: .post, url: server.url("/drop"), body: [1]))

@@ -67,6 +67,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(size))
             self.end_headers()
             self.wfile.write(b"x" * size)
+        elif url.path == "/big-headers":
+            self.send_response(200)
+            for index in range(int(query.get("lines", ["10"])[0])):
+                self.send_header("X-Filler-%d" % index, "a" * 90)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
         elif url.path == "/redirect":
             self.send_response(int(query.get("status", ["302"])[0]))
             self.send_header("Location", query["to"][0])
