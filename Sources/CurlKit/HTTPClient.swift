@@ -48,8 +48,15 @@ public final class HTTPClient: @unchecked Sendable {
     public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         try lock.withLock { _ throws(HTTPError) -> HTTPResponse in
             var current = request
-            for _ in 0...configuration.maxRedirects {
-                let response = try perform(current)
+            for hop in 0...configuration.maxRedirects {
+                let response: HTTPResponse
+                do throws(HTTPError) {
+                    response = try perform(current)
+                } catch  where hop > 0 && error.meansNotSent {
+                    // The first request went out and was answered (with a redirect): whatever it
+                    // carried may have been carried out, so this is no "never sent".
+                    throw .connectionDropped
+                }
                 guard [301, 302, 303, 307, 308].contains(response.status), let location = response.header("Location")
                 else { return response }
                 current = try Self.redirect(current, status: response.status, location: location)

@@ -19,6 +19,15 @@ public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Any other libcurl failure (its CURLcode number).
     case other(Int)
 
+    /// Whether the request certainly never reached a server (nothing it carries can have been
+    /// carried out) — as long as no earlier hop of the same send was answered.
+    public var meansNotSent: Bool {
+        switch self {
+        case .connectionRefused, .dnsFailure, .tls, .invalidURL: true
+        default: false
+        }
+    }
+
     public var description: String {
         switch self {
         case .connectionRefused: "connection refused"

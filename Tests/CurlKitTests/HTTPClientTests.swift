@@ -109,6 +109,18 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         }
     }
 
+    /// A redirect whose target cannot be requested fails as "possibly delivered" (the first request
+    /// was answered, so what it carried may have been done), never as "never sent".
+    @Test func aFailedRedirectHopIsNeverNotSent() throws {
+        let client = HTTPClient()
+        let target = (server.url("/echo") + "\u{1}").addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        var request = HTTPRequest(url: server.url("/redirect?status=307&to=\(target)"))
+        request.method = .post
+        request.body = Array("{}".utf8)
+        #expect(throws: HTTPError.connectionDropped) { try client.send(request) }
+        #expect(HTTPError.invalidURL.meansNotSent && !HTTPError.connectionDropped.meansNotSent)
+    }
+
     @Test func droppedConnectionIsReported() throws {
         #expect(throws: HTTPError.connectionDropped) {
             try client.send(HTTPRequest(method: .post, url: server.url("/drop"), body: [1]))
