@@ -220,6 +220,19 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
     }
 
+    /// A keyset page must not go back in time: a server walking the cursor backwards, a new page
+    /// each time, stops the pull instead of being followed.
+    @Test func aPageThatGoesBackInTimeStopsThePull() throws {
+        let (server, ostack) = try signedIn()
+        let later = (0..<2000).map { #"{"id":"late\#($0)","updated_at":"2031-01-01T00:00:00.000Z"}"# }
+        let earlier = (0..<2000).map { #"{"id":"early\#($0)","updated_at":"2020-01-01T00:00:00.000Z"}"# }
+        try listFault(server, text: #"{"records":[\#(earlier.joined(separator: ","))]}"#, count: 1, query: "filter")
+        try listFault(server, text: #"{"records":[\#(later.joined(separator: ","))]}"#, count: 1)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 11, "\(sync.stdout)\(sync.stderr)")
+        #expect(sync.stderr.contains("does not understand"))
+    }
+
     /// Defect 7: a pulled record that is not valid JSON, nests too deep or holds a number out of
     /// range is named and left out; the others are stored, and the sync exits non-zero.
     @Test func aRecordThatCannotBeStoredIsReportedNotHidden() throws {

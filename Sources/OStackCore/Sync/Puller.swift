@@ -73,6 +73,9 @@ struct Puller {
             if let first = page.last, first.version == version, first.id == id {
                 throw malformed("list page repeated: the cursor did not advance")
             }
+            if let first = page.last?.version, Self.isEarlier(first, than: version) {
+                throw malformed("list page went back in time: the cursor did not advance")
+            }
         }
         // A full page whose last record has no `updated_at` cannot move the cursor: what it holds is
         // stored, and the pull stops with an error instead of ending as if it were complete.
@@ -108,6 +111,11 @@ struct Puller {
                         if more, let next = page.last, visited.contains((next.version ?? "") + "\u{0}" + next.id) {
                             throw malformed("list page repeated: the cursor did not advance")
                         }
+                        if more, let next = page.last?.version, let current = state.cursorVersion,
+                            Self.isEarlier(next, than: current)
+                        {
+                            throw malformed("list page went back in time: the cursor did not advance")
+                        }
                     }
                 }
             }
@@ -120,6 +128,43 @@ struct Puller {
         }
         try store.markPulled(object, reconciled: due)
         return report
+    }
+
+    /// Whether `version` is an earlier `updated_at` than `current` — decided only when both are UTC
+    /// ISO 8601 timestamps (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`), compared as such without a date
+    /// parser; any other spelling is not judged. A keyset page must not go back in time: a server
+    /// walking the cursor backwards would otherwise be followed page after new page.
+    static func isEarlier(_ version: String, than current: String) -> Bool {
+        func parts(_ text: String) -> (seconds: Substring, fraction: Substring)? {
+            let bytes = Array(text.utf8)
+            guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+            for (index, byte) in bytes.prefix(19).enumerated() {
+                let expected: UInt8? = [
+                    4: UInt8(ascii: "-"), 7: UInt8(ascii: "-"), 10: UInt8(ascii: "T"),
+                    13: UInt8(ascii: ":"), 16: UInt8(ascii: ":"),
+                ][index]
+                if let expected {
+                    guard byte == expected else { return nil }
+                } else {
+                    guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                }
+            }
+            let rest = bytes[19..<(bytes.count - 1)]
+            if !rest.isEmpty {
+                guard rest.first == UInt8(ascii: "."), rest.count > 1,
+                    rest.dropFirst().allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+                else { return nil }
+            }
+            let fraction = text.dropFirst(20).dropLast()
+            return (text.prefix(19), fraction)
+        }
+        guard let a = parts(version), let b = parts(current) else { return false }
+        if a.seconds != b.seconds { return a.seconds < b.seconds }
+        // Fractions as decimals: pad the shorter with zeros.
+        let width = max(a.fraction.count, b.fraction.count)
+        let left = a.fraction + String(repeating: "0", count: width - a.fraction.count)
+        let right = b.fraction + String(repeating: "0", count: width - b.fraction.count)
+        return left < right
     }
 
     /// Fetches one keyset page (on the stream's thread).
