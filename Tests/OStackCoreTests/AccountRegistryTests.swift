@@ -16,6 +16,29 @@ import Testing
             sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
     }
 
+    /// A server at an IPv6 literal: the literal's own colons are part of the host, not the `::`
+    /// before the user id, and such an account is kept and read back with every other one.
+    @Test func anIPv6ServerAccountRoundTrips() throws {
+        let home = TemporaryDirectory()
+        let registry = AccountRegistry(layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1))
+        let url = try ServerURL(parsing: "http://[::1]:44231", allowInsecureHTTP: true)
+        let id = try AccountID(server: url, userID: "usr_alice")
+        #expect(id.rawValue == "[::1]:44231::usr_alice")
+        #expect(id.host == "[::1]:44231" && id.userID == "usr_alice")
+        let scoped = try AccountID(server: url, userID: "usr_alice", environment: nil, organization: "acme")
+        #expect(AccountID(rawValue: scoped.rawValue)?.userID == "usr_alice")
+        #expect(KeyringLabel.host(ofAccount: id.rawValue) == "[::1]:44231")
+        try registry.update { $0.append(try! Self.makeAccount("work", user: "u1")) }
+        try registry.update { accounts in
+            var account = try! Self.makeAccount("local", user: "usr_alice")
+            account.id = id
+            account.server = url
+            accounts.append(account)
+        }
+        #expect(try registry.accounts().map(\.alias) == ["local", "work"])
+        #expect(try registry.account(withID: id)?.alias == "local")
+    }
+
     @Test func missingRegistryIsEmpty() throws {
         let home = TemporaryDirectory()
         let registry = AccountRegistry(layout: FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1))

@@ -35,7 +35,7 @@ public struct AccountID: Sendable, Hashable, Codable, Comparable, CustomStringCo
 
     /// Parses a stored id. Returns nil when it is not of the form `<host>::<userId>`.
     public init?(rawValue: String) {
-        guard let separator = rawValue.firstRange(of: "::"), separator.lowerBound != rawValue.startIndex else {
+        guard let separator = Self.separator(in: rawValue), separator.lowerBound != rawValue.startIndex else {
             return nil
         }
         let user = String(rawValue[separator.upperBound...])
@@ -43,8 +43,16 @@ public struct AccountID: Sendable, Hashable, Codable, Comparable, CustomStringCo
         self.rawValue = rawValue
     }
 
-    public var host: String { String(rawValue[..<rawValue.firstRange(of: "::")!.lowerBound]) }
-    public var userID: String { String(rawValue[rawValue.firstRange(of: "::")!.upperBound...]) }
+    /// The `::` between host and user: the first one after an IPv6 literal's brackets
+    /// (`[::1]:8080::usr_1`), whose own colons are part of the host.
+    static func separator(in raw: String) -> Range<String.Index>? {
+        var start = raw.startIndex
+        if raw.hasPrefix("["), let close = raw.firstIndex(of: "]") { start = close }
+        return raw[start...].firstRange(of: "::")
+    }
+
+    public var host: String { String(rawValue[..<Self.separator(in: rawValue)!.lowerBound]) }
+    public var userID: String { String(rawValue[Self.separator(in: rawValue)!.upperBound...]) }
     public var description: String { rawValue }
 
     public static func < (lhs: AccountID, rhs: AccountID) -> Bool { lhs.rawValue < rhs.rawValue }

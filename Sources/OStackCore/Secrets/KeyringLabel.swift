@@ -25,8 +25,7 @@ public enum KeyringLabel {
 
     /// The host part of an account id (`host::user`).
     public static func host(ofAccount account: String) -> String? {
-        let parts = account.split(separator: "::", maxSplits: 1, omittingEmptySubsequences: false)
-        return parts.count == 2 ? String(parts[0]) : nil
+        AccountID.separator(in: account).map { String(account[..<$0.lowerBound]) }
     }
 
     static func clean(_ text: String) -> String {
