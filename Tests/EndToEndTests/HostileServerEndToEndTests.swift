@@ -359,6 +359,28 @@ import Testing
         #expect(!created.stdout.unicodeScalars.contains { $0.value == 0x202E })
     }
 
+    /// A conflict on a record whose id (the server's) holds a bidi override: `conflicts show`
+    /// prints it through the sanitiser, as `conflicts list` does.
+    @Test func aConflictShowsAServerIdSanitised() throws {
+        let (server, ostack) = try signedIn()
+        let id = "inv\u{202E}txt.exe"
+        #expect(try ostack.run(["api", "POST", "/data/task", "-f", "id=\(id)", "-f", "title=Base"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine", "--offline"]).status == 0)
+        _ = try server.control(
+            "POST", "modify", #"{"object":"task","id":"inv\u202etxt.exe","fields":{"title":"Theirs"}}"#)
+        #expect(try ostack.run(["sync"]).status == 6)
+        let list = try ostack.run(["conflicts", "list", "--json"])
+        let conflictID = try #require(
+            list.stdout.firstRange(of: #""id":""#).map { range in
+                String(list.stdout[range.upperBound...].prefix { $0 != "\"" })
+            })
+        let show = try ostack.run(["conflicts", "show", conflictID])
+        #expect(show.status == 0, "\(show.stderr)")
+        #expect(show.stdout.hasPrefix("task invtxt.exe (update)"), "\(show.stdout)")
+        #expect(!show.stdout.unicodeScalars.contains { $0.value == 0x202E })
+    }
+
     /// Issue 14, item 10: a persistent redirect to another origin is refused, and never makes the
     /// account look signed out.
     @Test func aCrossOriginRedirectNeverExpiresTheAccount() throws {

@@ -54,6 +54,8 @@ import Testing
         ("a\u{9D}0;pwned\u{9C}b", "ab"), ("a\u{1B}P1$r\u{1B}\\b", "ab"),
         // Bidirectional overrides and isolates cannot reorder what the user reads.
         ("file\u{202E}txt.exe", "filetxt.exe"), ("a\u{2066}b\u{2069}c", "abc"),
+        // Line and paragraph separators (a line break to some terminals).
+        ("one\u{2028}two\u{2029}three", "onetwothree"),
     ])
     func sanitizeRemovesEscapesAndControls(input: String, expected: String) {
         #expect(ErrorPresenter.sanitize(input) == expected)

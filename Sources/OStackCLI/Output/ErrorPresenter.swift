@@ -238,8 +238,9 @@ public struct ErrorPresenter: Sendable {
     /// The one sanitiser for everything that reaches a terminal (docs/security.md#err-3): removes C0
     /// and C1 controls and DEL; escape sequences whole — CSI (`ESC [` or `0x9B` … final byte) and the
     /// string sequences OSC, DCS, SOS, PM, APC (`ESC ]`, `ESC P`, `ESC X`, `ESC ^`, `ESC _` or their C1
-    /// forms) *with their payload* up to BEL or ST; and bidirectional overrides and isolates (which
-    /// can make text read in another order). Bounds the length.
+    /// forms) *with their payload* up to BEL or ST; bidirectional overrides and isolates (which
+    /// can make text read in another order); and the line and paragraph separators U+2028/U+2029
+    /// (a line break to some terminals). Bounds the length.
     public static func sanitize(_ text: String, maxLength: Int = 200) -> String {
         let scalars = Array(text.unicodeScalars)
         var result = String.UnicodeScalarView()
@@ -276,7 +277,7 @@ public struct ErrorPresenter: Sendable {
             case 0x9B: skipCSI()
             case 0x90, 0x98, 0x9D, 0x9E, 0x9F: skipString()
             case 0..<0x20, 0x7F, 0x80...0x9F: continue
-            case _ where Self.isBidiControl(value): continue
+            case _ where Self.isBidiControl(value), 0x2028, 0x2029: continue  // and line/paragraph separators
             default: result.append(scalar)
             }
         }

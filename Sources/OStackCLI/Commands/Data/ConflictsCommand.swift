@@ -75,7 +75,8 @@ struct ConflictsCommand: AsyncParsableCommand {
                 let conflict = ConflictsCommand.document(try context.selectedSession().sync.conflict(id))
                 struct Document: Encodable { var conflict: ConflictDocument }
                 context.emit(json: Document(conflict: conflict)) {
-                    "\(conflict.object) \(conflict.recordId) (\(conflict.operation))\n"
+                    "\(ErrorPresenter.sanitize(conflict.object)) \(ErrorPresenter.sanitize(conflict.recordId, maxLength: 300))"
+                        + " (\(conflict.operation))\n"
                         + Table(
                             headers: ["field", "base", "mine", "theirs"],
                             rows: conflict.fields.map { field in
