@@ -469,4 +469,22 @@ import Testing
         let counters = try server.control("GET", "counters")
         #expect(counters.contains("\"POST /api/v1/auth/sign-out\":1"), "\(counters)")
     }
+
+    /// A sign-in answer with a token but a user ostack cannot use (a numeric id, none at all) has
+    /// opened a session: the login fails, registers nothing, and tells the server to end it.
+    @Test(arguments: [#""user":{"id":42}"#, #""user":null"#])
+    func aSignInWithAnUnusableUserIsSignedOut(_ user: String) throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"answer-after","status":200,"body":{"token":"tok_unusable_user_0123456789",\#(user)},"count":1,"match":{"pathPrefix":"/api/v1/auth/sign-in/email"}}"#
+        )
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass")
+        #expect(login.status == 11, "\(login.stderr)")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"id\"") == false)
+        #expect(!(try ostack.keyringItems(namespace: "\(ostack.keyringPrefix):guest")).contains("session-token"))
+        let counters = try server.control("GET", "counters")
+        #expect(counters.contains("\"POST /api/v1/auth/sign-out\":1"), "\(counters)")
+    }
 }

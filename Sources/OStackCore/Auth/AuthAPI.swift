@@ -105,6 +105,8 @@ public struct AuthAPI: Sendable {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "sign-in body")
         }
         if json["twoFactorRedirect"]?.boolValue == true {
+            // No session is due before the second factor: one the answer carries anyway is ended.
+            if let stray = Self.token(response, json: json) { try? signOut(token: stray) }
             let methods = (json["twoFactorMethods"]?.arrayValue ?? []).compactMap(\.stringValue).filter(
                 Self.isMethodName)
             guard let challenge = Self.twoFactorCookie(response) else {
@@ -113,7 +115,7 @@ public struct AuthAPI: Sendable {
             }
             return .twoFactor(methods: methods, challenge: challenge)
         }
-        return .signedIn(try Self.session(response, json: json, host: server.authority))
+        return .signedIn(try session(response, json: json))
     }
 
     /// Completes a two-factor sign-in: `POST {auth}/two-factor/verify-totp` (or `verify-backup-code`)
@@ -142,21 +144,28 @@ public struct AuthAPI: Sendable {
         guard let json = JSONValue.parse(response.body) else {
             throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "two-factor body")
         }
-        return try Self.session(response, json: json, host: server.authority)
+        return try session(response, json: json)
     }
 
-    /// The token and user of a completed sign-in.
-    static func session(_ response: TransportResponse, json: JSONValue, host: String) throws(OStackError)
-        -> SignInResult
-    {
+    /// The token and user of a completed sign-in. An answer with a token but no usable user has
+    /// opened a session ostack cannot register: the server is told to end it (best effort).
+    func session(_ response: TransportResponse, json: JSONValue) throws(OStackError) -> SignInResult {
+        let token = Self.token(response, json: json)
         guard let user = Self.user(json["user"]) else {
-            throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "sign-in body")
+            if let token { try? signOut(token: token) }
+            throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "sign-in body")
         }
-        let tokenText = response.header("set-auth-token") ?? json["token"]?.stringValue
-        guard let tokenText, Self.isPlausibleToken(tokenText) else {
-            throw OStackError(.unexpectedResponse, context: .init(host: host), detail: "no token")
+        guard let token else {
+            throw OStackError(.unexpectedResponse, context: .init(host: server.authority), detail: "no token")
         }
-        return SignInResult(token: SessionCredential(SecretBytes(copying: Array(tokenText.utf8))), user: user)
+        return SignInResult(token: token, user: user)
+    }
+
+    /// The session token an answer carries (`set-auth-token`, else `token`), when plausible.
+    static func token(_ response: TransportResponse, json: JSONValue) -> SessionCredential? {
+        let text = response.header("set-auth-token") ?? json["token"]?.stringValue
+        guard let text, Self.isPlausibleToken(text) else { return nil }
+        return SessionCredential(SecretBytes(copying: Array(text.utf8)))
     }
 
     /// `name=value` of the `better-auth.two_factor` cookie (any cookie-name prefix), from Set-Cookie.
