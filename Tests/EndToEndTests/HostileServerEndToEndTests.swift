@@ -470,6 +470,34 @@ import Testing
         #expect(counters.contains("\"POST /api/v1/auth/sign-out\":1"), "\(counters)")
     }
 
+    /// Signing in again with the other kind of credential (a password, then an API key whose owner
+    /// the server names): the old session is ended and its token deleted, so `logout` and `doctor`
+    /// see only the credential in use — and `logout` removes either kind.
+    @Test func aCredentialOfTheOtherKindIsDroppedAtSignIn() throws {
+        let key = "osk_e2eOtherKind1234567890"
+        let server = try DevServerProcess(arguments: ["--api-key", "alice@example.com:\(key)"])
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let alice =
+            #"{"session":{"id":"ses_key","token":"x","expiresAt":"2030-01-01T00:00:00.000Z"},"user":{"id":"usr_alice","email":"alice@example.com","name":"Alice"}}"#
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"body":\#(alice),"count":5,"match":{"pathPrefix":"/api/v1/auth/get-session"}}"#
+        )
+        let byKey = try ostack.run(["login", "--server", server.url, "--api-key-stdin"], stdin: key + "\n")
+        #expect(byKey.status == 0, "\(byKey.stderr)")
+        _ = try server.control("DELETE", "faults")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.ranges(of: "\"alias\"").count == 1)
+        let namespace = "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+        let items = try ostack.keyringItems(namespace: namespace)
+        #expect(items.contains("api-key") && !items.contains("session-token"), "\(items)")
+        #expect(try server.control("GET", "counters").contains("\"POST /api/v1/auth/sign-out\":1"))
+        let doctor = try ostack.run(["doctor"])
+        #expect(!doctor.stdout.contains("Unexpected keyring item"), "\(doctor.stdout)")
+        #expect(try ostack.run(["logout"]).status == 0)
+        #expect(!(try ostack.keyringItems(namespace: namespace)).contains("api-key"))
+    }
+
     /// A sign-in answer with a token but a user ostack cannot use (a numeric id, none at all) has
     /// opened a session: the login fails, registers nothing, and tells the server to end it.
     @Test(arguments: [#""user":{"id":42}"#, #""user":null"#])

@@ -250,6 +250,7 @@ public struct LoginService: Sendable {
             return account
         }
         FailPoint.hit("login.after-register")
+        try dropStaleCredential(account, keeping: kind)
 
         try provisionStorage(account)
         FailPoint.hit("login.after-provision")
@@ -336,6 +337,20 @@ public struct LoginService: Sendable {
             throw OStackError(.storageFailure, detail: "taking the login lock: \(error)")
         }
         return try withExtendedLifetime(lock) { () throws(OStackError) -> R in try body() }
+    }
+
+    /// The account signed in before with the other kind of credential (a password, now an API key,
+    /// or the reverse): that credential is stale. Its session is ended on the server (best effort;
+    /// a sealed one cannot be read here) and the item deleted, so `logout` and `doctor` find only
+    /// the credential in use.
+    func dropStaleCredential(_ account: Account, keeping kind: SecretKind) throws(OStackError) {
+        let other: SecretKind = kind == .apiKey ? .sessionToken : .apiKey
+        let key = environment.namespaces.key(account.id, other)
+        guard let stale = try environment.secrets.read(key) else { return }
+        if other == .sessionToken, !environment.keyIsSealed(account) {
+            try? AuthAPI(account: account, transport: environment.transport).signOut(token: SessionCredential(stale))
+        }
+        try environment.secrets.delete(key)
     }
 
     static func secretKind(_ kind: Account.CredentialKind) -> SecretKind {

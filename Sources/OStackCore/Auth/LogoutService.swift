@@ -34,9 +34,13 @@ public struct LogoutService: Sendable {
                 serverSignedOut = false  // offline or refused: the local sign-out still happens
             }
         }
-        try environment.secrets.delete(key)
-        guard try environment.secrets.read(key) == nil else {
-            throw OStackError(.keyringUnavailable, detail: "the session token is still in the keyring")
+        // Both kinds go: a credential of the other kind left by an older sign-in is no less stale.
+        let other = environment.namespaces.key(account.id, kind == .apiKey ? .sessionToken : .apiKey)
+        for item in [key, other] {
+            try environment.secrets.delete(item)
+            guard try environment.secrets.read(item) == nil else {
+                throw OStackError(.keyringUnavailable, detail: "the session token is still in the keyring")
+            }
         }
         let updated = try environment.registry.update { (accounts: inout [Account]) throws(OStackError) -> Account in
             guard let index = accounts.firstIndex(where: { $0.id == account.id }) else {
