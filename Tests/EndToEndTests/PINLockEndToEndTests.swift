@@ -184,4 +184,44 @@ import Testing
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
         #expect(try ostack.run(["auth", "refresh"]).status == 4)
     }
+
+    /// A command started while `pin set` is between staging and commit (where its recovery key is
+    /// shown) leaves the staged set alone: the set completes, the PIN and the recovery key both open
+    /// the account, and no keyring item is missing.
+    @Test func aCommandDuringPinSetDoesNotUndoIt() throws {
+        let (server, ostack) = try signedIn()
+        var environment = Self.fast
+        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
+        let setting = try ostack.start(
+            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
+        usleep(700_000)  // inside the two-second pause after staging
+        _ = try ostack.run(["records", "list", "task", "--local"])
+        let status = try setting.waitForExit(timeout: 60)
+        #expect(status == 0, "\(setting.stderrText())")
+        let recovery = String(setting.remainingStdout().split(separator: "\"")[3])
+        let items = try ostack.keyringItems(namespace: namespace(ostack, server))
+        #expect(items.contains("kind = pin-ring") && items.contains("kind = recovery-ring"), "\(items)")
+        _ = try? ostack.run(["agent", "stop"])
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        _ = try? ostack.run(["agent", "stop"])
+        #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery + "\n").status == 0)
+        _ = try? ostack.run(["agent", "stop"])
+    }
+
+    /// Parallel unlocks with the right PIN take turns: none is counted as a failure, the PIN is
+    /// never locked out.
+    @Test func parallelUnlocksWithTheRightPINAllSucceed() throws {
+        let (_, ostack) = try signedIn()
+        try setPIN(ostack)
+        _ = try? ostack.run(["agent", "stop"])
+        let unlocks = try (0..<6).map { _ in try ostack.start(["unlock", "--pin-stdin"], stdin: "7319\n") }
+        for unlock in unlocks {
+            #expect(try unlock.waitForExit(timeout: 120) == 0, "\(unlock.stderrText())")
+        }
+        let status = try ostack.run(["status", "--json"])
+        #expect(!status.stdout.contains("locked-out"), "\(status.stdout)")
+        _ = try? ostack.run(["agent", "stop"])
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        _ = try? ostack.run(["agent", "stop"])
+    }
 }

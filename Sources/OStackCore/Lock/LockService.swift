@@ -34,6 +34,8 @@ public struct LockService: Sendable {
         /// Shown once, as `RecoveryKey.formatted()`.
         public let recoveryKey: RecoveryKey
         let dek: AccountDataKey
+        /// The account's PIN lock, held from staging until the commit (released with the last copy).
+        let lock: FileLock
     }
 
     /// Sets a PIN in one call (`preparePIN` then `commitPIN`): for callers that show the recovery key
@@ -47,6 +49,7 @@ public struct LockService: Sendable {
     /// Stages a PIN (PINJournal, phase `staged`): new ring keys under the pending kinds, the envelopes as
     /// `pin.env.new` / `recovery.env.new`. Nothing the account uses changes; a crash undoes it.
     public func preparePIN(_ account: Account, pin: PIN) throws(OStackError) -> PendingPIN {
+        let lock = try PINLock.acquire(environment, account)
         if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
         guard !environment.hasPIN(account) else {
             throw OStackError(
@@ -77,12 +80,13 @@ public struct LockService: Sendable {
         try recovery.write(to: environment.recoveryEnvelopePath(account) + PINSteps.staged)
         try envelope.write(to: environment.pinEnvelopePath(account) + PINSteps.staged)
         FailPoint.hit("pin-set.after-staging")
-        return PendingPIN(account: account, recoveryKey: recoveryKey, dek: dek)
+        return PendingPIN(account: account, recoveryKey: recoveryKey, dek: dek, lock: lock)
     }
 
     /// Commits a staged PIN (PINJournal, phase `committing`, rolled forward after a crash): ring keys,
     /// envelopes, the sealed token, the DEK to the agent, and the plain `db-key` deleted (verified).
     public func commitPIN(_ pending: PendingPIN) throws(OStackError) {
+        defer { withExtendedLifetime(pending.lock) {} }
         let account = pending.account
         try PINJournal(operation: .set, phase: .committing).save(environment, account)
         FailPoint.hit("pin-set.after-commit-journal")
@@ -106,6 +110,8 @@ public struct LockService: Sendable {
     /// replaced in one atomic rename, so a crash leaves the old PIN or the new one.
     public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
         try PINPolicy.validate(new)
+        let lock = try PINLock.acquire(environment, account)
+        defer { withExtendedLifetime(lock) {} }
         let (dek, ring) = try openWithPIN(account, pin: old)
         try finishReset()
         FailPoint.hit("pin-change.after-open")
@@ -120,6 +126,8 @@ public struct LockService: Sendable {
     /// Removes the PIN: the plain `db-key` comes back first (read back), then the journal (phase
     /// `committing`) and the rolled-forward steps: unsealed token, envelopes and ring items removed.
     public func removePIN(_ account: Account, pin: PIN) throws(OStackError) {
+        let lock = try PINLock.acquire(environment, account)
+        defer { withExtendedLifetime(lock) {} }
         let (dek, _) = try openWithPIN(account, pin: pin)
         try finishReset()
         FailPoint.hit("pin-remove.after-open")
@@ -137,6 +145,9 @@ public struct LockService: Sendable {
 
     public func unlock(_ account: Account, pin: PIN) throws(OStackError) {
         try agent.verify()  // a runtime directory or socket of another user: refuse before anything (#lock-3)
+        // Attempts one at a time: each is counted, checked and reset before the next is counted.
+        let lock = try PINLock.acquire(environment, account)
+        defer { withExtendedLifetime(lock) {} }
         let dek: AccountDataKey
         // While Argon2id runs, on one other thread: the agent is started if it is not running, the
         // audit buffer's key is read, and whether a plain db-key is left over from an interrupted

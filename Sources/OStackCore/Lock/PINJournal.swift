@@ -53,15 +53,18 @@ public struct PINJournal: Codable, Equatable, Sendable {
     }
 
     /// Finishes or undoes every interrupted `pin set` / `pin remove` (one `stat` per account when
-    /// there is none), so every command that opens the keyring can call it first.
+    /// there is none), so every command that opens the keyring can call it first. A journal whose
+    /// account's PIN lock another process holds is not interrupted but under way: left alone.
     public static func recoverAll(_ environment: AuthEnvironment) throws(OStackError) {
         for account in try environment.registry.accounts() where isPending(environment, account) {
-            try recover(account, environment: environment)
+            guard let lock = try PINLock.acquireIfFree(environment, account) else { continue }
+            try withExtendedLifetime(lock) { () throws(OStackError) in try recover(account, environment: environment) }
         }
     }
 
-    /// Finishes (`committing`) or undoes (`staged`) the interrupted operation of one account.
-    public static func recover(_ account: Account, environment: AuthEnvironment) throws(OStackError) {
+    /// Finishes (`committing`) or undoes (`staged`) the interrupted operation of one account. The
+    /// caller holds the account's PIN lock (`PINLock`).
+    static func recover(_ account: Account, environment: AuthEnvironment) throws(OStackError) {
         guard let journal = try load(environment, account) else { return }
         let steps = PINSteps(environment: environment, account: account)
         switch (journal.operation, journal.phase) {

@@ -4,13 +4,17 @@ import Glibc
 ///
 /// In debug builds, `FailPoint.hit("login.after-copy")` kills the process with SIGKILL when the
 /// environment variable `OSTACK_FAILPOINT` names that point — exactly what `kill -9` at that moment
-/// would do. Release builds compile it to nothing.
+/// would do — and `OSTACK_FAILPOINT=pause:<point>` holds the process there for two seconds (for
+/// races with another process). Release builds compile it to nothing.
 public enum FailPoint {
     public static func hit(_ name: StaticString) {
         #if DEBUG
             guard let raw = getenv("OSTACK_FAILPOINT") else { return }
-            if String(cString: raw) == name.description {
+            let asked = String(cString: raw)
+            if asked == name.description {
                 kill(getpid(), SIGKILL)
+            } else if asked == "pause:" + name.description {
+                sleep(2)
             }
         #endif
     }
