@@ -271,7 +271,9 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         return try lock.withLock { _ throws(KeyringError) -> R in
             let cancellable = g_cancellable_new()!
             defer { g_object_unref(cancellable) }
-            let timer = csecret_deadline_start(cancellable, UInt32(max(1, deadline * 1000)))
+            // Milliseconds, clamped: a deadline from the environment never traps the conversion.
+            let milliseconds = deadline.isFinite ? min(max(1, deadline * 1000), 600_000) : 5_000
+            let timer = csecret_deadline_start(cancellable, UInt32(milliseconds))
             defer { csecret_deadline_stop(timer) }
             var error: UnsafeMutablePointer<GError>?
             defer { if let error { g_error_free(error) } }

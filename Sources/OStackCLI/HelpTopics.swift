@@ -22,7 +22,7 @@ enum HelpTopics {
                                         (--keyring > this > config keyring.backend > secret-service)
           OSTACK_KEYRING_PREFIX         keyring namespace prefix (default ostack); also names the agent
                                         socket and a non-default file-keyring file
-          OSTACK_KEYRING_TIMEOUT        deadline of each Secret Service call in seconds (default 5)
+          OSTACK_KEYRING_TIMEOUT        deadline of each Secret Service call in seconds (default 5, at most 600)
           OSTACK_KEYRING_PASSPHRASE_FD  file descriptor the file backend reads its passphrase from
           OSTACK_PIN_KDF                interactive: Argon2id INTERACTIVE instead of MODERATE for new PINs
           OSTACK_METADATA_TTL           metadata cache lifetime in seconds (default 300)

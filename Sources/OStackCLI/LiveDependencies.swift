@@ -12,7 +12,11 @@ enum LiveDependencies {
     static func authEnvironment(_ context: CommandContext) throws(OStackError) -> AuthEnvironment {
         let defaultBackend = try self.defaultBackend(context)
         let namespaces = KeyringNamespaces(environment: context.environment)
-        let deadline = context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init) ?? 5
+        // Seconds, 0.001 to 600 (NaN, infinities and anything out of range: the default).
+        let deadline =
+            context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init).flatMap {
+                $0.isFinite && (0.001...600).contains($0) ? $0 : nil
+            } ?? 5
         let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
         let agent = AgentClient(layout: context.layout, namespaces: namespaces)
         let limits = try AgentLimits(configuration: context.configuration)

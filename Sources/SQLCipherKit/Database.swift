@@ -296,7 +296,7 @@ public final class Database: @unchecked Sendable {
         let primary = rc & 0xFF
         let kind: SQLiteError.Kind
         switch primary {
-        case SQLITE_NOTADB: kind = .unreadable
+        case SQLITE_NOTADB, SQLITE_CORRUPT: kind = .unreadable
         case SQLITE_BUSY, SQLITE_LOCKED: kind = .busy
         case SQLITE_CONSTRAINT: kind = .constraint
         default: kind = .other

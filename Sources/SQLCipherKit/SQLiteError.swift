@@ -2,7 +2,8 @@
 /// message — never bound values (GRDB's rule) — and is only ever shown in the debug log.
 public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
-        /// The file is not a database under this key (wrong key, or not a database: SQLITE_NOTADB).
+        /// The file is not a database under this key (wrong key, or not a database: SQLITE_NOTADB), or
+        /// it is damaged (SQLITE_CORRUPT).
         case unreadable
         /// `PRAGMA cipher_version` returned nothing: plain SQLite was loaded instead of SQLCipher.
         case notSQLCipher

@@ -202,6 +202,38 @@ import Testing
         #expect(try ostack.run(["queue", "list"]).status == 0)
     }
 
+    /// A database damaged part-way (truncated inside its pages) is reported as unreadable and named
+    /// by account — by commands and by `doctor`, which fails — not as a disk or permission problem.
+    @Test func aDamagedDatabaseIsReportedAsUnreadable() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        _ = try server.control("POST", "seed", #"{"object":"task","count":2000}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let database = try accountDirectory(ostack) + "/data.db"
+        let size = try #require(SecureFileSystem.size(of: database))
+        try #require(truncate(database, off_t(size / 2)) == 0)
+        let list = try ostack.run(["records", "list", "task", "--local", "--all"])
+        #expect(list.status == 10, "\(list.stderr)")
+        #expect(list.stderr.contains("account work"), "\(list.stderr)")
+        #expect(!list.stderr.contains("disk space"), "\(list.stderr)")
+        let doctor = try ostack.run(["doctor"])
+        #expect(doctor.status != 0, "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("does not open with its key"), "\(doctor.stdout)")
+    }
+
+    /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
+    /// ignored, never a crash.
+    @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        for value in ["inf", "5000000", "nan", "-1"] {
+            let list = try ostack.run(
+                ["records", "list", "task", "--local"], environment: ["OSTACK_KEYRING_TIMEOUT": value])
+            #expect(list.status == 0, "\(value): \(list.status) \(list.stderr)")
+        }
+    }
+
     // MARK: 4. Parallel writers wait their turn
 
     @Test func sixteenParallelWritersNeverFail() throws {

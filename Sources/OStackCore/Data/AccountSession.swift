@@ -24,6 +24,8 @@ public final class AccountSession: @unchecked Sendable {
         do {
             database = try AccountDatabase.openExisting(layout: environment.layout, account: account, key: key)
         } catch {
+            var error = error
+            if error.context.account == nil { error.context.account = account.alias }  // named in the message
             if error.code == .storageUnreadable {
                 // The account's own trail is in the database that failed to open: the global one records it.
                 environment.auditGlobal("database.open", outcome: "failed", details: ["account": account.id.rawValue])
