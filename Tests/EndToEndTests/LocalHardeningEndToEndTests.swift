@@ -222,6 +222,34 @@ import Testing
         #expect(doctor.stdout.contains("does not open with its key"), "\(doctor.stdout)")
     }
 
+    /// A journal damaged from outside (they are written atomically) stops no other account: an
+    /// unreadable PIN journal is left alone and named by `doctor`; an unreadable login journal is set
+    /// aside (its sign-in cannot be finished) and the guest items go.
+    @Test func aDamagedJournalStopsNoOtherAccount() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "bob"]).status == 0)
+        let someAccountDirectory = try runProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", "dirname \"$(find '\(ostack.home.path)' -name data.db | head -1)\""]
+        ).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(creat(someAccountDirectory + "/pin-journal.json", 0o600) >= 0)
+        for account in ["work", "bob"] {
+            let list = try ostack.run(["records", "list", "task", "--local", "--account", account])
+            #expect(list.status == 0, "\(account): \(list.stderr)")
+        }
+        let doctor = try ostack.run(["doctor"])
+        #expect(doctor.status != 0)
+        #expect(doctor.stdout.contains("The journal of an interrupted PIN change is damaged"), "\(doctor.stdout)")
+        try SecureFileSystem.removeFile(someAccountDirectory + "/pin-journal.json")
+
+        let loginJournal = ostack.home.path + "/state/login-journal.json"
+        try #require(creat(loginJournal, 0o600) >= 0)
+        let list = try ostack.run(["records", "list", "task", "--local", "--account", "bob"])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(!SecureFileSystem.exists(loginJournal) && SecureFileSystem.exists(loginJournal + ".damaged"))
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

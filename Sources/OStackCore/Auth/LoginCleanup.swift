@@ -23,6 +23,23 @@ extension LoginService {
         try LoginJournal.clear(environment.layout)
     }
 
+    /// A login journal nobody can read (it is written atomically, so something outside ostack
+    /// damaged it) records a sign-in that cannot be finished or signed out (its server is unknown):
+    /// the guest items are deleted and the journal is set aside as `login-journal.json.damaged`,
+    /// so that one damaged file does not stop every command of every account. The user signs in again.
+    func abandonUnreadableJournal() throws(OStackError) {
+        for kind in [SecretKind.sessionToken, .apiKey] {
+            try environment.secrets.delete(environment.namespaces.guestKey(kind))
+        }
+        let path = LoginJournal.path(environment.layout)
+        do {
+            try SecureFileSystem.replace(path + ".damaged", with: path)
+        } catch {
+            try LoginJournal.clear(environment.layout)
+        }
+        environment.auditGlobal("sign-in", outcome: "failed", details: ["reason": "damaged-journal"])
+    }
+
     /// After `login` failed in this process: a sign-in that never reached phase `migrating` is
     /// undone now (signed out, guest namespace emptied) rather than left for the next command.
     func abandonFailedSignIn() {

@@ -171,7 +171,14 @@ public struct LoginService: Sendable {
     // MARK: Steps
 
     private func recoverLocked() throws(OStackError) {
-        guard let journal = try LoginJournal.load(environment.layout) else { return }
+        let loaded: LoginJournal?
+        do {
+            loaded = try LoginJournal.load(environment.layout)
+        } catch  where error.code == .unsupportedFormat {
+            try abandonUnreadableJournal()
+            return
+        }
+        guard let journal = loaded else { return }
         switch journal.phase {
         case .signingIn:
             // The account is unknown: undo — sign the new session out, empty the guest namespace

@@ -59,11 +59,22 @@ extension Doctor {
                     "file-modes", account, .fail, "\(wrong.count) file(s) of the account are readable by others.",
                     fix: "chmod 700 \(directory) and chmod 600 the files in it."))
         if PINJournal.isPending(environment, account) {
-            checks.append(
-                check(
-                    "pin", account, .warn,
-                    "A PIN change was interrupted; the next command that uses the keyring finishes or undoes it.",
-                    fix: .run(.authRefresh)))
+            if (try? PINJournal.load(environment, account)) == nil {
+                // Damaged from outside (it is written atomically): which step it recorded is unknown.
+                checks.append(
+                    check(
+                        "pin", account, .fail,
+                        "The journal of an interrupted PIN change is damaged; it is left alone.",
+                        fix:
+                            "If \(command: .unlock(account: account.alias)) works, delete \(PINJournal.path(environment, account)); otherwise restore the account's directory from a backup."
+                    ))
+            } else {
+                checks.append(
+                    check(
+                        "pin", account, .warn,
+                        "A PIN change was interrupted; the next command that uses the keyring finishes or undoes it.",
+                        fix: .run(.authRefresh)))
+            }
         }
         // Keyring items: expected present, nothing stray — and no stale copies in another backend.
         if case .unusable(let why) = keyring {

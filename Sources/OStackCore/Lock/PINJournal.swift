@@ -58,7 +58,15 @@ public struct PINJournal: Codable, Equatable, Sendable {
     public static func recoverAll(_ environment: AuthEnvironment) throws(OStackError) {
         for account in try environment.registry.accounts() where isPending(environment, account) {
             guard let lock = try PINLock.acquireIfFree(environment, account) else { continue }
-            try withExtendedLifetime(lock) { () throws(OStackError) in try recover(account, environment: environment) }
+            do {
+                try withExtendedLifetime(lock) { () throws(OStackError) in
+                    try recover(account, environment: environment)
+                }
+            } catch  where error.code == .unsupportedFormat {
+                // A damaged journal stops only its own account's PIN operations (`doctor` names it),
+                // not every command of every account.
+                continue
+            }
         }
     }
 
