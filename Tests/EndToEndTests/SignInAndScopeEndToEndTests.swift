@@ -1,3 +1,4 @@
+import Glibc
 import OStackTestSupport
 import Testing
 
@@ -130,5 +131,47 @@ import Testing
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"alias\":\"beta\""))
         let missing = try ostack.run(["org", "switch", "gamma"])
         #expect(missing.status == 7, "\(missing.stderr)")
+    }
+
+    /// A rotated token for an organization's account is adopted only when its session is in that
+    /// organization: another session of the same user, active in another organization, is refused
+    /// (the account's writes would otherwise land there).
+    @Test func aRotatedTokenOfAnotherOrganizationIsRefused() throws {
+        let server = try DevServerProcess(arguments: ["--organization", "acme:Acme", "--organization", "beta:Beta"])
+        let ostack = OStackRunner()
+        let login = try ostack.login(
+            server.url, "alice@example.com", "alice-pass", extra: ["--organization", "acme", "--alias", "acme"])
+        #expect(login.status == 0, "\(login.stderr)")
+        // Another session of alice's, active in beta.
+        let signIn = try runProcess(
+            executable: "/usr/bin/curl",
+            arguments: [
+                "-s", "-X", "POST", "-H", "Content-Type: application/json", "-d",
+                #"{"email":"alice@example.com","password":"alice-pass"}"#, server.url + "/api/v1/auth/sign-in/email",
+            ])
+        let token = try #require(
+            signIn.stdout.firstRange(of: #""token":""#).map {
+                String(signIn.stdout[$0.upperBound...].prefix { $0 != "\"" })
+            })
+        _ = try runProcess(
+            executable: "/usr/bin/curl",
+            arguments: [
+                "-s", "-X", "POST", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer \(token)",
+                "-d",
+                #"{"organizationId":"beta"}"#, server.url + "/api/v1/auth/organization/set-active",
+            ])
+        let session =
+            #"{"session":{"id":"ses_x","expiresAt":"2030-01-01T00:00:00.000Z","activeOrganizationId":"acme"},"user":{"id":"usr_alice","email":"alice@example.com","name":"Alice"}}"#
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"body":\#(session),"headers":{"set-auth-token":"\#(token)"},"count":1,"match":{"pathPrefix":"/api/v1/auth/get-session"}}"#
+        )
+        usleep(2_100_000)  // `auth refresh` leaves a session refreshed in the last 2 s alone
+        let refresh = try ostack.run(["auth", "refresh", "--account", "acme"])
+        #expect(refresh.status != 0, "\(refresh.stdout)")
+        #expect(
+            try ostack.run(["records", "create", "task", "--set", "title=Still acme", "--account", "acme"]).status == 0)
+        let acme = try ostack.run(["records", "list", "task", "--remote", "--account", "acme"]).stdout
+        #expect(acme.contains("Still acme"), "\(acme)")
     }
 }

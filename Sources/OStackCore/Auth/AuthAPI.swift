@@ -14,6 +14,8 @@ public struct RemoteSession: Sendable {
     public var expiresAt: Date?
     /// A new token when the server rotated it (`set-auth-token` header or `session.token`).
     public var rotatedToken: SessionCredential?
+    /// The session's active organization (`session.activeOrganizationId`), when it names one.
+    public var activeOrganizationID: String? = nil
 }
 
 /// The result of `sign-in/email`.
@@ -215,7 +217,9 @@ public struct AuthAPI: Sendable {
             let bytes = SessionCredential(SecretBytes(copying: Array(candidate.utf8)))
             if !(bytes == token) && !Self.isSameSessionInSignedForm(candidate, token: token) { rotated = bytes }
         }
-        return RemoteSession(user: user, expiresAt: expiresAt, rotatedToken: rotated)
+        return RemoteSession(
+            user: user, expiresAt: expiresAt, rotatedToken: rotated,
+            activeOrganizationID: json["session"]?["activeOrganizationId"]?.stringValue)
     }
 
     /// A time the server gave, in this machine's clock: shifted by how far the answer's `Date` header

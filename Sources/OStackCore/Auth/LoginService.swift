@@ -132,9 +132,20 @@ public struct LoginService: Sendable {
                     .identityMismatch, context: .init(host: request.server.authority),
                     detail: "get-session named another user than sign-in")
             }
+            // An organization's account: the session must be in it (a 2xx from set-active is no proof).
+            if kind == .session, let organization = request.organization,
+                session.activeOrganizationID != organization
+            {
+                try? abandonGuest(journal)
+                throw OStackError(
+                    .identityMismatch, context: .init(host: request.server.authority),
+                    detail: "the session is not in the organization asked for")
+            }
             if let rotated = session.rotatedToken {
-                // Adopted only once the new token itself shows to be the same user's.
-                guard let check = try api.getSession(token: rotated), check.user.id == session.user.id else {
+                // Adopted only once the new token itself shows to be the same user's (and organization's).
+                guard let check = try api.getSession(token: rotated), check.user.id == session.user.id,
+                    request.organization == nil || check.activeOrganizationID == request.organization
+                else {
                     try? abandonGuest(journal)
                     throw OStackError(
                         .identityMismatch, context: .init(host: request.server.authority),
