@@ -61,6 +61,16 @@ import Testing
         let again = try OStackRunner().login(
             server.url, "alice@example.com", "alice-pass", extra: ["--backup-code", "bk-1111"])
         #expect(again.status == 3, "\(again.stderr)")
+        // From stdin, on the line after the password: out of the process list.
+        let fromStdin = try OStackRunner().run(
+            [
+                "login", "--server", server.url, "--email", "alice@example.com", "--password-stdin",
+                "--backup-code-stdin",
+            ], stdin: "alice-pass\nbk-2222\n")
+        #expect(fromStdin.status == 0, "\(fromStdin.stderr)")
+        // The hint for a missing code names flags that exist.
+        let asked = try OStackRunner().login(server.url, "alice@example.com", "alice-pass", extra: ["--no-input"])
+        #expect(asked.status == 3 && asked.stderr.contains("--backup-code-stdin"), "\(asked.stderr)")
     }
 
     /// The README's main job on a server whose API lives under another path.

@@ -26,8 +26,14 @@ struct Login: AsyncParsableCommand {
         name: .customLong("totp"),
         help: "A two-factor code from your authenticator app (asked for on a terminal when needed).")
     var totp: String?
-    @Option(name: .customLong("backup-code"), help: "A two-factor backup code (each works once).")
+    @Option(
+        name: .customLong("backup-code"),
+        help: "A two-factor backup code (each works once; --backup-code-stdin keeps it out of the process list).")
     var backupCode: String?
+    @Flag(
+        name: .customLong("backup-code-stdin"),
+        help: "Read a two-factor backup code from stdin (after the password's line with --password-stdin).")
+    var backupCodeStdin = false
     @Option(help: "Work in this environment of the server (its own account context).") var environment: String?
     @Option(help: "Work in this organization (its own account context); see `ostack org list`.")
     var organization: String?
@@ -40,8 +46,10 @@ struct Login: AsyncParsableCommand {
         if passwordStdin && apiKeyStdin {
             throw ValidationError("Use either --password-stdin or --api-key-stdin, not both.")
         }
-        if totp != nil && backupCode != nil { throw ValidationError("Pass --totp or --backup-code, not both.") }
-        if apiKeyStdin && (totp != nil || backupCode != nil) {
+        if [totp != nil, backupCode != nil, backupCodeStdin].filter({ $0 }).count > 1 {
+            throw ValidationError("Pass one of --totp, --backup-code and --backup-code-stdin.")
+        }
+        if apiKeyStdin && (totp != nil || backupCode != nil || backupCodeStdin) {
             throw ValidationError("An API key needs no two-factor code.")
         }
     }
@@ -84,9 +92,11 @@ struct Login: AsyncParsableCommand {
             request.rebuildLockedOutData = rebuildLocalData
             request.environment = self.environment
             request.organization = organization
+            // The backup code's line follows the password's when both come from stdin.
+            let stdinBackupCode = backupCodeStdin ? try SecretInput.fromStdin() : nil
             request.twoFactor = TwoFactorInput(
                 totp: totp.map { SecretBytes(copying: Array($0.utf8)) },
-                backupCode: backupCode.map { SecretBytes(copying: Array($0.utf8)) })
+                backupCode: stdinBackupCode ?? backupCode.map { SecretBytes(copying: Array($0.utf8)) })
             let noInput = global.noInput
             let who = address
             request.twoFactor.prompt = { _ in
