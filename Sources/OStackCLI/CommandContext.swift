@@ -35,6 +35,7 @@ public struct CommandContext: Sendable {
 
     /// The side effects of account and session use cases, after finishing any interrupted login.
     public func authEnvironment() throws(OStackError) -> AuthEnvironment {
+        try layout.checkHome()
         let environment = try makeAuthEnvironment(self)
         try LoginService(environment: environment).recoverInterruptedLogin()
         // Interrupted `keyring migrate` and `pin set|change|remove` are finished (or undone) first.

@@ -250,6 +250,29 @@ import Testing
         #expect(!SecureFileSystem.exists(loginJournal) && SecureFileSystem.exists(loginJournal + ".damaged"))
     }
 
+    /// A home that is not this user's private one — another user's (`sudo -E`, a shared
+    /// OSTACK_HOME) or one opened to others — is refused before any account file is read or written.
+    @Test func anotherUsersHomeIsRefused() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let state = ostack.home.path + "/state"
+        _ = try runProcess(executable: "/bin/chown", arguments: ["-R", Self.otherUser, state])
+        defer { _ = try? runProcess(executable: "/bin/chown", arguments: ["-R", "\(geteuid())", state]) }
+        let create = try ostack.run(["records", "create", "task", "--set", "title=Not here", "--offline"])
+        #expect(create.status == 10, "\(create.stderr)")
+        #expect(create.stderr.contains("Refusing to use the state directory"), "\(create.stderr)")
+        let owners = try runProcess(executable: "/usr/bin/find", arguments: [state, "!", "-user", Self.otherUser])
+        #expect(owners.stdout.isEmpty, "files written into the other user's directory: \(owners.stdout)")
+        _ = try runProcess(executable: "/bin/chown", arguments: ["-R", "\(geteuid())", state])
+
+        let data = ostack.home.path + "/data"
+        chmod(data, 0o755)
+        let opened = try ostack.run(["records", "list", "task", "--local"])
+        #expect(opened.status == 10 && opened.stderr.contains("the data directory"), "\(opened.stderr)")
+        chmod(data, 0o700)
+        #expect(try ostack.run(["records", "list", "task", "--local"]).status == 0)
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

@@ -189,7 +189,8 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "Refusing to use \(what): it is a symbolic link, belongs to another user or is open to others. "
                     + "Nothing was read, written or sent through it.",
-                "Remove it (ostack recreates it privately) or set XDG_RUNTIME_DIR; without it the agent uses "
+                suggestion
+                    ?? "Remove it (ostack recreates it privately) or set XDG_RUNTIME_DIR; without it the agent uses "
                     + "/tmp/ostack-<uid>, which must be yours with mode 0700.", 10)
         case .unsupportedFormat:
             return make(

@@ -83,6 +83,29 @@ public struct FileLayout: Sendable, Equatable {
         try SecureFileSystem.createDirectory(locksDirectory)
     }
 
+    /// Refuses a home that is not this user's private one (docs/security.md#fs-2): each directory of
+    /// the layout that exists (config, data, state) must be a real directory owned by the effective
+    /// user and closed to group and others. Checked before a command reads or writes account files,
+    /// so another user's home (a shared `OSTACK_HOME`, `sudo -E`) is never written into — its files
+    /// would then belong to someone else and stop its owner's commands.
+    public func checkHome() throws(OStackError) {
+        for (directory, role) in [
+            (configDirectory, "the configuration directory"), (dataDirectory, "the data directory"),
+            (stateDirectory, "the state directory"),
+        ] where SecureFileSystem.exists(directory) || SecureFileSystem.isSymbolicLink(directory) {
+            do {
+                try SecureFileSystem.checkPrivateDirectory(directory)
+            } catch {
+                var refused = OStackError.storage(error, role: role)
+                if refused.code == .unsafeStorage {
+                    refused.context.suggestion =
+                        "ostack's directories must be yours with mode 0700: check OSTACK_HOME (another user's home is never used) or run chmod 700 on it."
+                }
+                throw refused
+            }
+        }
+    }
+
     /// Creates the runtime directory (0700), or accepts it only when it is ours and private (the
     /// fallback `/tmp/ostack-<uid>` may have been made by another user) — only the agent and its
     /// clients need it (docs/security.md#lock-3).
