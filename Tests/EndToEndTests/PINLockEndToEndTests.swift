@@ -204,6 +204,10 @@ import Testing
         _ = try? ostack.run(["agent", "stop"])
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
         _ = try? ostack.run(["agent", "stop"])
+        // A wrong recovery key is named as such (not "Incorrect PIN").
+        let wrongKey = String(recovery.map { $0 == "-" ? "-" : ($0 == "A" ? "B" : "A") })
+        let refused = try ostack.run(["unlock", "--recovery-key-stdin"], stdin: wrongKey + "\n")
+        #expect(refused.status == 4 && refused.stderr.contains("Incorrect recovery key."), "\(refused.stderr)")
         #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery + "\n").status == 0)
         _ = try? ostack.run(["agent", "stop"])
     }

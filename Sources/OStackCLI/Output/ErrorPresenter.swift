@@ -61,6 +61,8 @@ public struct ErrorPresenter: Sendable {
         case .wrongPIN:
             let left = context.count.map { " \($0) attempt\($0 == 1 ? "" : "s") left." } ?? ""
             return make("Incorrect PIN.\(left)", nil, 4)
+        case .wrongRecoveryKey:
+            return make("Incorrect recovery key.", "Check the key as it was shown when the PIN was set.", 4)
         case .offline:
             return make(
                 "Cannot reach \(host ?? "the server").\(context.count.map { _ in " The change is saved and queued." } ?? "")",

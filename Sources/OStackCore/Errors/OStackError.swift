@@ -14,6 +14,7 @@ public struct OStackError: Error, Sendable {
         case locked = "locked"
         case pinLockedOut = "pin-locked-out"
         case wrongPIN = "wrong-pin"
+        case wrongRecoveryKey = "wrong-recovery-key"
         case offline = "offline"
         case tls = "tls"
         case timeout = "timeout"

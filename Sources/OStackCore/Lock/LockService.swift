@@ -200,6 +200,8 @@ public struct LockService: Sendable {
             dek = try envelope.open(secret: recoveryKey, ringKey: RingKey(ring), accountID: account.id)
         } catch {
             environment.audit(account, "unlock", outcome: "failed", details: ["with": "recovery-key"])
+            // The envelope says "wrong secret" in the PIN's words; here the secret is the recovery key.
+            if error.code == .wrongPIN { throw OStackError(.wrongRecoveryKey, context: .init(account: account.alias)) }
             throw error
         }
         environment.audit(account, "recovery-key.used")
