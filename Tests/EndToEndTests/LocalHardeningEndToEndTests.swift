@@ -273,6 +273,25 @@ import Testing
         #expect(try ostack.run(["records", "list", "task", "--local"]).status == 0)
     }
 
+    /// A write whose push cannot start (its sync lock file replaced by a directory) is saved and
+    /// queued, and says so: a script that retried a "failed" create would otherwise make it twice.
+    @Test func aWriteWhosePushCannotStartSaysItIsQueued() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let directoryName = String(try accountDirectory(ostack).split(separator: "/").last ?? "")
+        let lock = ostack.home.path + "/state/locks/sync-\(directoryName).lock"
+        try? SecureFileSystem.removeFile(lock)
+        try #require(mkdir(lock, 0o700) == 0)
+        let create = try ostack.run(["records", "create", "task", "--set", "title=Once"])
+        #expect(create.status == 10, "\(create.stderr)")
+        #expect(create.stderr.contains("saved and queued"), "\(create.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"operation\":\"create\""))
+        rmdir(lock)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let count = try server.control("GET", "record?object=task&id=")
+        #expect(count.contains("\"count\":1"), "\(count)")
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

@@ -174,7 +174,17 @@ public struct RecordWrites {
             result.record = try store.record(object, id)?.data
             return result
         }
-        let report = try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
+        // The change is committed and queued already: a push that cannot even start (the sync lock
+        // or the store refusing) is a reason it is still queued, not a failed command — a script
+        // that retried a failed create would create it twice.
+        let report: PushReport
+        do {
+            report = try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
+        } catch  where [.storageFailure, .unsafeStorage].contains(error.code) {
+            result.record = try? store.record(object, id)?.data
+            result.reason = error
+            return result
+        }
         // A server that assigned its own id: the record, and what the command prints, follow it.
         let id = try store.currentID(object, id)
         result.id = id
