@@ -100,6 +100,23 @@ import Testing
         #expect(check.status == .fail && check.fix?.rendered(spellingCommands: { "\($0)" }).contains("chmod") == true)
     }
 
+    /// Every file directly in the data, configuration and state directories is checked, and the
+    /// state and configuration directories too — not only the registry and the account's files.
+    @Test func aWrongModeAnywhereInTheHomeFails() throws {
+        let account = try signedIn()
+        #expect(status(try run(account), "file-modes", account: false)?.status == .ok)
+        let layout = environment.layout
+        let stray = layout.stateDirectory + "/stray.json"
+        try SecureFileSystem.writeAtomically(Array("{}".utf8), to: stray)
+        chmod(stray, 0o644)
+        #expect(status(try run(account), "file-modes", account: false)?.status == .fail)
+        chmod(stray, 0o600)
+        chmod(layout.configDirectory, 0o755)
+        #expect(status(try run(account), "file-modes", account: false)?.status == .fail)
+        chmod(layout.configDirectory, 0o700)
+        #expect(status(try run(account), "file-modes", account: false)?.status == .ok)
+    }
+
     @Test func aCorruptedDatabaseFails() throws {
         let account = try signedIn()
         let path = environment.databasePath(account)

@@ -48,7 +48,8 @@ extension Doctor {
         if let mode = SecureFileSystem.mode(of: directory), mode & 0o077 != 0 { wrong.append(directory) }
         for file in [
             database, database + "-wal", database + "-shm", directory + "/state.json",
-            directory + "/audit-pending.jsonl",
+            directory + "/audit-pending.jsonl", environment.pinEnvelopePath(account),
+            environment.recoveryEnvelopePath(account), PINJournal.path(environment, account),
         ] {
             if let mode = SecureFileSystem.mode(of: file), mode & 0o077 != 0 { wrong.append(file) }
         }

@@ -146,10 +146,20 @@ public struct Doctor: Sendable {
         }
         // Modes of the directories and files ostack keeps.
         var wrong: [String] = []
-        for directory in [environment.layout.dataDirectory, environment.layout.accountsDirectory] {
+        let layout = environment.layout
+        for directory in [
+            layout.dataDirectory, layout.accountsDirectory, layout.configDirectory, layout.stateDirectory,
+            layout.locksDirectory,
+        ] {
             if let mode = SecureFileSystem.mode(of: directory), mode & 0o077 != 0 { wrong.append(directory) }
         }
-        for file in [environment.layout.registryFile, environment.layout.configFile] {
+        // Every file directly in the data, configuration and state directories (the registry, the
+        // configuration, the file keyring, the global trail, journals, the debug log).
+        let files = [layout.dataDirectory, layout.configDirectory, layout.stateDirectory].flatMap { directory in
+            ((try? SecureFileSystem.contentsOfDirectory(directory)) ?? []).map { directory + "/" + $0 }
+                .filter { !SecureFileSystem.isDirectory($0, followLinks: false) }
+        }
+        for file in files {
             if let mode = SecureFileSystem.mode(of: file), mode & 0o077 != 0 { wrong.append(file) }
         }
         checks.append(
