@@ -135,6 +135,26 @@ import Testing
         #expect(!fake.remainingStdout().contains("received"))
     }
 
+    /// A directory where the agent's socket belongs: the unlock says what is in the way and that it
+    /// is not removed, instead of "Something went wrong".
+    @Test func aDirectoryAtTheAgentSocketIsNamed() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)
+        let socket = ostack.home.appending("run") + "/agent-\(ostack.keyringPrefix).sock"
+        try? SecureFileSystem.removeFile(socket)
+        try #require(mkdir(socket, 0o700) == 0)
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(unlock.status == 10, "\(unlock.stderr)")
+        #expect(unlock.stderr.contains("the agent's socket path") && !unlock.stderr.contains("Something went wrong"))
+        #expect(SecureFileSystem.isDirectory(socket, followLinks: false))
+        rmdir(socket)
+    }
+
     // MARK: 2. The PIN limit holds under races
 
     /// 12 wrong PINs at once: exactly 5 are counted (4 "incorrect", the fifth locks out) and the

@@ -189,7 +189,8 @@ public struct ErrorPresenter: Sendable {
         case .unsafeStorage:
             let what = context.object.map { Self.sanitize($0) } ?? "a local ostack path"
             return make(
-                "Refusing to use \(what): it is a symbolic link, belongs to another user or is open to others. "
+                "Refusing to use \(what): it is a symbolic link, not what ostack keeps there, belongs to another user "
+                    + "or is open to others. "
                     + "Nothing was read, written or sent through it.",
                 suggestion
                     ?? "Remove it (ostack recreates it privately) or set XDG_RUNTIME_DIR; without it the agent uses "

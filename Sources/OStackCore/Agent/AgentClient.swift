@@ -133,6 +133,18 @@ public struct AgentClient: Sendable {
             if try checkedStatus() { return }
             usleepLite(2_000)
         }
+        // Something that is not a socket where the agent's socket belongs (a directory, a file):
+        // the agent cannot listen there, and it is not ours to remove.
+        var info = stat()
+        if lstat(socketPath, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK {
+            throw OStackError(
+                .unsafeStorage,
+                context: .init(
+                    object: "the agent's socket path",
+                    suggestion:
+                        "Something that is not the agent's socket is at \(socketPath): remove it, then try again."),
+                detail: "agent socket path is not a socket")
+        }
         throw OStackError(.internal, detail: "the agent did not start")
     }
 }
