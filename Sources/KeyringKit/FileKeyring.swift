@@ -124,7 +124,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         guard let bytes else { return ([], nil) }
         guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes)),
             header.format == "ostack-file-keyring", header.version == 1
-        else { throw KeyringError.other("file keyring: unknown format") }
+        else { throw KeyringError.damaged }
         let key = try key(for: header.kdf)
         let plaintext: SecretBytes
         do {
@@ -263,7 +263,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
                             namespace: namespace, account: account, kind: kind, version: Int(version)), secret: secret))
             }
         }
-        if failed { throw KeyringError.other("file keyring: damaged item table") }
+        if failed { throw KeyringError.damaged }
         return items
     }
 }

@@ -22,11 +22,14 @@ public enum KeyringError: Error, Sendable, Equatable, CustomStringConvertible {
     case passphraseRequired
     /// A new passphrase was typed twice and the two differ: nothing was created.
     case passphraseMismatch
+    /// The file backend's file is not one it can read (not its format, or a damaged item table).
+    case damaged
     /// Anything else: a short, secret-free description (error domain and code).
     case other(String)
 
     public var description: String {
         switch self {
+        case .damaged: "keyring file damaged"
         case .locked: "keyring locked"
         case .noCollection: "keyring has no default collection"
         case .noService: "no Secret Service"

@@ -29,6 +29,6 @@ do {
     case .noService: print("noService")
     case .timeout: print("timeout")
     case .denied: print("denied")
-    case .other, .wrongPassphrase, .passphraseRequired, .passphraseMismatch: print("other")
+    case .other, .wrongPassphrase, .passphraseRequired, .passphraseMismatch, .damaged: print("other")
     }
 }

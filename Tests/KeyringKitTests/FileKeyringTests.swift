@@ -53,4 +53,13 @@ import Testing
         try SecureFileSystem.writeAtomically(bytes, to: path)
         #expect(throws: KeyringError.self) { try keyring("pw").read(address) }
     }
+
+    /// A file that is not the file keyring's format (truncated, emptied, replaced) is `damaged`, not
+    /// an unreachable Secret Service.
+    @Test(arguments: [0, 7, 40]) func aFileThatIsNotAKeyringIsDamaged(_ keep: Int) throws {
+        try keyring("pw").write(SecretBytes(copying: [7]), for: address)
+        let bytes = try #require(try SecureFileSystem.readFile(path))
+        try SecureFileSystem.writeAtomically(Array(bytes.prefix(keep)), to: path)
+        #expect(throws: KeyringError.damaged) { try keyring("pw").read(address) }
+    }
 }

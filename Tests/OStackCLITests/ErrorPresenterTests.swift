@@ -28,6 +28,15 @@ import Testing
         #expect(!(shown.hint ?? "").contains(canary))
     }
 
+    /// A damaged file keyring is named as such, not as a missing Secret Service.
+    @Test func aDamagedFileKeyringIsNamed() {
+        let error = OStackError(
+            .keyringUnavailable, context: .init(object: "file-keyring", suggestion: "Restore it from a backup."))
+        let shown = presenter.present(error, referenceID: "R")
+        #expect(shown.message == "The file keyring cannot be read: its file is damaged.")
+        #expect(shown.exitCode == 10 && (shown.hint ?? "").contains("backup"))
+    }
+
     @Test func foreignErrorsBecomeTheGenericMessageWithAReference() {
         struct LeakyError: Error, CustomStringConvertible {
             var description: String { "SELECT * FROM users WHERE token='CNRY-SQL' at /srv/CNRY-PATH/app.rb" }

@@ -159,6 +159,8 @@ public struct ErrorPresenter: Sendable {
         case .inputRequired:
             return make(
                 "This needs input, but --no-input is set or stdin is not a terminal.", suggestion, 9)
+        case .keyringUnavailable where context.object == "file-keyring":
+            return make("The file keyring cannot be read: its file is damaged.", suggestion, 10)
         case .keyringUnavailable:
             // Not "use --keyring file" for every command: it chooses the backend of new sign-ins only, so
             // a command on an existing account would send the user round in a loop. `login` adds it.

@@ -38,6 +38,14 @@ public struct KeyringSecretStore: SecretStore {
             OStackError(.keyringTimeout, context: .init(suggestion: approvalHint), detail: "keyring: \(error)")
         case .denied, .other: OStackError(.keyringUnavailable, detail: "keyring: \(error)")
         case .wrongPassphrase: OStackError(.wrongPassphrase, detail: "keyring: \(error)")
+        case .damaged:
+            OStackError(
+                .keyringUnavailable,
+                context: .init(
+                    object: "file-keyring",
+                    suggestion:
+                        "Restore it from a backup, or move it aside and sign in again (the data of accounts whose keys it held cannot be read without it)."
+                ), detail: "keyring: \(error)")
         case .passphraseMismatch:
             OStackError(
                 .invalidInput,
