@@ -312,6 +312,25 @@ import Testing
         #expect(count.contains("\"count\":1"), "\(count)")
     }
 
+    /// A registry or configuration that is not JSON is named as damaged, with what to do — not "in a
+    /// format this version does not understand", which sends the user looking for another version.
+    @Test func aDamagedRegistryOrConfigurationIsNamed() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        for (file, name) in [("/data/accounts.json", "account registry"), ("/config/config.json", "configuration")] {
+            let path = ostack.home.path + file
+            let saved = try #require(try SecureFileSystem.readFile(path))
+            try SecureFileSystem.writeAtomically(Array("\u{0}garbage".utf8), to: path)
+            let status = try ostack.run(["status"])
+            #expect(status.status == 10, "\(status.stderr)")
+            #expect(
+                status.stderr.contains("The \(name)") && status.stderr.contains("it is damaged"), "\(status.stderr)")
+            #expect(try SecureFileSystem.readFile(path) == Array("\u{0}garbage".utf8))  // nothing was changed
+            try SecureFileSystem.writeAtomically(saved, to: path)
+        }
+        #expect(try ostack.run(["status"]).status == 0)
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

@@ -197,6 +197,11 @@ public struct ErrorPresenter: Sendable {
                 suggestion
                     ?? "Remove it (ostack recreates it privately) or set XDG_RUNTIME_DIR; without it the agent uses "
                     + "/tmp/ostack-<uid>, which must be yours with mode 0700.", 10)
+        case .unsupportedFormat where context.object != nil:
+            // A file named by what reads it: damaged (not JSON, not its own version's shape).
+            return make(
+                "\(Self.sanitize(context.object ?? "")) cannot be read: it is damaged. Nothing was changed.",
+                suggestion, 10)
         case .unsupportedFormat:
             return make(
                 "Local ostack files are in a format this version does not understand. Nothing was changed.",

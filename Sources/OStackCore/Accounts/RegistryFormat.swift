@@ -40,11 +40,20 @@ public enum RegistryFormat {
         }
     }
 
+    /// How a registry that is not JSON with a version, or not of its own version's shape, is shown:
+    /// damaged, not "from another version" (which sends the user looking for one).
+    static let damaged = OStackError.Context(
+        object: "The account registry (accounts.json)",
+        suggestion:
+            "Restore it from a backup. The accounts' data directories are untouched; without the registry ostack does not know them."
+    )
+
     static func version(of bytes: [UInt8]) throws(OStackError) -> Int {
         do {
             return try decoder().decode(VersionProbe.self, from: Data(bytes)).version
         } catch {
-            throw OStackError(.unsupportedFormat, detail: "the registry is not valid JSON with a version")
+            throw OStackError(
+                .unsupportedFormat, context: Self.damaged, detail: "the registry is not valid JSON with a version")
         }
     }
 
@@ -76,7 +85,9 @@ public enum RegistryFormat {
         do {
             return try decoder().decode(Document.self, from: Data(bytes))
         } catch {
-            throw OStackError(.unsupportedFormat, detail: "the registry does not match format \(currentVersion)")
+            throw OStackError(
+                .unsupportedFormat, context: Self.damaged,
+                detail: "the registry does not match format \(currentVersion)")
         }
     }
 

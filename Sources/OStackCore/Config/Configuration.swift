@@ -37,7 +37,13 @@ public struct ConfigurationStore: Sendable {
         do {
             configuration = try JSONDecoder().decode(Configuration.self, from: Data(bytes))
         } catch {
-            throw OStackError(.unsupportedFormat, detail: "config.json is not valid")
+            throw OStackError(
+                .unsupportedFormat,
+                context: .init(
+                    object: "The configuration (config.json)",
+                    suggestion:
+                        "Restore it from a backup, or move it aside: ostack then starts with default settings (and asks for a default account)."
+                ), detail: "config.json is not valid")
         }
         guard configuration.version <= Configuration.currentVersion else {
             throw OStackError(.unsupportedFormat, detail: "config.json is from a newer ostack")
