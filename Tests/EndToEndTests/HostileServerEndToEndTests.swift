@@ -498,6 +498,35 @@ import Testing
         #expect(!(try ostack.keyringItems(namespace: namespace)).contains("api-key"))
     }
 
+    /// An API key does not rotate: a session token that a `get-session` made with the key hands out
+    /// is not stored in the key's place.
+    @Test func anAPIKeyIsNeverReplacedByARotatedToken() throws {
+        let key = "osk_e2eNoRotation1234567890"
+        let server = try DevServerProcess(arguments: ["--api-key", "alice@example.com:\(key)"])
+        let ostack = OStackRunner()
+        let signIn = try runProcess(
+            executable: "/usr/bin/curl",
+            arguments: [
+                "-s", "-X", "POST", "-H", "Content-Type: application/json", "-d",
+                #"{"email":"alice@example.com","password":"alice-pass"}"#, server.url + "/api/v1/auth/sign-in/email",
+            ])
+        let token = try #require(
+            signIn.stdout.firstRange(of: #""token":""#).map {
+                String(signIn.stdout[$0.upperBound...].prefix { $0 != "\"" })
+            })
+        let alice =
+            #"{"session":{"id":"ses_key","expiresAt":"2030-01-01T00:00:00.000Z"},"user":{"id":"usr_alice","email":"alice@example.com","name":"Alice"}}"#
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"body":\#(alice),"headers":{"set-auth-token":"\#(token)"},"count":1,"match":{"pathPrefix":"/api/v1/auth/get-session"}}"#
+        )
+        let login = try ostack.run(["login", "--server", server.url, "--api-key-stdin"], stdin: key + "\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let items = try ostack.keyringItems(
+            namespace: "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice")
+        #expect(items.contains(key) && !items.contains(token), "\(items)")
+    }
+
     /// A sign-in answer with a token but a user ostack cannot use (a numeric id, none at all) has
     /// opened a session: the login fails, registers nothing, and tells the server to end it.
     @Test(arguments: [#""user":{"id":42}"#, #""user":null"#])

@@ -141,7 +141,9 @@ public struct LoginService: Sendable {
                     .identityMismatch, context: .init(host: request.server.authority),
                     detail: "the session is not in the organization asked for")
             }
-            if let rotated = session.rotatedToken {
+            // An API key is the user's own and does not rotate: a token a `get-session` made with it
+            // hands out is not stored in its place.
+            if kind == .session, let rotated = session.rotatedToken {
                 // Adopted only once the new token itself shows to be the same user's (and organization's).
                 guard let check = try api.getSession(token: rotated), check.user.id == session.user.id,
                     request.organization == nil || check.activeOrganizationID == request.organization
