@@ -159,11 +159,13 @@ import Testing
             id: "9-2", time: "2026-01-01T00:00:00.000Z", event: "logout", outcome: "ok", details: [:])
         line.mac = other.mac(line, key: SecureRandom.secret(32)).map(Hex.encode)
         forged += Array(try JSONEncoder().encode(line)) + [10]
+        // A line that is not a buffered event at all is counted too, never dropped unseen.
+        forged += Array("not an event".utf8) + [10]
         try SecureFileSystem.writeAtomically(forged, to: buffer.path)
         let trail = try trail()
         try trail.flush(buffer)
         #expect(try trail.entries().map(\.event) == ["lock", "audit.buffer-rejected"])
-        #expect(try trail.entries()[1].details == ["count": "3"])
+        #expect(try trail.entries()[1].details == ["count": "4"])
         #expect(try trail.entries()[1].outcome == "failed")
         #expect(!SecureFileSystem.exists(buffer.path))
     }

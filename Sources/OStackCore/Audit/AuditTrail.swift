@@ -83,14 +83,23 @@ public struct AuditBuffer: Sendable {
     /// Takes the buffered lines for flushing: the file is first renamed away (atomically), so lines
     /// appended meanwhile go to a new file and are never deleted unread. A renamed file left by a
     /// crash is taken first; lines already in the chain are skipped by id.
-    func take() -> [Line] {
+    /// `unreadable`: lines that are not a buffered event at all (counted with the forged ones, never
+    /// dropped unseen).
+    func take() -> (lines: [Line], unreadable: Int) {
         if !SecureFileSystem.exists(flushingPath) {
-            guard rename(path, flushingPath) == 0 else { return [] }
+            guard rename(path, flushingPath) == 0 else { return ([], 0) }
         }
-        guard let bytes = try? SecureFileSystem.readFile(flushingPath) else { return [] }
-        return bytes.split(separator: UInt8(ascii: "\n")).compactMap {
-            try? JSONDecoder().decode(Line.self, from: Data($0))
+        guard let bytes = try? SecureFileSystem.readFile(flushingPath) else { return ([], 0) }
+        var lines: [Line] = []
+        var unreadable = 0
+        for raw in bytes.split(separator: UInt8(ascii: "\n")) {
+            if let line = try? JSONDecoder().decode(Line.self, from: Data(raw)) {
+                lines.append(line)
+            } else {
+                unreadable += 1
+            }
         }
+        return (lines, unreadable)
     }
 
     /// Splits taken lines into those whose MAC verifies under `key` and the count of the others.
@@ -177,8 +186,8 @@ public struct AuditTrail: Sendable {
         } catch {
             return
         }
-        let taken = buffer.take()
-        guard !taken.isEmpty else {
+        let (taken, unreadable) = buffer.take()
+        guard !taken.isEmpty || unreadable > 0 else {
             buffer.clear()
             return
         }
@@ -186,7 +195,7 @@ public struct AuditTrail: Sendable {
         try store.transaction { () throws(OStackError) in
             let done = try store.value("audit.flushed-through")
             var skipping = done != nil && taken.contains { $0.id == done }
-            var rejected = 0
+            var rejected = unreadable
             var seen: Set<String> = []
             for line in taken {
                 if skipping {
@@ -204,7 +213,7 @@ public struct AuditTrail: Sendable {
             if rejected > 0 {
                 try append("audit.buffer-rejected", outcome: "failed", details: ["count": String(rejected)])
             }
-            try store.setValue("audit.flushed-through", taken.last!.id)
+            if let last = taken.last { try store.setValue("audit.flushed-through", last.id) }
         }
         buffer.clear()
         anchor()
