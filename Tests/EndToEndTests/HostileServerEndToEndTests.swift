@@ -345,6 +345,40 @@ import Testing
         )
     }
 
+    /// A create that never arrived is not taken for an older record with the same fields that the
+    /// mirror already holds (made by the same user long before): it is sent, and the older record
+    /// keeps its place.
+    @Test func anOlderRecordWithTheSameFieldsDoesNotSwallowACreate() throws {
+        let server = try DevServerProcess(arguments: ["--assign-ids"])
+        let ostack = OStackRunner()
+        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
+        try #require(login.status == 0, "\(login.stderr)")
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
+        let old =
+            #"{"id":"old_weekly","title":"Weekly report","created_by":"usr_alice","created_at":"2020-01-01T00:00:00.000Z","updated_at":"2031-01-01T00:00:00.000Z"}"#
+        try listFault(server, text: #"{"records":[\#(old)]}"#, count: 1)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "old_weekly", "--local"]).status == 0)
+        let before = try self.server(server).count
+        // The create's request is answered without proof and never carried out.
+        try fault(server, method: "POST", path: "/api/v1/data/task", status: 201, text: "", commit: false)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Weekly report"]).status == 11)
+        #expect(try self.server(server).count == before)
+        // The lookup by fields (after the one by id) answers with the older record.
+        let escaped = #"{"records":[\#(old)]}"#.replacing("\"", with: "\\\"")
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"text":"\#(escaped)","contentType":"application/json","count":1,"skip":1,"match":{"method":"GET","pathPrefix":"/api/v1/data/task","query":"filter"}}"#
+        )
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        let sync = try ostack.run(["sync", "--push-only"])
+        #expect(sync.status == 0, "\(sync.stdout)\(sync.stderr)")
+        #expect(try self.server(server).count == before + 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+        #expect(try ostack.run(["records", "get", "task", "old_weekly", "--local"]).status == 0)
+    }
+
     /// An id the server assigned is printed through the sanitiser, in the confirmation line too: a
     /// bidirectional override in it cannot reorder what the terminal shows.
     @Test func anAssignedIdReachesTheTerminalSanitised() throws {

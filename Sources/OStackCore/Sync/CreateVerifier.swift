@@ -40,7 +40,7 @@ struct CreateVerifier {
             return
         }
         let asked = Set(chunk.map(\.recordID))
-        guard let records = Self.complete(json, where: { $0["id"]?.stringValue.map(asked.contains) ?? false }) else {
+        guard let records = Self.listed(json, where: { $0["id"]?.stringValue.map(asked.contains) ?? false }) else {
             try unconfirmed(chunk, &report)
             return
         }
@@ -48,13 +48,15 @@ struct CreateVerifier {
         for record in records {
             if let id = record["id"]?.stringValue { found[id] = record }
         }
+        // "More to come" matters only when some were not found: those cannot be called absent.
+        var unknown: Set<String> =
+            json["hasMore"]?.boolValue == true ? asked.filter { found[$0] == nil } : []
         // Not there under our id: a server known to assign its own ids may hold it under another.
         var assigned: [String: JSONValue] = [:]
-        var unknown: Set<String> = []
         if try store.value(Self.assignsIDsKey) != nil {
             var claimed: [String: Int] = [:]
             var matches: [String: JSONValue] = [:]
-            for entry in chunk where found[entry.recordID] == nil {
+            for entry in chunk where found[entry.recordID] == nil && !unknown.contains(entry.recordID) {
                 switch try findByFields(entry) {
                 case .found(let match, let id):
                     matches[entry.recordID] = match
@@ -111,13 +113,10 @@ extension CreateVerifier {
         case unknown
     }
 
-    /// A list answer that can prove absence: its records, when it has a `records` list, every
-    /// record in it is one `asked` takes (a server that ignored the filter proves nothing) and it
-    /// does not say more are to come. nil otherwise.
-    static func complete(_ json: JSONValue, where asked: (JSONValue) -> Bool) -> [JSONValue]? {
-        guard let records = json["records"]?.arrayValue, json["hasMore"]?.boolValue != true,
-            records.allSatisfy(asked)
-        else { return nil }
+    /// A lookup's records, when the answer has a `records` list and every record in it is one
+    /// `asked` takes (a server that ignored the filter proves nothing). nil otherwise.
+    static func listed(_ json: JSONValue, where asked: (JSONValue) -> Bool) -> [JSONValue]? {
+        guard let records = json["records"]?.arrayValue, records.allSatisfy(asked) else { return nil }
         return records
     }
 
@@ -168,11 +167,20 @@ extension CreateVerifier {
         if records.count >= 3 { return .absent }
         var candidates: [(JSONValue, String)] = []
         for record in records {
-            // An id that names another change's record is no proof. A record here that only came
-            // from the server (pulled while this create waited to be confirmed) may be this one.
+            // An id that names another change's record, or a row still to be queued, is no proof.
             guard let id = PushClassifier.recordID(record), id != entry.recordID,
-                try !store.isLocalRecord(entry.object, id), feed?.reserves(entry.object, id) != true
+                feed?.reserves(entry.object, id) != true
             else { continue }
+            // A record here already is this create's own copy only if it came from the server (no
+            // queued change, no alias leads to it) and was made there no earlier than this create
+            // was queued — ten minutes' allowance for the two clocks. An older record with the
+            // same fields is another one, and must not swallow this create.
+            if try store.hasRecord(entry.object, id) {
+                guard try !store.isLocalRecord(entry.object, id),
+                    let created = record["created_at"]?.stringValue.flatMap(Timestamp.parseISO8601),
+                    created.timeIntervalSince1970 >= entry.createdAt - 600
+                else { continue }
+            }
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
             if Self.holds(record, entry) { candidates.append((record, id)) }
         }
