@@ -52,6 +52,20 @@ public enum SecureFileSystem {
         guard info.st_mode & 0o077 == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
     }
 
+    /// Throws unless `path` is a directory, not a symbolic link, owned by the effective user, that
+    /// group and others cannot write to (`ELOOP`, `ENOTDIR`, `EPERM` or `EACCES`, operation `.verify`).
+    public static func checkOwnDirectory(_ path: String) throws(PlatformError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw PlatformError(.stat, errno: errno, path: path) }
+        switch info.st_mode & S_IFMT {
+        case S_IFDIR: break
+        case S_IFLNK: throw PlatformError(.verify, errno: ELOOP, path: path)
+        default: throw PlatformError(.verify, errno: ENOTDIR, path: path)
+        }
+        guard info.st_uid == geteuid() else { throw PlatformError(.verify, errno: EPERM, path: path) }
+        guard info.st_mode & 0o022 == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
+    }
+
     /// Throws `ELOOP` (operation `.verify`) when `path` is a symbolic link; a missing path is fine.
     public static func refuseSymbolicLink(_ path: String) throws(PlatformError) {
         if isSymbolicLink(path) { throw PlatformError(.verify, errno: ELOOP, path: path) }

@@ -285,12 +285,16 @@ import Testing
         #expect(owners.stdout.isEmpty, "files written into the other user's directory: \(owners.stdout)")
         _ = try runProcess(executable: "/bin/chown", arguments: ["-R", "\(geteuid())", state])
 
+        // A data directory others can write to is refused; a configuration directory made by hand
+        // with the usual 0755 is fine (it holds no secret).
         let data = ostack.home.path + "/data"
-        chmod(data, 0o755)
+        chmod(data, 0o777)
         let opened = try ostack.run(["records", "list", "task", "--local"])
         #expect(opened.status == 10 && opened.stderr.contains("the data directory"), "\(opened.stderr)")
         chmod(data, 0o700)
+        chmod(ostack.home.path + "/config", 0o755)
         #expect(try ostack.run(["records", "list", "task", "--local"]).status == 0)
+        chmod(ostack.home.path + "/config", 0o700)
     }
 
     /// A write whose push cannot start (its sync lock file replaced by a directory) is saved and

@@ -83,18 +83,24 @@ public struct FileLayout: Sendable, Equatable {
         try SecureFileSystem.createDirectory(locksDirectory)
     }
 
-    /// Refuses a home that is not this user's private one (docs/security.md#fs-2): each directory of
-    /// the layout that exists (config, data, state) must be a real directory owned by the effective
-    /// user and closed to group and others. Checked before a command reads or writes account files,
-    /// so another user's home (a shared `OSTACK_HOME`, `sudo -E`) is never written into — its files
-    /// would then belong to someone else and stop its owner's commands.
+    /// Refuses a home that is not this user's (docs/security.md#fs-2): each directory of the layout
+    /// that exists (config, data, state) must be a real directory owned by the effective user that
+    /// no one else can write to, and the state directory (locks, journals) closed to group and others
+    /// altogether. Checked before a command opens the keyring or an account's files, so another
+    /// user's home (a shared `OSTACK_HOME`, `sudo -E`) is never written into — its files would then
+    /// belong to someone else and stop its owner's commands. (A configuration directory made by
+    /// hand with the usual 0755 is fine: it holds no secret.)
     public func checkHome() throws(OStackError) {
-        for (directory, role) in [
-            (configDirectory, "the configuration directory"), (dataDirectory, "the data directory"),
-            (stateDirectory, "the state directory"),
+        for (directory, role, strict) in [
+            (configDirectory, "the configuration directory", false), (dataDirectory, "the data directory", false),
+            (stateDirectory, "the state directory", true),
         ] where SecureFileSystem.exists(directory) || SecureFileSystem.isSymbolicLink(directory) {
             do {
-                try SecureFileSystem.checkPrivateDirectory(directory)
+                if strict {
+                    try SecureFileSystem.checkPrivateDirectory(directory)
+                } else {
+                    try SecureFileSystem.checkOwnDirectory(directory)
+                }
             } catch {
                 var refused = OStackError.storage(error, role: role)
                 if refused.code == .unsafeStorage {
