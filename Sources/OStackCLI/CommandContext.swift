@@ -37,7 +37,13 @@ public struct CommandContext: Sendable {
     public func authEnvironment() throws(OStackError) -> AuthEnvironment {
         try layout.checkHome()
         let environment = try makeAuthEnvironment(self)
-        try LoginService(environment: environment).recoverInterruptedLogin()
+        do {
+            try LoginService(environment: environment).recoverInterruptedLogin()
+        } catch  where [.storageUnreadable, .storageMissing, .storageFailure, .unsafeStorage].contains(error.code) {
+            // A sign-in whose account's database cannot be provisioned (damaged, say) stays
+            // journaled for its own account's next `login`; it does not stop every other command.
+            debugLog.append(referenceID: "login-recovery", code: error.code.rawValue, detail: error.detail)
+        }
         // Interrupted `keyring migrate` and `pin set|change|remove` are finished (or undone) first.
         if KeyringMigration.isPending(layout) {
             try LiveDependencies.keyringMigration(self, environment)?.resumeInterrupted()

@@ -240,6 +240,13 @@ import Testing
         let doctor = try ostack.run(["doctor"])
         #expect(doctor.status != 0, "\(doctor.stdout)")
         #expect(doctor.stdout.contains("does not open with its key"), "\(doctor.stdout)")
+        #expect(list.stderr.contains("accounts remove work --force"), "\(list.stderr)")
+        // Signing in again to it fails on its database; that interrupted sign-in does not stop the
+        // commands of another account.
+        #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "bob"]).status == 0)
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 10)
+        let other = try ostack.run(["records", "list", "task", "--local", "--account", "bob"])
+        #expect(other.status == 0, "\(other.stderr)")
     }
 
     /// A journal damaged from outside (they are written atomically) stops no other account: an

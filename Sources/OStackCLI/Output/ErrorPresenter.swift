@@ -180,7 +180,9 @@ public struct ErrorPresenter: Sendable {
         case .storageUnreadable:
             return make(
                 "The local data of account\(named) cannot be read.",
-                "Run `ostack doctor`; signing in again rebuilds local data from the server.", 10)
+                "Restore the account's directory from a backup; without one, `ostack accounts remove"
+                    + "\(named) --force` and signing in again rebuild it from the server (unsynced changes are lost)."
+                    + " `ostack doctor` says more.", 10)
         case .storageFailure:
             return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
         case .storageMissing:

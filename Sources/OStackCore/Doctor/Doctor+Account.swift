@@ -238,7 +238,7 @@ extension Doctor {
             return check(
                 "database", account, .fail, "The database does not open with its key (damaged or replaced).",
                 fix:
-                    "Restore the account's files from a backup; without one, \(command: .login(account: account.alias)) with --rebuild-local-data rebuilds them from the server (unsynced changes are lost)."
+                    "Restore the account's files from a backup; without one, \(command: .accountsRemove(account: account.alias)) --force and signing in again rebuild them from the server (unsynced changes are lost)."
             )
         default:
             return check(
