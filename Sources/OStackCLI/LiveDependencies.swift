@@ -12,10 +12,11 @@ enum LiveDependencies {
     static func authEnvironment(_ context: CommandContext) throws(OStackError) -> AuthEnvironment {
         let defaultBackend = try self.defaultBackend(context)
         let namespaces = KeyringNamespaces(environment: context.environment)
-        // Seconds, 0.001 to 600 (NaN, infinities and anything out of range: the default).
+        // Seconds: above 600 (infinity included) counts as 600, below 0.001 as 0.001; zero, a
+        // negative value or not a number is the default.
         let deadline =
             context.environment["OSTACK_KEYRING_TIMEOUT"].flatMap(Double.init).flatMap {
-                $0.isFinite && (0.001...600).contains($0) ? $0 : nil
+                $0 > 0 ? min(max($0, 0.001), 600) : nil
             } ?? 5
         let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
         let agent = AgentClient(layout: context.layout, namespaces: namespaces)

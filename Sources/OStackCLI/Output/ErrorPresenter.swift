@@ -183,6 +183,10 @@ public struct ErrorPresenter: Sendable {
                 "Restore the account's directory from a backup; without one, `ostack accounts remove"
                     + "\(named) --force` and signing in again rebuild it from the server (unsynced changes are lost)."
                     + " `ostack doctor` says more.", 10)
+        case .storageFailure where context.object == "pin-lock":
+            return make(
+                "Another ostack command is using the PIN of account\(named) (a `pin set` still showing its recovery key, an unlock).",
+                "Try again when it is done.", 10)
         case .storageFailure:
             return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
         case .storageMissing:

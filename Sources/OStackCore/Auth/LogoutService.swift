@@ -34,12 +34,16 @@ public struct LogoutService: Sendable {
                 serverSignedOut = false  // offline or refused: the local sign-out still happens
             }
         }
-        // Both kinds go: a credential of the other kind left by an older sign-in is no less stale.
+        // Both kinds go: a credential of the other kind left by an older sign-in is no less stale
+        // (a session token among them is signed out too, when it can be read without the PIN).
         let other = environment.namespaces.key(account.id, kind == .apiKey ? .sessionToken : .apiKey)
+        if kind == .apiKey, let stale = try? environment.secrets.read(other), !TokenSeal.isSealed(stale) {
+            try? AuthAPI(account: account, transport: environment.transport).signOut(token: SessionCredential(stale))
+        }
         for item in [key, other] {
             try environment.secrets.delete(item)
             guard try environment.secrets.read(item) == nil else {
-                throw OStackError(.keyringUnavailable, detail: "the session token is still in the keyring")
+                throw OStackError(.keyringUnavailable, detail: "a credential is still in the keyring")
             }
         }
         let updated = try environment.registry.update { (accounts: inout [Account]) throws(OStackError) -> Account in

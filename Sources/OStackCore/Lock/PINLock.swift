@@ -19,6 +19,11 @@ enum PINLock {
         do {
             try SecureFileSystem.createDirectory(environment.layout.locksDirectory)
             return try FileLock(path: path(environment, account), timeout: environment.lockTimeout)
+        } catch let error as PlatformError where error.operation == .lock && error.errno == EWOULDBLOCK {
+            // Held all along by another command (a `pin set` whose recovery key is still on screen).
+            throw OStackError(
+                .storageFailure, context: .init(account: account.alias, object: "pin-lock"),
+                detail: "PIN lock: \(error)")
         } catch {
             throw OStackError(
                 .storageFailure, context: .init(account: account.alias), detail: "PIN lock: \(error)")
