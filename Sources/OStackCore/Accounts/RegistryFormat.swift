@@ -45,7 +45,7 @@ public enum RegistryFormat {
     static let damaged = OStackError.Context(
         object: "The account registry (accounts.json)",
         suggestion:
-            "Restore it from a backup. The accounts' data directories are untouched; without the registry ostack does not know them."
+            "Restore it from a backup. The accounts' data directories are untouched, but without the registry they are not known."
     )
 
     static func version(of bytes: [UInt8]) throws(OStackError) -> Int {

@@ -42,7 +42,7 @@ public struct ConfigurationStore: Sendable {
                 context: .init(
                     object: "The configuration (config.json)",
                     suggestion:
-                        "Restore it from a backup, or move it aside: ostack then starts with default settings (and asks for a default account)."
+                        "Restore it from a backup, or move it aside: the next command then starts with default settings (and no default account)."
                 ), detail: "config.json is not valid")
         }
         guard configuration.version <= Configuration.currentVersion else {

@@ -67,7 +67,7 @@ extension Doctor {
                         "pin", account, .fail,
                         "The journal of an interrupted PIN change is damaged; it is left alone.",
                         fix:
-                            "If `ostack status` shows the account without a PIN, or \(command: .unlock(account: account.alias)) works, delete \(PINJournal.path(environment, account)); otherwise restore the account's directory from a backup."
+                            "If the account has no PIN (status says so), or \(command: .unlock(account: account.alias)) works, delete \(PINJournal.path(environment, account)); otherwise restore the account's directory from a backup."
                     ))
             } else {
                 checks.append(
