@@ -52,4 +52,19 @@ public final class DevServerProcess: @unchecked Sendable {
         guard result.status == 0 else { throw LaunchError(message: "control \(path) failed: \(result.stderr)") }
         return result.stdout
     }
+
+    /// A session token of the user's own, signed in past ostack (another session of the same user).
+    public func signIn(_ email: String, _ password: String) throws -> String {
+        let result = try runProcess(
+            executable: "/usr/bin/curl",
+            arguments: [
+                "-s", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", "@-",
+                url + "/api/v1/auth/sign-in/email",
+            ],
+            stdin: Array(#"{"email":"\#(email)","password":"\#(password)"}"#.utf8), timeout: 60)
+        guard let range = result.stdout.firstRange(of: #""token":""#) else {
+            throw LaunchError(message: "sign-in failed: \(result.stdout)")
+        }
+        return String(result.stdout[range.upperBound...].prefix { $0 != "\"" })
+    }
 }

@@ -41,20 +41,17 @@ public enum SecureFileSystem {
     /// mode 0700 or stricter: `ELOOP` (a link), `ENOTDIR`, `EPERM` (another owner) or `EACCES` (open
     /// to group or others), all with the operation `.verify`. A missing path throws `ENOENT`.
     public static func checkPrivateDirectory(_ path: String) throws(PlatformError) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { throw PlatformError(.stat, errno: errno, path: path) }
-        switch info.st_mode & S_IFMT {
-        case S_IFDIR: break
-        case S_IFLNK: throw PlatformError(.verify, errno: ELOOP, path: path)
-        default: throw PlatformError(.verify, errno: ENOTDIR, path: path)
-        }
-        guard info.st_uid == geteuid() else { throw PlatformError(.verify, errno: EPERM, path: path) }
-        guard info.st_mode & 0o077 == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
+        try checkDirectory(path, refusing: 0o077)
     }
 
     /// Throws unless `path` is a directory, not a symbolic link, owned by the effective user, that
     /// group and others cannot write to (`ELOOP`, `ENOTDIR`, `EPERM` or `EACCES`, operation `.verify`).
     public static func checkOwnDirectory(_ path: String) throws(PlatformError) {
+        try checkDirectory(path, refusing: 0o022)
+    }
+
+    /// A real directory of the effective user with none of the `refusing` mode bits.
+    private static func checkDirectory(_ path: String, refusing bits: mode_t) throws(PlatformError) {
         var info = stat()
         guard lstat(path, &info) == 0 else { throw PlatformError(.stat, errno: errno, path: path) }
         switch info.st_mode & S_IFMT {
@@ -63,7 +60,7 @@ public enum SecureFileSystem {
         default: throw PlatformError(.verify, errno: ENOTDIR, path: path)
         }
         guard info.st_uid == geteuid() else { throw PlatformError(.verify, errno: EPERM, path: path) }
-        guard info.st_mode & 0o022 == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
+        guard info.st_mode & bits == 0 else { throw PlatformError(.verify, errno: EACCES, path: path) }
     }
 
     /// Throws `ELOOP` (operation `.verify`) when `path` is a symbolic link; a missing path is fine.

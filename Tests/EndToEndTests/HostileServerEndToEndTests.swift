@@ -5,8 +5,8 @@ import Testing
 /// out (or not), then answers with an empty, HTML or list body. The change must stay queued, be
 /// reported as unconfirmed, and after the fault one sync must leave exactly one copy on the server.
 @Suite(.serialized) struct HostileServerEndToEndTests {
-    func signedIn() throws -> (DevServerProcess, OStackRunner) {
-        let server = try DevServerProcess()
+    func signedIn(_ arguments: [String] = []) throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess(arguments: arguments)
         let ostack = OStackRunner()
         let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
         try #require(login.status == 0, "\(login.stderr)")
@@ -261,11 +261,7 @@ import Testing
     /// first shown keeps working, and a create whose answer was lost is found by its fields instead
     /// of being sent twice (with libcurl's own resend off).
     @Test func aServerThatAssignsItsOwnIdsGetsNoDuplicates() throws {
-        let server = try DevServerProcess(arguments: ["--assign-ids"])
-        let ostack = OStackRunner()
-        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
-        try #require(login.status == 0, "\(login.stderr)")
-        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let (server, ostack) = try signedIn(["--assign-ids"])
 
         let created = try ostack.run(["records", "create", "task", "--set", "title=Assigned", "--json"])
         #expect(created.status == 0, "\(created.stderr)")
@@ -314,11 +310,7 @@ import Testing
         #"{"action":"status","status":200,"text":"{\"records\":[{\"id\":\"other1\",\"title\":\"Other\"}],\"hasMore\":false}","contentType":"application/json","count":1"#,
     ])
     func aLostCreateIsSentAgainOnlyWhenALookupProvedItAbsent(_ lookupFault: String) throws {
-        let server = try DevServerProcess(arguments: ["--assign-ids"])
-        let ostack = OStackRunner()
-        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
-        try #require(login.status == 0, "\(login.stderr)")
-        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let (server, ostack) = try signedIn(["--assign-ids"])
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
         let before = try self.server(server).count
 
@@ -349,11 +341,7 @@ import Testing
     /// mirror already holds (made by the same user long before): it is sent, and the older record
     /// keeps its place.
     @Test func anOlderRecordWithTheSameFieldsDoesNotSwallowACreate() throws {
-        let server = try DevServerProcess(arguments: ["--assign-ids"])
-        let ostack = OStackRunner()
-        let login = try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"])
-        try #require(login.status == 0, "\(login.stderr)")
-        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let (server, ostack) = try signedIn(["--assign-ids"])
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
         let old =
             #"{"id":"old_weekly","title":"Weekly report","created_by":"usr_alice","created_at":"2020-01-01T00:00:00.000Z","updated_at":"2031-01-01T00:00:00.000Z"}"#
@@ -538,16 +526,7 @@ import Testing
         let key = "osk_e2eNoRotation1234567890"
         let server = try DevServerProcess(arguments: ["--api-key", "alice@example.com:\(key)"])
         let ostack = OStackRunner()
-        let signIn = try runProcess(
-            executable: "/usr/bin/curl",
-            arguments: [
-                "-s", "-X", "POST", "-H", "Content-Type: application/json", "-d",
-                #"{"email":"alice@example.com","password":"alice-pass"}"#, server.url + "/api/v1/auth/sign-in/email",
-            ])
-        let token = try #require(
-            signIn.stdout.firstRange(of: #""token":""#).map {
-                String(signIn.stdout[$0.upperBound...].prefix { $0 != "\"" })
-            })
+        let token = try server.signIn("alice@example.com", "alice-pass")
         let alice =
             #"{"session":{"id":"ses_key","expiresAt":"2030-01-01T00:00:00.000Z"},"user":{"id":"usr_alice","email":"alice@example.com","name":"Alice"}}"#
         _ = try server.control(

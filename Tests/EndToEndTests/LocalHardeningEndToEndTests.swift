@@ -21,6 +21,14 @@ import Testing
         return (server, ostack)
     }
 
+    /// Signed in, PIN 7319 set, the agent stopped (the account is locked).
+    func signedInWithPIN() throws -> (DevServerProcess, OStackRunner) {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)
+        return (server, ostack)
+    }
+
     func accountDirectory(_ ostack: OStackRunner) throws -> String {
         let listing = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "data.db"])
         let path = try #require(listing.stdout.split(separator: "\n").first.map(String.init))
@@ -111,13 +119,11 @@ import Testing
     /// A socket in our own runtime directory served by another uid: the client checks the peer
     /// (SO_PEERCRED) before it sends a byte.
     @Test func anAgentSocketServedByAnotherUserGetsNothing() throws {
-        let (server, ostack) = try signedIn()
+        let (server, ostack) = try signedInWithPIN()
         defer {
             withExtendedLifetime(server) {}
             _ = try? ostack.run(["agent", "stop"])
         }
-        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
-        #expect(try ostack.run(["agent", "stop"]).status == 0)
         let run = ostack.home.appending("run")
         #expect(SecureFileSystem.mode(of: run) == 0o700)
         // The other user's listener is bound in its own directory, then its socket is moved into ours.
@@ -138,13 +144,11 @@ import Testing
     /// A directory where the agent's socket belongs: the unlock says what is in the way and that it
     /// is not removed, instead of "Something went wrong".
     @Test func aDirectoryAtTheAgentSocketIsNamed() throws {
-        let (server, ostack) = try signedIn()
+        let (server, ostack) = try signedInWithPIN()
         defer {
             withExtendedLifetime(server) {}
             _ = try? ostack.run(["agent", "stop"])
         }
-        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
-        #expect(try ostack.run(["agent", "stop"]).status == 0)
         let socket = ostack.home.appending("run") + "/agent-\(ostack.keyringPrefix).sock"
         try? SecureFileSystem.removeFile(socket)
         try #require(mkdir(socket, 0o700) == 0)

@@ -153,16 +153,7 @@ import Testing
             server.url, "alice@example.com", "alice-pass", extra: ["--organization", "acme", "--alias", "acme"])
         #expect(login.status == 0, "\(login.stderr)")
         // Another session of alice's, active in beta.
-        let signIn = try runProcess(
-            executable: "/usr/bin/curl",
-            arguments: [
-                "-s", "-X", "POST", "-H", "Content-Type: application/json", "-d",
-                #"{"email":"alice@example.com","password":"alice-pass"}"#, server.url + "/api/v1/auth/sign-in/email",
-            ])
-        let token = try #require(
-            signIn.stdout.firstRange(of: #""token":""#).map {
-                String(signIn.stdout[$0.upperBound...].prefix { $0 != "\"" })
-            })
+        let token = try server.signIn("alice@example.com", "alice-pass")
         _ = try runProcess(
             executable: "/usr/bin/curl",
             arguments: [
