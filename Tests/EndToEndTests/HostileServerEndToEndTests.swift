@@ -1,3 +1,4 @@
+import Glibc
 import OStackTestSupport
 import Testing
 
@@ -365,6 +366,26 @@ import Testing
         #expect(try self.server(server).count == before + 1)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
         #expect(try ostack.run(["records", "get", "task", "old_weekly", "--local"]).status == 0)
+    }
+
+    /// A record with the same fields made earlier elsewhere (another device; not tracked here) is
+    /// neither taken for a create that never arrived (which would lose it) nor makes the create's
+    /// own copy ambiguous (which would send it twice).
+    @Test(arguments: [false, true])
+    func aRecordMadeEarlierElsewhereIsNotTheCreate(_ arrived: Bool) throws {
+        let (server, ostack) = try signedIn(["--assign-ids"])
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
+        #expect(try ostack.run(["api", "POST", "/data/task", "-f", "title=Call Bob"]).status == 0)
+        sleep(3)  // the other device's record is older than the create by more than the clocks' allowance
+        let before = try self.server(server).count
+        try fault(server, method: "POST", path: "/api/v1/data/task", status: 201, text: "", commit: arrived)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Call Bob"]).status == 11)
+        _ = try server.control("DELETE", "faults")
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        let sync = try ostack.run(["sync", "--push-only"])
+        #expect(sync.status == 0, "\(sync.stdout)\(sync.stderr)")
+        #expect(try self.server(server).count == before + 1, "arrived: \(arrived)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
     }
 
     /// An id the server assigned is printed through the sanitiser, in the confirmation line too: a

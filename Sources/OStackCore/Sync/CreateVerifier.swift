@@ -149,14 +149,23 @@ extension CreateVerifier {
         guard !sent.isEmpty else { return .absent }
         let conditions: [JSONValue] = sent.keys.sorted().map { .array([.string($0), .string("="), sent[$0]!]) }
         let filter = conditions.count == 1 ? conditions[0] : .array([.string("and")] + conditions)
-        let json: JSONValue
+        let outcome: DataAPI.Outcome
         do {
-            json = try api.call(
+            outcome = try api.exchange(
                 .list(object: entry.object),
                 query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", "3")])
         } catch  where !error.stopsTheAccount {
             return .unknown
         }
+        guard outcome.ok, let json = outcome.json else {
+            let error = outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
+            if error.stopsTheAccount { throw error }
+            return .unknown
+        }
+        // The server's clock against ours (its `Date` header, to the second): `created_at` is the
+        // server's time. Without the header, ten minutes' allowance.
+        let skew = outcome.response.header("Date").flatMap(HTTPDate.parse).map { $0.timeIntervalSince1970 - store.now }
+        let earliest = entry.createdAt + (skew.map { $0 - 2 } ?? -600)
         // Every record listed must hold the fields asked for, where it shows them (a server that
         // ignored the filter proves nothing); `hasMore` is expected here, `top` being 3.
         guard let records = json["records"]?.arrayValue,
@@ -172,15 +181,16 @@ extension CreateVerifier {
                 feed?.reserves(entry.object, id) != true
             else { continue }
             // A record here already is this create's own copy only if it came from the server (no
-            // queued change, no alias leads to it) and was made there no earlier than this create
-            // was queued — ten minutes' allowance for the two clocks. An older record with the
-            // same fields is another one, and must not swallow this create.
-            if try store.hasRecord(entry.object, id) {
-                guard try !store.isLocalRecord(entry.object, id),
-                    let created = record["created_at"]?.stringValue.flatMap(Timestamp.parseISO8601),
-                    created.timeIntervalSince1970 >= entry.createdAt - 600
-                else { continue }
+            // queued change, no alias leads to it).
+            if try store.hasRecord(entry.object, id), try store.isLocalRecord(entry.object, id) { continue }
+            // Made no earlier than this create was queued (in the server's clock, two seconds'
+            // allowance): an older record with the same fields is another one, made elsewhere or
+            // earlier, and must neither swallow this create nor make its own copy ambiguous.
+            // Without a `created_at` the server's records cannot be told apart: not proof, not absence.
+            guard let created = record["created_at"]?.stringValue.flatMap(Timestamp.parseISO8601) else {
+                return .unknown
             }
+            if created.timeIntervalSince1970 < earliest { continue }
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
             if Self.holds(record, entry) { candidates.append((record, id)) }
         }
