@@ -228,4 +228,24 @@ import Testing
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
         _ = try? ostack.run(["agent", "stop"])
     }
+
+    /// `accounts remove` waits for a `pin set` between staging and commit: the set commits into the
+    /// account it staged, then the removal takes it whole — nothing is committed into a removed
+    /// account, and no directory of it is left behind.
+    @Test func aRemovalWaitsForAPinSet() throws {
+        let (_, ostack) = try signedIn()
+        var environment = Self.fast
+        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
+        let setting = try ostack.start(
+            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
+        usleep(700_000)  // inside the two-second pause after staging
+        let remove = try ostack.run(["accounts", "remove", "work", "--force", "--yes"])
+        #expect(try setting.waitForExit(timeout: 60) == 0, "\(setting.stderrText())")
+        #expect(remove.status == 0, "\(remove.stderr)")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"work\"") == false)
+        let left = try runProcess(
+            executable: "/usr/bin/find", arguments: [ostack.home.path + "/data/accounts", "-mindepth", "1"])
+        #expect(left.stdout.isEmpty, "left behind: \(left.stdout)")
+        _ = try? ostack.run(["agent", "stop"])
+    }
 }

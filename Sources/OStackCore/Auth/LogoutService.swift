@@ -67,7 +67,10 @@ public struct LogoutService: Sendable {
             throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: unsyncedChanges))
         }
         let lock = try sessionLock(account)
-        defer { withExtendedLifetime(lock) {} }
+        // Not while a PIN operation runs on it (a `pin set` showing its recovery key would commit
+        // into whatever account is registered under this id afterwards).
+        let pinLock = try PINLock.acquire(environment, account)
+        defer { withExtendedLifetime((lock, pinLock)) {} }
         let namespace = environment.namespaces.account(account.id)
         // A certain listing (a locked or missing collection throws: nothing is deleted).
         let items = try environment.secrets.list(namespace: namespace)

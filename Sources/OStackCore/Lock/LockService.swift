@@ -88,6 +88,17 @@ public struct LockService: Sendable {
     public func commitPIN(_ pending: PendingPIN) throws(OStackError) {
         defer { withExtendedLifetime(pending.lock) {} }
         let account = pending.account
+        // Still the account that was staged (removed, or removed and signed in again meanwhile:
+        // nothing is committed into another one; its staged files are undone).
+        guard
+            let current = try environment.registry.accounts().first(where: { $0.id == account.id }),
+            current.dataDirectory == account.dataDirectory
+        else {
+            try? PINSteps(environment: environment, account: account).undoStagedSet()
+            throw OStackError(
+                .unknownAccount, context: .init(account: account.alias), detail: "account changed before the PIN commit"
+            )
+        }
         try PINJournal(operation: .set, phase: .committing).save(environment, account)
         FailPoint.hit("pin-set.after-commit-journal")
         let agent = self.agent
