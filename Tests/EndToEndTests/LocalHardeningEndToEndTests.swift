@@ -291,6 +291,8 @@ import Testing
         defer { _ = try? runProcess(executable: "/bin/chown", arguments: ["-R", "\(geteuid())", state]) }
         let create = try ostack.run(["records", "create", "task", "--set", "title=Not here", "--offline"])
         #expect(create.status == 10, "\(create.stderr)")
+        #expect(try ostack.run(["agent", "start"]).status == 10)
+        #expect(!SecureFileSystem.exists(ostack.home.path + "/run/agent-\(ostack.keyringPrefix).sock"))
         #expect(create.stderr.contains("Refusing to use the state directory"), "\(create.stderr)")
         let owners = try runProcess(executable: "/usr/bin/find", arguments: [state, "!", "-user", Self.otherUser])
         #expect(owners.stdout.isEmpty, "files written into the other user's directory: \(owners.stdout)")

@@ -17,6 +17,8 @@ struct AgentStart: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            // Not in another user's home (`sudo -E`): its runtime directory would become ours.
+            try context.layout.checkHome()
             let client = AgentClient(
                 layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))
             if foreground {

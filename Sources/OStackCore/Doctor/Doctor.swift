@@ -147,11 +147,26 @@ public struct Doctor: Sendable {
         // Modes of the directories and files ostack keeps.
         var wrong: [String] = []
         let layout = environment.layout
-        for directory in [
-            layout.dataDirectory, layout.accountsDirectory, layout.configDirectory, layout.stateDirectory,
-            layout.locksDirectory,
+        // The home as every command checks it first (FileLayout.checkHome): ownership, links, modes.
+        do {
+            try layout.checkHome()
+            checks.append(check("home", nil, .ok, "ostack's directories are yours and closed to other users' writes."))
+        } catch {
+            checks.append(
+                check(
+                    "home", nil, .fail,
+                    "ostack's directories under \(layout.dataDirectory), \(layout.configDirectory) or \(layout.stateDirectory) are refused (another user's, a link, or writable by others): commands stop there.",
+                    fix:
+                        "Check OSTACK_HOME (another user's home is never used), or give the directories back to this user with mode 0700."
+                ))
+        }
+        // Directories: secrets and locks closed to group and others; the data and configuration
+        // directories at least not writable by them (a hand-made 0755 one holds nothing secret).
+        for (directory, refused) in [
+            (layout.dataDirectory, mode_t(0o022)), (layout.configDirectory, 0o022), (layout.accountsDirectory, 0o077),
+            (layout.stateDirectory, 0o077), (layout.locksDirectory, 0o077),
         ] {
-            if let mode = SecureFileSystem.mode(of: directory), mode & 0o077 != 0 { wrong.append(directory) }
+            if let mode = SecureFileSystem.mode(of: directory), mode & refused != 0 { wrong.append(directory) }
         }
         // Every file directly in the data, configuration and state directories (the registry, the
         // configuration, the file keyring, the global trail, journals, the debug log).
@@ -167,7 +182,9 @@ public struct Doctor: Sendable {
                 ? check("file-modes", nil, .ok, "ostack's directories are 0700 and its files 0600.")
                 : check(
                     "file-modes", nil, .fail, "\(wrong.count) path(s) are readable by others.",
-                    fix: "chmod 700 the directories and 600 the files under \(environment.layout.dataDirectory).")
+                    fix:
+                        "chmod 700 the directories and 600 the files: \(wrong.prefix(5).joined(separator: ", "))\(wrong.count > 5 ? ", …" : "")."
+                )
         )
         // The agent (only matters with PIN-protected accounts).
         if let agent = environment.agent, agent.mightBeRunning {

@@ -105,7 +105,7 @@ public struct FileLayout: Sendable, Equatable {
                 var refused = OStackError.storage(error, role: role)
                 if refused.code == .unsafeStorage {
                     refused.context.suggestion =
-                        "ostack's directories must be yours with mode 0700: check OSTACK_HOME (another user's home is never used) or run chmod 700 on it."
+                        "\(directory) must be yours, not a link, and writable by no one else\(strict ? " (mode 0700)" : ""): check OSTACK_HOME (another user's home is never used), or chmod 700 it."
                 }
                 throw refused
             }
