@@ -292,6 +292,11 @@ import Testing
         let create = try ostack.run(["records", "create", "task", "--set", "title=Not here", "--offline"])
         #expect(create.status == 10, "\(create.stderr)")
         #expect(try ostack.run(["agent", "start"]).status == 10)
+        // Commands that write only the registry or the configuration refuse it by name too.
+        for command in [["config", "set", "sync.interval", "10m"], ["accounts", "rename", "work", "job"]] {
+            let refused = try ostack.run(command)
+            #expect(refused.status == 10 && refused.stderr.contains("Refusing to use"), "\(command): \(refused.stderr)")
+        }
         #expect(!SecureFileSystem.exists(ostack.home.path + "/run/agent-\(ostack.keyringPrefix).sock"))
         #expect(create.stderr.contains("Refusing to use the state directory"), "\(create.stderr)")
         let owners = try runProcess(executable: "/usr/bin/find", arguments: [state, "!", "-user", Self.otherUser])

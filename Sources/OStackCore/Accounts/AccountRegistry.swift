@@ -50,10 +50,11 @@ public struct AccountRegistry: Sendable {
     /// Runs `body` on the accounts under the registry lock and writes the result back if it changed.
     @discardableResult
     public func update<R>(_ body: (inout [Account]) throws(OStackError) -> R) throws(OStackError) -> R {
+        try layout.checkHome()  // another user's home is refused by name, not as "storage failed"
         do {
             try layout.createDirectories()
         } catch {
-            throw OStackError(.storageFailure, detail: "creating directories: \(error)")
+            throw OStackError.storage(error, role: "ostack's directories")
         }
         return try withLock { () throws(OStackError) -> R in
             var accounts = try accounts()

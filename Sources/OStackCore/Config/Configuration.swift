@@ -54,6 +54,7 @@ public struct ConfigurationStore: Sendable {
     /// Read-modify-write under the config lock, atomically replacing the file.
     @discardableResult
     public func update<R>(_ body: (inout Configuration) throws(OStackError) -> R) throws(OStackError) -> R {
+        try layout.checkHome()  // another user's home is refused by name, not as "storage failed"
         do {
             try layout.createDirectories()
             let lock = try FileLock(path: layout.locksDirectory + "/config.lock", timeout: 10)
