@@ -47,4 +47,12 @@ import Testing
         #expect(try fast.decode(Stamped.self, from: json) == standard.decode(Stamped.self, from: json))
         #expect(throws: DecodingError.self) { try fast.decode(Stamped.self, from: Data(#"{"at":"soon"}"#.utf8)) }
     }
+
+    /// The spellings a server's `created_at` comes in parse to a time (a lost create's lookup
+    /// needs it): milliseconds, an offset, none.
+    @Test(arguments: ["2026-11-25T03:12:47.305Z", "2026-11-25T03:12:47Z", "2026-11-25T03:12:47.305+00:00"])
+    func serverTimestampsParse(_ text: String) throws {
+        let parsed = try #require(Timestamp.parseISO8601(text))
+        #expect(abs(parsed.timeIntervalSince1970 - 1_795_576_367) < 1)
+    }
 }

@@ -163,7 +163,10 @@ extension CreateVerifier {
             return .unknown
         }
         // The server's clock against ours (its `Date` header, to the second): `created_at` is the
-        // server's time. Without the header, ten minutes' allowance.
+        // server's time. Two seconds' allowance; ten minutes without the header. (The offset is
+        // measured now, not when the create was queued: a clock set back by more than that
+        // meanwhile skips the create's own copy, and it is sent again — a duplicate, never a loss;
+        // a wider allowance would let an identical record made just before swallow the create.)
         let skew = outcome.response.header("Date").flatMap(HTTPDate.parse).map { $0.timeIntervalSince1970 - store.now }
         let earliest = entry.createdAt + (skew.map { $0 - 2 } ?? -600)
         // Every record listed must hold the fields asked for, where it shows them (a server that
