@@ -19,6 +19,17 @@ import Testing
         "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
     }
 
+    /// `pin set` started and held two seconds between staging and commit (where its recovery key
+    /// is shown); returned once it is inside that pause.
+    func pinSetPausedAfterStaging(_ ostack: OStackRunner) throws -> ChildProcess {
+        var environment = Self.fast
+        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
+        let setting = try ostack.start(
+            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
+        usleep(700_000)
+        return setting
+    }
+
     @discardableResult
     func setPIN(_ ostack: OStackRunner, _ pin: String = "7319") throws -> String {
         let result = try ostack.run(["pin", "set", "--pin-stdin", "--json"], stdin: pin + "\n", environment: Self.fast)
@@ -190,11 +201,7 @@ import Testing
     /// the account, and no keyring item is missing.
     @Test func aCommandDuringPinSetDoesNotUndoIt() throws {
         let (server, ostack) = try signedIn()
-        var environment = Self.fast
-        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
-        let setting = try ostack.start(
-            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
-        usleep(700_000)  // inside the two-second pause after staging
+        let setting = try pinSetPausedAfterStaging(ostack)
         _ = try ostack.run(["records", "list", "task", "--local"])
         let status = try setting.waitForExit(timeout: 60)
         #expect(status == 0, "\(setting.stderrText())")
@@ -234,11 +241,7 @@ import Testing
     /// account, and no directory of it is left behind.
     @Test func aRemovalWaitsForAPinSet() throws {
         let (_, ostack) = try signedIn()
-        var environment = Self.fast
-        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
-        let setting = try ostack.start(
-            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
-        usleep(700_000)  // inside the two-second pause after staging
+        let setting = try pinSetPausedAfterStaging(ostack)
         let remove = try ostack.run(["accounts", "remove", "work", "--force", "--yes"])
         #expect(try setting.waitForExit(timeout: 60) == 0, "\(setting.stderrText())")
         #expect(remove.status == 0, "\(remove.stderr)")
