@@ -8,8 +8,8 @@ import Testing
 struct KeyringErrorMappingTests {
     @Test func aDamagedFileKeyringIsNamed() {
         let error = KeyringSecretStore.map(.damaged)
-        #expect(error.code == .keyringUnavailable && error.context.object == "file-keyring")
+        #expect(error.code == .keyringDamaged)
         #expect(error.context.suggestion != nil)
-        #expect(KeyringSecretStore.map(.noService).context.object == nil)
+        #expect(KeyringSecretStore.map(.noService).code == .keyringUnavailable)
     }
 }

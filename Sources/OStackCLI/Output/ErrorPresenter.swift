@@ -159,7 +159,7 @@ public struct ErrorPresenter: Sendable {
         case .inputRequired:
             return make(
                 "This needs input, but --no-input is set or stdin is not a terminal.", suggestion, 9)
-        case .keyringUnavailable where context.object == "file-keyring":
+        case .keyringDamaged:
             return make("The file keyring cannot be read: its file is damaged.", suggestion, 10)
         case .keyringUnavailable:
             // Not "use --keyring file" for every command: it chooses the backend of new sign-ins only, so
@@ -183,7 +183,7 @@ public struct ErrorPresenter: Sendable {
                 "Restore the account's directory from a backup; without one, `ostack accounts remove"
                     + "\(named) --force` and signing in again rebuild it from the server (unsynced changes are lost)."
                     + " `ostack doctor` says more.", 10)
-        case .storageFailure where context.object == "pin-lock":
+        case .pinBusy:
             return make(
                 "Another ostack command is using the PIN of account\(named) (a `pin set` still showing its recovery key, an unlock).",
                 "Try again when it is done.", 10)

@@ -43,11 +43,15 @@ public struct OStackError: Error, Sendable {
         case unsyncedChanges = "unsynced-changes"
         case inputRequired = "input-required"
         case keyringUnavailable = "keyring-unavailable"
+        /// The file backend's file cannot be read as one (not a missing Secret Service).
+        case keyringDamaged = "keyring-damaged"
         case keyringLocked = "keyring-locked"
         case keyringTimeout = "keyring-timeout"
         case wrongPassphrase = "wrong-passphrase"
         case storageUnreadable = "storage-unreadable"
         case storageFailure = "storage-failure"
+        /// Another command holds the account's PIN lock (a `pin set` showing its recovery key).
+        case pinBusy = "pin-busy"
         /// A registered account's `data.db` is missing or empty: reported, never silently recreated.
         case storageMissing = "storage-missing"
         /// A path ostack would use is unsafe: a planted symbolic link, a runtime or state directory

@@ -22,7 +22,7 @@ enum PINLock {
         } catch let error as PlatformError where error.operation == .lock && error.errno == EWOULDBLOCK {
             // Held all along by another command (a `pin set` whose recovery key is still on screen).
             throw OStackError(
-                .storageFailure, context: .init(account: account.alias, object: "pin-lock"),
+                .pinBusy, context: .init(account: account.alias),
                 detail: "PIN lock: \(error)")
         } catch {
             throw OStackError(

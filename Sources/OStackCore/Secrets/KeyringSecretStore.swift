@@ -40,9 +40,8 @@ public struct KeyringSecretStore: SecretStore {
         case .wrongPassphrase: OStackError(.wrongPassphrase, detail: "keyring: \(error)")
         case .damaged:
             OStackError(
-                .keyringUnavailable,
+                .keyringDamaged,
                 context: .init(
-                    object: "file-keyring",
                     suggestion:
                         "Restore it from a backup, or move it aside and sign in again (the data of accounts whose keys it held cannot be read without it)."
                 ), detail: "keyring: \(error)")
