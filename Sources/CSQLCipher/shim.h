@@ -8,4 +8,8 @@
 
 // SQLITE_TRANSIENT is a macro around a function-pointer cast that Swift cannot import.
 static inline sqlite3_destructor_type csqlcipher_transient(void) { return SQLITE_TRANSIENT; }
+
+// SQLite's allocation statistics take a global mutex on every allocation; ostack never reads them
+// (sqlite3_memory_used). Must run before SQLite initialises; later it is refused, harmlessly.
+static inline int csqlcipher_disable_memstatus(void) { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
 #endif

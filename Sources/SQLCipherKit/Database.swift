@@ -38,6 +38,7 @@ public final class Database: @unchecked Sendable {
             throw SQLiteError(
                 kind: .other, code: 14, extendedCode: 14, operation: "create", message: "cannot create file")
         }
+        _ = Database.configured
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -76,6 +77,10 @@ public final class Database: @unchecked Sendable {
     deinit {
         sqlite3_close_v2(handle)
     }
+
+    /// Process-wide settings, applied once before the first connection: no allocation statistics
+    /// (a global mutex taken on every allocation, for figures ostack never reads).
+    private static let configured: Bool = csqlcipher_disable_memstatus() == SQLITE_OK
 
     /// The SQLCipher version (e.g. "3.4.1").
     public var cipherVersion: String { (try? scalarText("PRAGMA cipher_version")) ?? nil ?? "" }

@@ -86,6 +86,14 @@ public final class Statement {
                 Int32(bytes.count), csqlcipher_transient()))
     }
 
+    /// Binds bytes as a BLOB (SQLite copies them).
+    public func bindBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32) {
+        note(
+            sqlite3_bind_blob(
+                handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count),
+                csqlcipher_transient()))
+    }
+
     public func bindInteger(_ value: Int64, at index: Int32) { note(sqlite3_bind_int64(handle, index, value)) }
 
     public func bindNull(at index: Int32) { note(sqlite3_bind_null(handle, index)) }

@@ -489,7 +489,7 @@ private struct Fixture {
         return (ids, result.total)
     }
 
-    @Test func trackingIndexesEqualityFieldsInRecordFields() throws {
+    @Test func trackingIndexesEqualityFieldsInTheValuesMap() throws {
         try store.track(schema)
         #expect(try store.isTracked("task"))
         #expect(try store.trackedObjects() == ["task"])
@@ -498,22 +498,20 @@ private struct Fixture {
         #expect(indexed.isSuperset(of: ["project_id", "title"]))
         #expect(indexed.isDisjoint(with: ["notes", "estimate"]))
         try store.putRecord("task", ["id": "t1", "title": "Alpha", "project_id": "p1", "estimate": 3], version: "v1")
-        let values = try store.database.query(
-            "SELECT field, value FROM record_fields f JOIN records r USING (rid) WHERE r.id = 't1' ORDER BY field"
-        ).map { "\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
-        #expect(values == ["project_id=p1", "title=Alpha"])
-        // The equality on an indexed field is an index lookup; the schema has no custom function.
-        let plan = try store.database.query(
-            "EXPLAIN QUERY PLAN SELECT rid FROM record_fields WHERE object = 'task' AND field = 'project_id' AND value IN ('p1')"
-        ).compactMap { $0.text("detail") }.joined(separator: "\n")
-        #expect(plan.contains("record_fields_value"), "\(plan)")
+        #expect(try store.indexedValueStrings("task") == ["t1.project_id=p1", "t1.title=Alpha"])
+        // The equality on an indexed field is a lookup in the values map; the schema has no custom
+        // function (the stock sqlcipher shell can check and export the file).
+        let condition = try FilterCondition.parse(try #require(JSONValue.parse(Array(#"["project_id","=","p1"]"#.utf8))))
+        #expect(try store.query(.init(object: "task", filter: condition)).total == 1)
         #expect(
             try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%ostack_field%'") == 0)
         // A rewrite replaces the values; a deletion drops them.
         try store.putRecord("task", ["id": "t1", "title": "Beta"], version: "v2")
-        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 1)
+        #expect(try store.indexedValueStrings("task") == ["t1.title=Beta"])
+        #expect(try store.index.allValues("task").count == 1)
         try store.deleteRecord("task", "t1")
-        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 0)
+        #expect(try store.index.allValues("task").isEmpty)
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM records") == 0)
         // Tracking again changes nothing.
         try store.track(schema)
         #expect(try store.indexedFields("task") == indexed)
@@ -522,13 +520,13 @@ private struct Fixture {
         #expect(try store.indexedFields("task").isEmpty)
     }
 
-    /// The pull's write path (`MirrorWriter`, docs/decisions/0010-pull-write-path.md): a first pull
-    /// inserts before it looks up, so a record that is here after all, or comes twice, must still be
-    /// updated in place with its indexed fields replaced.
-    @Test func aFirstPullMeetingRecordsAlreadyHereUpdatesThemInPlace() throws {
+    /// A pull supersedes what the mirror holds for its records (docs/decisions/0013-mirror-runs.md):
+    /// the record read is the pulled one, with its flags reset and its values replaced; a record that
+    /// comes twice keeps its last copy; a few records take the place of the rows they supersede at
+    /// once (no row is left behind).
+    @Test func aPullMeetingRecordsAlreadyHereSupersedesThem() throws {
         try store.track(schema)
         try store.putRecord("task", ["id": "t1", "title": "Local", "project_id": "p1"], version: "v1")
-        let rid = try store.database.scalarInteger("SELECT rid FROM records WHERE id = 't1'")
         try store.markInvalid("task", "t1")
         func row(_ id: String, _ version: String, _ fields: String) -> (id: String, version: String?, json: [UInt8]) {
             (id, version, Array(#"{"id":"\#(id)",\#(fields)}"#.utf8))
@@ -541,19 +539,19 @@ private struct Fixture {
                     row("t2", "v1", #""title":"First","project_id":"p2""#),
                     row("t2", "v2", #""title":"Second","project_id":"p3""#),
                     row("t3", "v1", #""title":"Q\"x\u00e9""#),
-                ], likelyNew: true)
+                ])
         }
         #expect(written == 4)
         #expect(try store.recordCount("task") == 3)
-        #expect(try store.database.scalarInteger("SELECT rid FROM records WHERE id = 't1'") == rid)
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM records") == 3)
         #expect(try store.database.scalarInteger("SELECT invalid FROM records WHERE id = 't1'") == 0)
         #expect(try store.record("task", "t1")?.version == "v2")
         #expect(try store.record("task", "t2")?.data["title"] == "Second")
-        let fields = try store.database.query(
-            "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
-        ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
         // An escaped value is stored decoded.
-        #expect(fields == ["t1.title=Server", "t2.project_id=p3", "t2.title=Second", "t3.title=Q\"xé"])
+        #expect(
+            try store.indexedValueStrings("task") == [
+                "t1.title=Server", "t2.project_id=p3", "t2.title=Second", "t3.title=Q\"xé",
+            ])
     }
 
     /// An update writes only the indexed values that changed (an incremental pull mostly changes
@@ -564,11 +562,7 @@ private struct Fixture {
         var generator = SeededGenerator(seed: 18)
         // (Two spellings of "é": equal as Swift strings, different bytes; rows are compared as bytes.)
         let titles = Self.titles + ["Q\"x\u{e9}", "tab\tx", "é 日本", "\u{e9}", "e\u{301}"]
-        func snapshot() throws -> [[UInt8]] {
-            try store.database.query(
-                "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
-            ).map { Array("\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")".utf8) }
-        }
+        func snapshot() throws -> [[UInt8]] { try store.indexedValueRows("task") }
         func rows(_ round: Int) -> [(id: String, version: String?, json: [UInt8])] {
             (0..<60).map { index in
                 var record: [String: JSONValue] = ["id": .string("t\(index)"), "notes": .string("round \(round)")]
@@ -582,51 +576,33 @@ private struct Fixture {
         }
         for round in 0..<8 {
             let written = try store.transaction { () throws(OStackError) -> Int in
-                try store.applyPulled("task", rows(round), likelyNew: round == 0)
+                try store.applyPulled("task", rows(round))
             }
             #expect(written == 60)
             let kept = try snapshot()
-            try store.createIndexes("task", Array(try store.indexedFields("task")))
+            try store.rebuildValues("task")
             #expect(try snapshot() == kept, "round \(round)")
         }
-        let json = Array(#"{"id":"t0","title":"alpha","project_id":"p1","notes":"x"}"#.utf8)
-        _ = try store.transaction { () throws(OStackError) -> Int in
-            try store.applyPulled("task", [("t0", "w1", json)])
-        }
+        // A local write in place (`putRecord`) changes the record's row only when no indexed value
+        // changed.
+        try store.putRecord("task", ["id": "t0", "title": "alpha", "project_id": "p1", "notes": "x"], version: "w1")
         let before = try #require(try store.database.scalarInteger("SELECT total_changes()"))
-        let notes = Array(#"{"id":"t0","title":"alpha","project_id":"p1","notes":"changed"}"#.utf8)
-        _ = try store.transaction { () throws(OStackError) -> Int in
-            try store.applyPulled("task", [("t0", "w2", notes)])
-        }
+        try store.putRecord("task", ["id": "t0", "title": "alpha", "project_id": "p1", "notes": "changed"], version: "w2")
         #expect(try store.database.scalarInteger("SELECT total_changes()").map { $0 - before } == 1)
         #expect(
             try snapshot().filter { $0.starts(with: Array("t0.".utf8)) }
                 == [Array("t0.project_id=p1".utf8), Array("t0.title=alpha".utf8)])
-        // The same text spelled with an escape needs no rewrite; another spelling of "é" does.
-        for (title, changes) in [(#"\u00e9"#, Int64(3)), ("é", 1), ("e\u{301}", 3), (#"\u00e9"#, 3)] {
-            let json = Array(#"{"id":"t0","title":"\#(title)","project_id":"p1"}"#.utf8)
+        // Another spelling of "é" is another value (compared as bytes).
+        for (title, moves) in [("\u{e9}", true), ("\u{e9}", false), ("e\u{301}", true), ("\u{e9}", true)] {
             let before = try #require(try store.database.scalarInteger("SELECT total_changes()"))
-            _ = try store.transaction { () throws(OStackError) -> Int in
-                try store.applyPulled("task", [("t0", nil, json)])
-            }
-            #expect(
-                try store.database.scalarInteger("SELECT total_changes()").map { $0 - before } == changes, "\(title)")
+            try store.putRecord("task", ["id": "t0", "title": .string(title), "project_id": "p1"], version: nil)
+            let changes = try #require(try store.database.scalarInteger("SELECT total_changes()")) - before
+            #expect(moves ? changes > 1 : changes == 1, "\(title): \(changes)")
         }
         #expect(try snapshot().contains(Array("t0.title=\u{e9}".utf8)))
-
-        // Text stored before repeated keys were refused: `ostack_field` (the rebuild) reads the first
-        // "title", the writer's scanner may read another. The update compares with the rows, so they
-        // end up as rebuilding from the new text gives.
-        try store.database.execute(
-            #"UPDATE records SET data = '{"id":"t1","title":"a","title":"b","project_id":"p1"}' WHERE id = 't1'"#)
-        try store.createIndexes("task", Array(try store.indexedFields("task")))
-        #expect(try snapshot().contains(Array("t1.title=a".utf8)))
-        let fixed = Array(#"{"id":"t1","title":"b","project_id":"p1"}"#.utf8)
-        _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", [("t1", nil, fixed)])
-        }
         let kept = try snapshot()
-        try store.createIndexes("task", Array(try store.indexedFields("task")))
-        #expect(try snapshot() == kept && kept.contains(Array("t1.title=b".utf8)))
+        try store.rebuildValues("task")
+        #expect(try snapshot() == kept)
     }
 
     /// The indexed values the pull's checking thread finds (`Puller.parse`) and hands to the writer
@@ -640,17 +616,17 @@ private struct Fixture {
         let names = try store.indexedFields("task").sorted()
         let page = try #require(Puller.parsePage(body, indexed: names))
         #expect(page.records.count == 3 && page.fields.count == 3)
-        func fieldRows() throws -> [String] {
-            try store.database.query(
-                "SELECT r.id, field, value FROM record_fields f JOIN records r USING (rid) ORDER BY r.id, field"
-            ).map { "\($0.text("id") ?? "").\($0.text("field") ?? "")=\($0.text("value") ?? "")" }
-        }
         func apply(_ fields: (names: [String], values: [[FieldScanner.RawValue]])?) throws -> [String] {
             try store.transaction { () throws(OStackError) in
-                _ = try store.applyPulled("task", page.records, likelyNew: true, fields: fields)
+                _ = try store.applyPulled("task", page.records, fields: fields)
             }
-            defer { try? store.transaction { () throws(OStackError) in try store.run("DELETE FROM records") } }
-            return try fieldRows()
+            defer {
+                try? store.transaction { () throws(OStackError) in
+                    try store.index.drop("task")
+                    try store.run("DELETE FROM records")
+                }
+            }
+            return try store.indexedValueStrings("task")
         }
         let scanned = try apply(nil)
         #expect(scanned == ["a1.project_id=p1", "a1.title=Plain", "a2.project_id=p\"2é"])
@@ -672,10 +648,9 @@ private struct Fixture {
     /// change of the object's indexed fields, made here or by another connection, makes a new one.
     @Test func theKeptWriterFollowsTheIndexedFields() throws {
         func fields(_ id: String) throws -> [String] {
-            try store.database.query(
-                "SELECT field FROM record_fields f JOIN records r USING (rid) WHERE r.id = ? ORDER BY field",
-                [.text(id)]
-            ).compactMap { $0.text("field") }
+            try store.indexedValueStrings("task").filter { $0.hasPrefix(id + ".") }.map {
+                String($0.dropFirst(id.count + 1).prefix { $0 != "=" })
+            }
         }
         let narrow = try #require(
             ObjectSchema(item: ["name": "task", "fields": ["title": ["type": "text"]], "nameField": "title"]))
@@ -700,12 +675,13 @@ private struct Fixture {
         #expect(throws: OStackError.self) {
             try store.transaction { () throws(OStackError) in
                 try store.putRecord("task", ["id": "t9", "title": "Gone"], version: "v1")
-                _ = try store.applyPulled("task", [("t8", "v1", Array(#"{"id":"t8"}"#.utf8))], likelyNew: true)
+                _ = try store.applyPulled("task", [("t8", "v1", Array(#"{"id":"t8"}"#.utf8))])
                 throw OStackError(.storageFailure, detail: "test")
             }
         }
         #expect(try store.recordCount("task") == 0)
-        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 0)
+        #expect(try store.index.allValues("task").isEmpty)
+        #expect(try store.index.levels("task").isEmpty)
     }
 
     @Test func indexedEqualitiesAreOnlyNonNumericStrings() throws {
@@ -815,7 +791,7 @@ private struct Fixture {
         for round in 0..<240 {
             if round == 120 { try store.track(schema) }  // the second half runs with the indexes
             // Rounds 60–119 and 180–239: many records of another object make `task` a small share of
-            // the mirror, read through `records_key` instead of a table scan.
+            // the mirror, read through its keys instead of a table scan.
             if round == 60 || round == 180 {
                 try store.transaction { () throws(OStackError) in
                     for index in 0..<3000 {
@@ -824,6 +800,7 @@ private struct Fixture {
                 }
             }
             if round == 120 {
+                try store.index.drop("note")
                 try store.run("DELETE FROM records WHERE object = 'note'")
                 try store.run("VACUUM")
             }
@@ -948,7 +925,7 @@ private struct Fixture {
         #expect(try store.record("task", "r42")?.version == "v42")
         #expect(try store.rows("SELECT count(*) AS n FROM records WHERE invalid = 1").first?.int("n") == 250)
         #expect(try store.rows("SELECT count(*) AS n FROM records WHERE schema_version = 2").first?.int("n") == 500)
-        #expect(try store.database.scalarInteger("SELECT count(*) FROM record_fields") == 1000)
+        #expect(try store.index.allValues("task").count == 1000)
         #expect(
             try store.database.scalarInteger("SELECT count(*) FROM sqlite_master WHERE sql LIKE '%ostack_field%'") == 0)
         let condition = try FilterCondition.parse(

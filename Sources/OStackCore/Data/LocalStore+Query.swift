@@ -27,14 +27,13 @@ extension LocalStore {
     }
 
     /// Runs a filter on the mirror. The whole filter is evaluated by `ostack_match`; a top-level
-    /// equality (or `in`) on an indexed field is also given to SQL as a `record_fields` lookup that
-    /// narrows the rows first (only for comparands where SQL equality and the server's agree).
+    /// equality (or `in`) on an indexed field is also looked up in the values map first, and only the
+    /// records it names are read (only for comparands where SQL equality and the server's agree).
     ///
-    /// One pass over the table in storage order (`NOT INDEXED`: never the key index's id order,
-    /// which would visit the table's pages at random) collects the matching rows' `rid`s and sort
-    /// keys; only the requested page's records are then read. An object that is a small share of the
-    /// mirror (`isSmallShare`) is read through `records_key` instead: a scan would read every other
-    /// object's pages too.
+    /// Otherwise one pass over the table in storage order (`NOT INDEXED`) collects the matching rows'
+    /// `rid`s and sort keys, skipping rows a newer level supersedes; only the requested page's records
+    /// are then read. An object that is a small share of the mirror (`isSmallShare`) is read through
+    /// its keys instead: a scan would read every other object's pages too.
     public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
         let indexed = query.filter == nil ? [] : try indexedFields(query.object)
@@ -42,21 +41,31 @@ extension LocalStore {
             query.filter.map(Self.indexableEqualities)?.filter { field, _ in
                 indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "")
             } ?? []
-        // Rows narrowed by a `record_fields` lookup are read by rid; otherwise a small share of the
-        // mirror is read through `records_key`, a large one by the scan (telling which costs a count
-        // of up to an eighth of the mirror's keys, so it is not asked when a lookup narrows).
-        // The object is inlined (a checked identifier).
-        let small = equalities.isEmpty ? try isSmallShare(query.object) : false
-        let table = small ? "records INDEXED BY records_key" : "records NOT INDEXED"
-        var sql = "FROM \(table) WHERE object = '\(query.object)'"
-        var bindings: [SQLValue] = []
-        if let filter = query.filter {
-            for (field, values) in equalities {
-                sql +=
-                    " AND rid IN (SELECT rid FROM record_fields WHERE object = '\(query.object)' AND field = '\(field)'"
-                    + " AND value IN (\(values.map { _ in "?" }.joined(separator: ", "))))"
-                bindings += values.map { .text($0) }
+        let levels = try index.levels(query.object)
+        // The records to read, when they are known without a scan: the ones a lookup names, or every
+        // record of a small share of the mirror. (The object is inlined: a checked identifier.)
+        var candidates: [Int64]?
+        if !equalities.isEmpty {
+            candidates = try lookedUp(query.object, equalities, levels: levels)
+        } else if try isSmallShare(query.object, levels: levels) {
+            var rids: [Int64] = []
+            try index.forEachCurrentKey(query.object) { _, rid throws(OStackError) in
+                rids.append(rid)
+                return true
             }
+            candidates = rids.sorted()
+        }
+        var sql: String
+        var superseded = Set<Int64>()
+        if let candidates {
+            try fillQueryRIDs(candidates)
+            sql =
+                "FROM temp.ostack_query_rids q CROSS JOIN records ON records.rid = q.rid WHERE records.object = '\(query.object)'"
+        } else {
+            superseded = try index.superseded(query.object, levels: levels)
+            sql = "FROM records NOT INDEXED WHERE records.object = '\(query.object)'"
+        }
+        if let filter = query.filter {
             let compiled = LocalFilter(filter, fieldTypes: query.fieldTypes)
             do {
                 try database.registerRawFunction("ostack_match", argumentCount: 1, deterministic: false) { arguments in
@@ -65,7 +74,7 @@ extension LocalStore {
             } catch {
                 throw Self.storage(error)
             }
-            sql += " AND ostack_match(data)"
+            sql += " AND ostack_match(records.data)"
         }
         // In id order with a page size (`records list`'s default): one pass keeping the page's ids in
         // a bounded heap instead of sorting every match, so the cost grows with the mirror, not
@@ -76,24 +85,25 @@ extension LocalStore {
             $0.overflow ? Int.max : $0.partialValue
         }
         if query.sort.isEmpty, let end {
-            return try firstByID(sql: sql, bindings: bindings, skip: first, end: end)
+            return try firstByID(sql: sql, skip: first, end: end, superseded: superseded)
         }
         var order = query.sort.map { key in
             key.field == "id"
-                ? "id\(key.descending ? " DESC" : "")"
-                : "ostack_field(data, '\(key.field)')\(key.descending ? " DESC" : "")"
+                ? "records.id\(key.descending ? " DESC" : "")"
+                : "ostack_field(records.data, '\(key.field)')\(key.descending ? " DESC" : "")"
         }
-        order.append("id")
+        order.append("records.id")
         // One pass: every match is counted (for `total`); the sorter holds rids and keys, not records.
-        let page = "SELECT rid " + sql + " ORDER BY " + order.joined(separator: ", ")
+        let page = "SELECT records.rid " + sql + " ORDER BY " + order.joined(separator: ", ")
         let last = end ?? Int.max
         do {
             let statement = try database.prepare(page)
-            try statement.bind(bindings)
             var rids: [Int64] = []
             var total = 0
             while try statement.step() {
-                if total >= first && total < last, case .integer(let rid) = statement.value(at: 0) { rids.append(rid) }
+                let rid = statement.integer(at: 0)
+                if superseded.contains(rid) { continue }
+                if total >= first && total < last { rids.append(rid) }
                 total += 1
             }
             return (try records(at: rids), total)
@@ -102,24 +112,76 @@ extension LocalStore {
         }
     }
 
-    /// Whether `object` holds fewer than an eighth of the mirror's rows (counting at most that many
-    /// of its `records_key` entries; `max(rid)` stands for the table's size). An object alone in the
-    /// mirror (the usual case) is not, found by two index probes instead of the count.
+    /// The current records that the equalities' values name (each equality a union of its values,
+    /// all of them intersected), in rid order.
+    private func lookedUp(_ object: String, _ equalities: [(String, [String])], levels: [MirrorIndex.Level])
+        throws(OStackError) -> [Int64]
+    {
+        var found: Set<Int64>?
+        for (field, values) in equalities {
+            var named = Set<Int64>()
+            for value in values {
+                named.formUnion(try index.rids(object, field: field, value: value, levels: levels))
+            }
+            found = found.map { $0.intersection(named) } ?? named
+        }
+        var rids = (found ?? []).sorted()
+        // A value may name a superseded row (only where a level supersedes older ones): only a
+        // record's current row counts.
+        if MirrorIndex.maySupersede(levels) {
+            let idOf = try statement("SELECT id FROM records WHERE rid = ?", [.null])
+            defer { idOf.reset() }
+            var current: [Int64] = []
+            for rid in rids {
+                idOf.reset()
+                do {
+                    try idOf.bind([.integer(rid)])
+                    guard try idOf.step() else { continue }
+                } catch {
+                    throw Self.storage(error)
+                }
+                let id = idOf.withColumnBytes(at: 0) { String(decoding: $0, as: UTF8.self) }
+                if try index.current(object, id, in: levels)?.rid == rid { current.append(rid) }
+            }
+            rids = current
+        }
+        return rids
+    }
+
+    /// Puts `rids` (ascending) into the in-memory temporary table the query joins.
+    private func fillQueryRIDs(_ rids: [Int64]) throws(OStackError) {
+        try run("CREATE TEMP TABLE IF NOT EXISTS ostack_query_rids (rid INTEGER PRIMARY KEY)")
+        try run("DELETE FROM temp.ostack_query_rids")
+        let insert = try prepared("INSERT OR IGNORE INTO temp.ostack_query_rids (rid) VALUES (?)")
+        for rid in rids {
+            insert.reset()
+            insert.bindInteger(rid, at: 1)
+            do {
+                try insert.checkBindings()
+                while try insert.step() {}
+            } catch {
+                insert.reset()
+                throw Self.storage(error)
+            }
+        }
+        insert.reset()
+    }
+
+    /// Whether `object` holds fewer than an eighth of the mirror's rows (its keys counted in its
+    /// levels; `max(rid)` stands for the table's size). An object alone in the mirror (the usual
+    /// case) is not.
     func isSmallShare(_ object: String) throws(OStackError) -> Bool {
-        let others = try integer(
-            "SELECT EXISTS (SELECT 1 FROM records INDEXED BY records_key WHERE object < ?)"
-                + " OR EXISTS (SELECT 1 FROM records INDEXED BY records_key WHERE object > ?)",
-            [.text(object), .text(object)])
-        if others == 0 { return false }
-        let bound = try integer("SELECT max(rid) FROM records") / 8 + 1
-        let count = try integer(
-            "SELECT count(*) FROM (SELECT 1 FROM records INDEXED BY records_key WHERE object = ? LIMIT ?)",
-            [.text(object), .integer(Int64(bound))])
-        return count < bound
+        try isSmallShare(object, levels: try index.levels(object))
+    }
+
+    private func isSmallShare(_ object: String, levels: [MirrorIndex.Level]) throws(OStackError) -> Bool {
+        guard try index.hasOtherObjects(than: object) else { return false }
+        let keys = levels.reduce(0) { $0 + $1.keys }
+        return keys < (try integer("SELECT max(rid) FROM records")) / 8 + 1
     }
 
     /// The stored text of the records at `rids`, in that order.
-    private func records(at rids: [Int64]) throws -> [[UInt8]] {
+    func records(at rids: [Int64]) throws -> [[UInt8]] {
         let read = try self.statement("SELECT data FROM records WHERE rid = ?", [.null])
         defer { read.reset() }
         var records: [[UInt8]] = []
@@ -134,17 +196,17 @@ extension LocalStore {
 
     /// The matches `skip ..< end` in `id` order (SQLite's BINARY collation: byte order), and
     /// how many match.
-    private func firstByID(sql: String, bindings: [SQLValue], skip: Int, end: Int) throws(OStackError)
+    private func firstByID(sql: String, skip: Int, end: Int, superseded: Set<Int64>) throws(OStackError)
         -> (records: [[UInt8]], total: Int)
     {
         do {
-            let statement = try database.prepare("SELECT rid, id " + sql)
-            try statement.bind(bindings)
+            let statement = try database.prepare("SELECT records.rid, records.id " + sql)
             var heap = SmallestIDs(capacity: end)
             var total = 0
             while try statement.step() {
-                total += 1
                 let rid = statement.integer(at: 0)
+                if superseded.contains(rid) { continue }
+                total += 1
                 statement.withColumnBytes(at: 1) { heap.offer($0, rid: rid) }
             }
             return (try records(at: heap.ascending().dropFirst(skip).map(\.rid)), total)

@@ -33,52 +33,87 @@ extension LocalStore {
         }
     }
 
-    /// Records the object's indexed fields and copies their values into `record_fields` (the
-    /// lookup index `record_fields_value` serves every object).
+    /// Records the object's indexed fields and, when they changed, rebuilds its values map from
+    /// its records.
     func createIndexes(_ object: String, _ fields: [String]) throws(OStackError) {
         guard ObjectSchema.isIdentifier(object) else { return }
-        forgetWriters()
         let created = Set(fields).sorted().filter(ObjectSchema.isIdentifier)
-        try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])
-        for field in created { try run(Self.fillFieldSQL(object, field)) }
+        let before = try indexedFields(object)
         try run(
             "UPDATE tracked SET indexed_fields = ? WHERE object = ?",
             [.text(created.joined(separator: ",")), .text(object)])
+        forgetWriters()
+        if Set(created) != before { try rebuildValues(object) }
     }
+
+    /// Rebuilds the values map of `object` from its records (its indexed fields changed): its levels
+    /// are merged into one (no superseded row left), that level's values dropped, and the values of
+    /// every record collected again, at most `rebuildBatch` at a time as value-only levels that a
+    /// last merge folds in.
+    func rebuildValues(_ object: String) throws(OStackError) {
+        try index.mergeAll(object)
+        guard let level = try index.levels(object).first else { return }
+        try index.dropValues(object, run: level.run)
+        let writer = try writer(for: object)
+        guard !writer.fields.isEmpty else { return }
+        var batch = MirrorBatch()
+        func flush() throws(OStackError) {
+            guard !batch.isEmpty else { return }
+            batch.sort()
+            try index.appendLevel(object, keys: MirrorBatch(), values: batch)
+            batch = MirrorBatch()
+        }
+        let rows = try statement("SELECT rid, data FROM records WHERE object = ?", [.text(object)])
+        defer { rows.reset() }
+        do {
+            while try rows.step() {
+                let rid = rows.integer(at: 0)
+                rows.withColumnBytes(at: 1) { json in
+                    writer.forEachValue(of: json, found: nil) { field, value in
+                        batch.appendValue(field: writer.fieldNames[field], value: value, rid: rid)
+                    }
+                }
+                if batch.count >= Self.rebuildBatch { try flush() }
+            }
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw Self.storage(error)
+        }
+        try flush()
+        try index.mergeAll(object)
+    }
+
+    /// Values collected in memory at most while rebuilding a values map.
+    static let rebuildBatch = 200_000
 
     public func untrack(_ object: String) throws(OStackError) {
         forgetWriters()
         try transaction { () throws(OStackError) in
             try run("DELETE FROM tracked WHERE object = ?", [.text(object)])
-            try run("DELETE FROM record_fields WHERE object = ?", [.text(object)])
             // Keep records with queued changes (they still need pushing); drop the rest of the mirror.
-            try run(
-                "DELETE FROM records WHERE object = ?1 AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.object = ?1 AND q.record_id = records.id)",
-                [.text(object)])
+            let queued = try queuedRecordIDs(object)
+            var kept: [(id: String, rid: Int64)] = []
+            try index.forEachCurrentKey(object) { key, rid throws(OStackError) in
+                let id = String(decoding: key, as: UTF8.self)
+                if queued.contains(id) { kept.append((id, rid)) }
+                return true
+            }
+            try index.drop(object)
+            let keep = Set(kept.map(\.rid))
+            var gone: [Int64] = []
+            for row in try rows("SELECT rid FROM records WHERE object = ?", [.text(object)]) {
+                if let rid = row.int("rid"), !keep.contains(rid) { gone.append(rid) }
+            }
+            for rid in gone { try run("DELETE FROM records WHERE rid = ?", [.integer(rid)]) }
+            // The kept records (no indexed fields now) in one level.
+            var keys = MirrorBatch()
+            for record in kept { keys.append(Array(record.id.utf8), rid: record.rid) }
+            if !keys.isEmpty {
+                keys.sort()
+                try index.appendLevel(object, keys: keys, values: MirrorBatch())
+            }
         }
-    }
-
-    /// Drops the field lookup index for a bulk load (`restoreIndexes` rebuilds it once, sorted, which
-    /// is far cheaper than inserting a first pull's values into it one by one). The key index
-    /// `records_key` stays: every write and lookup by id relies on it.
-    public func suspendIndexes(_ object: String) throws(OStackError) {
-        try run("DROP INDEX IF EXISTS record_fields_value")
-    }
-
-    /// (Re)creates the field lookup index if it is missing.
-    public func restoreIndexes(_ object: String) throws(OStackError) {
-        try restoreFieldIndex()
-    }
-
-    /// Builds `record_fields_value` when missing (after a bulk load, or one a crash interrupted).
-    /// The build sorts the values in memory (temp_store=MEMORY): the page cache is shrunk meanwhile
-    /// so that the two do not add up (at 16 MB instead of 4 the build was barely faster, and a first
-    /// pull of 300 000 records peaked 12 MB higher).
-    func restoreFieldIndex() throws(OStackError) {
-        guard try integer("SELECT count(*) FROM sqlite_master WHERE name = 'record_fields_value'") == 0 else { return }
-        let restoreCache = try useCacheSize(kib: 4096)
-        defer { restoreCache() }
-        try run("CREATE INDEX IF NOT EXISTS record_fields_value ON record_fields (object, field, value)")
     }
 
     public func indexedFields(_ object: String) throws(OStackError) -> Set<String> {
@@ -125,10 +160,39 @@ extension LocalStore {
 
     /// Local ids of an object that have no queued change (candidates for deletion by reconciliation).
     public func settledIDs(_ object: String) throws(OStackError) -> Set<String> {
-        Set(
-            try rows(
-                "SELECT id FROM records r WHERE object = ?1 AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.object = ?1 AND q.record_id = r.id)",
-                [.text(object)]
-            ).compactMap { $0.text("id") })
+        let queued = try queuedRecordIDs(object)
+        var ids = Set<String>()
+        try index.forEachCurrentKey(object) { key, _ throws(OStackError) in
+            let id = String(decoding: key, as: UTF8.self)
+            if !queued.contains(id) { ids.insert(id) }
+            return true
+        }
+        return ids
+    }
+}
+
+extension LocalStore {
+    /// `id.field=value` (as bytes) for every indexed value of `object`'s current records, in
+    /// `(id, field)` order: what the values map holds, for tests and checks.
+    func indexedValueRows(_ object: String) throws(OStackError) -> [[UInt8]] {
+        let levels = try index.levels(object)
+        var rows: [(id: [UInt8], field: [UInt8], row: [UInt8])] = []
+        for entry in try index.allValues(object) {
+            guard let separator = entry.key.firstIndex(of: 0),
+                let found = try self.rows("SELECT id FROM records WHERE rid = ?", [.integer(entry.rid)]).first,
+                let id = found.text("id"), try index.current(object, id, in: levels)?.rid == entry.rid
+            else { continue }
+            let field = Array(entry.key[..<separator])
+            let value = Array(entry.key[(separator + 1)...])
+            rows.append((Array(id.utf8), field, Array(id.utf8) + [UInt8(ascii: ".")] + field + [UInt8(ascii: "=")] + value))
+        }
+        return rows.sorted { a, b in
+            a.id != b.id ? a.id.lexicographicallyPrecedes(b.id) : a.field.lexicographicallyPrecedes(b.field)
+        }.map(\.row)
+    }
+
+    /// `indexedValueRows` as text.
+    func indexedValueStrings(_ object: String) throws(OStackError) -> [String] {
+        try indexedValueRows(object).map { String(decoding: $0, as: UTF8.self) }
     }
 }

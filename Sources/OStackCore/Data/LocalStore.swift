@@ -6,27 +6,28 @@ import SQLCipherKit
 /// queries (`LocalStore+Query.swift`) and the metadata cache. Every method is one statement or one
 /// transaction; callers compose writes with `transaction`.
 ///
-/// Records are stored as their JSON in a rowid table (`records`, migration `0005-mirror-rowid`,
-/// docs/decisions/0007-mirror-schema.md): new rows are appended, and the unique index
-/// `records_key (object, id)` is the only structure keyed by the (random) ids. Filters run in SQL
-/// through `ostack_match` (the Swift `LocalFilter`, one evaluator for every query); selective fields
-/// (lookups, users, e-mail addresses, the name field) are copied into `record_fields` by ostack when
-/// a record is written, so an indexed equality is an index lookup and the schema needs no custom
-/// SQL function (the stock `sqlcipher` shell can check and export the file).
+/// Records are stored as their JSON in a rowid table (`records`) that has no index of its own: new
+/// rows are appended. Which row is a record's current one, and which records hold a given value of a
+/// selective field (lookups, users, e-mail addresses, the name field), is kept by ostack in the
+/// mirror's maps (`MirrorIndex`, migration `0006-mirror-runs`, docs/decisions/0013-mirror-runs.md):
+/// sorted runs that a pull writes in order, so that no structure keyed by the (random) ids is
+/// updated page by page. Filters run in SQL through `ostack_match` (the Swift `LocalFilter`, one
+/// evaluator for every query). The schema needs no custom SQL function: the stock `sqlcipher` shell
+/// can check and export the file.
 public final class LocalStore: @unchecked Sendable {
     // @unchecked: wraps one `Database` connection, used by one thread at a time like the connection.
     public let database: Database
     let clock: Clock
+    /// The mirror's key and value maps.
+    private(set) lazy var index = MirrorIndex(store: self)
 
     public init(database: Database, clock: Clock = .system) throws(OStackError) {
         self.database = database
         self.clock = clock
-        // `AccountDatabase.open` has registered `ostack_field` (it must exist before anything
-        // touches the records' indexes); `ostack_match` is registered per query.
+        // `AccountDatabase.open` has registered `ostack_field` (migrations and sort keys use it);
+        // `ostack_match` is registered per query.
         // A 32 MB page cache: scans and bulk pulls touch tens of thousands of (encrypted) pages.
-        // Recursive triggers: a row deleted by REPLACE also drops its `record_fields` rows.
-        try run("PRAGMA cache_size = -32768; PRAGMA recursive_triggers = ON")
-        try restoreFieldIndex()
+        try run("PRAGMA cache_size = -32768")
     }
 
     // MARK: Schema
@@ -86,6 +87,58 @@ public final class LocalStore: @unchecked Sendable {
             }
         }
         FailPoint.hit("mirror-migration.before-commit")
+    }
+
+    /// Migration `0006-mirror-runs` (docs/decisions/0013-mirror-runs.md): the unique index
+    /// `records_key` and the `record_fields` rows with their index become the mirror's maps — for each
+    /// object one level, written in order from the old index (no sort in memory) — and are dropped.
+    /// One transaction (the migrator's): a crash leaves the 0005 schema intact.
+    static func migrateMirrorRuns(_ database: Database) throws {
+        try database.execute(MirrorIndex.schema)
+        let limit = MirrorIndex.chunkLimit(pageSize: Int(try database.scalarInteger("PRAGMA page_size") ?? 4096))
+        let insert = try database.prepare(MirrorIndex.insertChunkSQL)
+        let objects = try database.query("SELECT DISTINCT object FROM records INDEXED BY records_key").compactMap {
+            $0.text("object")
+        }
+        var run: Int64 = 0
+        for object in objects {
+            run += 1
+            let keys = try database.prepare(
+                "SELECT id, rid FROM records INDEXED BY records_key WHERE object = ? ORDER BY id")
+            try keys.bind([.text(object)])
+            var keyWriter = ChunkWriter(run: run, map: MirrorIndex.Map.keys.rawValue, limit: limit, insert: insert)
+            while try keys.step() {
+                let rid = keys.integer(at: 1)
+                try keys.withColumnBytes(at: 0) { try keyWriter.add($0, rid: rid) }
+            }
+            try keyWriter.flush()
+            let values = try database.prepare(
+                "SELECT field, value, rid FROM record_fields WHERE object = ? ORDER BY field, value, rid")
+            try values.bind([.text(object)])
+            var valueWriter = ChunkWriter(
+                run: run, map: MirrorIndex.Map.values.rawValue, limit: limit, insert: insert)
+            var key: [UInt8] = []
+            while try values.step() {
+                key.removeAll(keepingCapacity: true)
+                values.withColumnBytes(at: 0) { key.append(contentsOf: $0) }
+                key.append(0)
+                values.withColumnBytes(at: 1) { key.append(contentsOf: $0) }
+                let rid = values.integer(at: 2)
+                try key.withUnsafeBytes { try valueWriter.add($0, rid: rid) }
+            }
+            try valueWriter.flush()
+            try database.execute(
+                "INSERT INTO mirror_levels (object, run, keys, vals) VALUES (?, ?, ?, ?)",
+                [.text(object), .integer(run), .integer(Int64(keyWriter.written)), .integer(Int64(valueWriter.written))])
+        }
+        try database.execute(
+            """
+            DROP TRIGGER records_drop_fields;
+            DROP INDEX record_fields_value;
+            DROP TABLE record_fields;
+            DROP INDEX records_key;
+            """)
+        FailPoint.hit("mirror-runs-migration.before-commit")
     }
 
     /// Copies one field of every record of `object` into `record_fields` (text values only: the
@@ -230,10 +283,8 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     public func record(_ object: String, _ id: String) throws(OStackError) -> StoredRecord? {
-        guard
-            let row = try rows(
-                "SELECT data, version FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)]
-            ).first,
+        guard let (rid, _) = try index.current(object, id),
+            let row = try rows("SELECT data, version FROM records WHERE rid = ?", [.integer(rid)]).first,
             let text = row.text("data"), let data = JSONValue.parse(Array(text.utf8))
         else { return nil }
         return StoredRecord(object: object, id: id, data: data, version: row.text("version"))
@@ -252,27 +303,48 @@ public final class LocalStore: @unchecked Sendable {
 
     /// Flags a mirrored record as not valid (its server version could not be taken: it is stale).
     public func markInvalid(_ object: String, _ id: String) throws(OStackError) {
-        try run("UPDATE OR FAIL records SET invalid = 1 WHERE object = ? AND id = ?", [.text(object), .text(id)])
+        guard let (rid, _) = try index.current(object, id) else { return }
+        try run("UPDATE OR FAIL records SET invalid = 1 WHERE rid = ?", [.integer(rid)])
     }
 
+    /// Deletes a record: its current row and any older one a level still names, with their keys and
+    /// values.
     public func deleteRecord(_ object: String, _ id: String) throws(OStackError) {
-        try run("DELETE FROM records WHERE object = ? AND id = ?", [.text(object), .text(id)])
+        try joiningTransaction { () throws(OStackError) in
+            let writer = try writer(for: object)
+            for (rid, run) in try index.allRIDs(object, id) { try remove(writer, id: id, rid: rid, run: run) }
+        }
+    }
+
+    /// Removes one row of `id` and its entries in level `run`.
+    private func remove(_ writer: MirrorWriter, id: String, rid: Int64, run: Int64) throws(OStackError) {
+        let values = try writer.storedValueKeys(rid: rid)
+        try index.removeKey(writer.object, id: id, run: run, values: values, rid: rid)
+        try writer.deleteRow(rid)
     }
 
     /// Replaces a local id with the server's (a server that ignored the client-chosen id).
     /// The mirror's copy of `newID`, if any, gives way: the caller has established that it is the
     /// server's copy of this very record (pulled before the create was confirmed).
     public func renameRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
-        try run("DELETE FROM records WHERE object = ? AND id = ?", [.text(object), .text(newID)])
-        try run(
-            "UPDATE OR FAIL records SET id = ? WHERE object = ? AND id = ?",
-            [.text(newID), .text(object), .text(oldID)])
-        try renameQueuedRecord(object, from: oldID, to: newID)
-        // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id is a
-        // record's own from now on: an alias from it (an earlier record created here under that id,
-        // which the server renamed) would lead lookups of it to the other record, and is dropped.
-        try removeValue(Self.aliasKey(object, newID))
-        try setValue(Self.aliasKey(object, oldID), newID)
+        try joiningTransaction { () throws(OStackError) in
+            try deleteRecord(object, newID)
+            let writer = try writer(for: object)
+            let rows = try index.allRIDs(object, oldID)
+            if let (rid, run) = rows.first {
+                // Older rows of the old id (superseded) go; the current one keeps its rid and level.
+                for (older, level) in rows.dropFirst() { try remove(writer, id: oldID, rid: older, run: level) }
+                try index.renameKey(object, from: oldID, to: newID, rid: rid, run: run)
+                try self.run("UPDATE OR FAIL records SET id = ? WHERE rid = ?", [.text(newID), .integer(rid)])
+            }
+            try renameQueuedRecord(object, from: oldID, to: newID)
+            // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id
+            // is a record's own from now on: an alias from it (an earlier record created here under
+            // that id, which the server renamed) would lead lookups of it to the other record, and
+            // is dropped.
+            try removeValue(Self.aliasKey(object, newID))
+            try setValue(Self.aliasKey(object, oldID), newID)
+        }
     }
 
     /// The id the server gave a record created here as `id`, when it assigned its own.
@@ -289,11 +361,12 @@ public final class LocalStore: @unchecked Sendable {
             let chunk = ids[start..<Swift.min(start + 500, ids.count)]
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             for row in try rows(
-                "SELECT a.key FROM account_info a JOIN records r ON r.object = ? AND r.id = a.value "
-                    + "WHERE a.key IN (\(marks))",
-                [.text(object)] + chunk.map { .text(Self.aliasKey(object, $0)) })
+                "SELECT key, value FROM account_info WHERE key IN (\(marks))",
+                chunk.map { .text(Self.aliasKey(object, $0)) })
             {
-                if let key = row.text("key"), key.hasPrefix(prefix) {
+                if let key = row.text("key"), key.hasPrefix(prefix), let adopted = row.text("value"),
+                    try hasRecord(object, adopted)
+                {
                     found.insert(String(key.dropFirst(prefix.count)))
                 }
             }
@@ -318,8 +391,7 @@ public final class LocalStore: @unchecked Sendable {
 
     /// Whether a record of `object` with `id` is here (no decoding).
     public func hasRecord(_ object: String, _ id: String) throws(OStackError) -> Bool {
-        try integer("SELECT EXISTS (SELECT 1 FROM records WHERE object = ? AND id = ?)", [.text(object), .text(id)])
-            == 1
+        try index.current(object, id) != nil
     }
 
     /// `id` as the server knows it now: followed through adoptions (a few hops at most).
@@ -335,38 +407,58 @@ public final class LocalStore: @unchecked Sendable {
     static func aliasKey(_ object: String, _ id: String) -> String { "id-alias.\(object).\(id)" }
 
     public func recordCount(_ object: String) throws(OStackError) -> Int {
-        try integer("SELECT count(*) FROM records WHERE object = ?", [.text(object)])
+        try index.count(object)
     }
 
-    /// Pulled records, written in one transaction with one prepared statement; a record with a queued
-    /// local change is left alone (pending changes are never overwritten). Returns how many were
-    /// written.
-    /// `likelyNew`: most records are not in the mirror yet (a first pull): each is inserted first,
-    /// and only looked up when the insert finds it there. `fields`: each record's values of the
+    /// Pulled records, written in one transaction; a record with a queued local change is left alone
+    /// (pending changes are never overwritten). Returns how many were written.
+    /// `bulk`: the pull's writer for its transaction (its `finish` is the caller's); without one,
+    /// the records are written as a level of their own here. `fields`: each record's values of the
     /// indexed fields `names`, already found in its bytes (`MirrorWriter.fields` order).
+    /// `load`: the first load these records are part of (`firstLoad`).
     public func applyPulled(
-        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])], likelyNew: Bool = false,
-        fields: (names: [String], values: [[FieldScanner.RawValue]])? = nil
+        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])],
+        fields: (names: [String], values: [[FieldScanner.RawValue]])? = nil, load: MirrorLoad? = nil
     ) throws(OStackError) -> Int {
-        return try joiningTransaction { () throws(OStackError) -> Int in
-            // The writer is taken inside the transaction (its indexed fields are the ones it sees).
-            // Values found for other fields than the writer's (the indexed set changed meanwhile)
-            // are not used: the writer finds its own.
-            let writer = try writer(for: object)
-            let values = fields.flatMap {
-                $0.names == writer.fields && $0.values.count == records.count ? $0.values : nil
-            }
-            // Records with a queued change are skipped (usually none: one query per page).
-            let queued = try queuedRecordIDs(object)
-            var written = 0
-            for (index, record) in records.enumerated() where !queued.contains(record.id) {
-                try writer.write(
-                    id: record.id, json: record.json, version: record.version, likelyNew: likelyNew,
-                    fields: values?[index])
-                written += 1
-            }
+        try joiningTransaction { () throws(OStackError) -> Int in
+            let bulk = try bulkWriter(for: object, load: load)
+            let written = try applyPulled(object, records, fields: fields, into: bulk)
+            try bulk.finish()
             return written
         }
+    }
+
+    func applyPulled(
+        _ object: String, _ records: [(id: String, version: String?, json: [UInt8])],
+        fields: (names: [String], values: [[FieldScanner.RawValue]])?, into bulk: MirrorBulkWriter
+    ) throws(OStackError) -> Int {
+        // Values found for other fields than the writer's (the indexed set changed meanwhile) are not
+        // used: the writer finds its own.
+        let values = fields.flatMap {
+            $0.names == bulk.writer.fields && $0.values.count == records.count ? $0.values : nil
+        }
+        // Records with a queued change are skipped (usually none: one query per page).
+        let queued = try queuedRecordIDs(object)
+        var written = 0
+        for (index, record) in records.enumerated() where !queued.contains(record.id) {
+            try bulk.append(id: record.id, json: record.json, version: record.version, found: values?[index])
+            written += 1
+        }
+        return written
+    }
+
+    /// A writer for many records of `object` in the open transaction (taken inside it: its indexed
+    /// fields are the ones the transaction sees).
+    func bulkWriter(for object: String, supersedes: Bool = true, load: MirrorLoad? = nil) throws(OStackError)
+        -> MirrorBulkWriter
+    {
+        MirrorBulkWriter(writer: try writer(for: object), supersedes: supersedes, load: load)
+    }
+
+    /// A first load of `object` (its records written over several transactions with `load:`), when
+    /// the mirror holds none of its records; nil otherwise.
+    public func firstLoad(_ object: String) throws(OStackError) -> MirrorLoad? {
+        try index.levels(object).isEmpty ? MirrorLoad(object: object) : nil
     }
 
     /// Sets the page cache to `kib` KiB for a while; the function returned puts the previous size

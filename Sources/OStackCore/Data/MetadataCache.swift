@@ -117,15 +117,17 @@ public struct MetadataCache: Sendable {
     public func revalidate(_ schema: ObjectSchema, version: Int) throws(OStackError) -> Int {
         let validator = FieldValidator(schema: schema)
         var invalid = 0
-        for row in try store.rows("SELECT id, data FROM records WHERE object = ?", [.text(schema.name)]) {
-            guard let id = row.text("id"), let text = row.text("data"),
+        // Rows a newer level supersedes are not records any more: not counted (nor updated).
+        let superseded = try store.index.superseded(schema.name, levels: try store.index.levels(schema.name))
+        for row in try store.rows("SELECT rid, data FROM records WHERE object = ?", [.text(schema.name)]) {
+            guard let rid = row.int("rid"), !superseded.contains(rid), let text = row.text("data"),
                 let data = JSONValue.parse(Array(text.utf8))?.objectValue
             else { continue }
             let bad = !validator.problems(in: data.filter { schema.isKnown($0.key) }, complete: true).isEmpty
             if bad { invalid += 1 }
             try store.run(
-                "UPDATE OR FAIL records SET schema_version = ?, invalid = ? WHERE object = ? AND id = ?",
-                [.integer(Int64(version)), .integer(bad ? 1 : 0), .text(schema.name), .text(id)])
+                "UPDATE OR FAIL records SET schema_version = ?, invalid = ? WHERE rid = ?",
+                [.integer(Int64(version)), .integer(bad ? 1 : 0), .integer(rid)])
         }
         try store.setValue("schema.\(schema.name).changed-at", String(store.now))
         return invalid

@@ -1,157 +1,143 @@
 import SQLCipherKit
 
-/// Writes records of one object into the mirror: the record into `records`, its indexed fields into
-/// `record_fields` (docs/decisions/0007-mirror-schema.md). An existing row is updated in place (its
-/// `rid`, and so its place in the table, stays), a new one appended; like the REPLACE it stands for, a
-/// write resets `schema_version` and `invalid`.
+/// Writes records of one object into the mirror: the record's row into `records`, its key and the text
+/// values of its indexed fields into the mirror's maps (`MirrorIndex`,
+/// docs/decisions/0013-mirror-runs.md). Like the REPLACE it stands for, a write resets
+/// `schema_version` and `invalid`.
 ///
-/// Built for the pull, which writes thousands of records per page: the statements are prepared
-/// once and bound value by value, the record's bytes are bound as they arrived, and no statement
-/// opens a statement journal — under one, SQLite copies every page the statement changes and
-/// SQLCipher encrypts each copy, which cost the pull two thirds of its time
-/// (docs/decisions/0010-pull-write-path.md): hence `UPDATE OR FAIL` (for one row the same as the
-/// default ABORT) and plain INSERTs.
+/// Two ways in:
+/// - `write` — one record where it stands (a local edit, an acknowledged push, a record read from
+///   the server): its row is updated in place and only the values that changed move in their level;
+///   a record the mirror does not hold is appended and its key added to the oldest level.
+/// - `MirrorBulkWriter` — many records in one transaction (a pull, an import): rows are appended and
+///   their keys and values collected in memory, then written in order as a new level.
+///
+/// No statement opens a statement journal — under one, SQLite copies every page the statement
+/// changes and SQLCipher encrypts each copy (docs/decisions/0010-pull-write-path.md): hence
+/// `UPDATE OR FAIL` (for one row the same as the default ABORT) and plain INSERTs.
 struct MirrorWriter {
     let object: String
-    private let database: Database
     let fields: [String]
+    /// Each field's name as bytes (the start of its values' keys).
+    let fieldNames: [[UInt8]]
+    let index: MirrorIndex
+    private let database: Database
     private let scanner: FieldScanner
-    private let find: Statement
     private let insert: Statement
     private let update: Statement
-    private let insertField: Statement
-    private let currentFields: Statement
-    private let dropField: Statement
+    private let readData: Statement
+    private let delete: Statement
 
     init(store: LocalStore, object: String) throws(OStackError) {
         self.object = object
+        index = store.index
         database = store.database
         fields = try store.indexedFields(object).sorted()
+        fieldNames = fields.map { Array($0.utf8) }
         scanner = FieldScanner(fields: fields)
-        find = try store.prepared("SELECT rid FROM records WHERE object = ? AND id = ?")
         insert = try store.prepared("INSERT INTO records (object, id, data, version) VALUES (?, ?, ?, ?)")
         update = try store.prepared(
             "UPDATE OR FAIL records SET data = ?, version = ?, schema_version = 0, invalid = 0 WHERE rid = ?")
-        insertField = try store.prepared("INSERT INTO record_fields (rid, field, object, value) VALUES (?, ?, ?, ?)")
-        currentFields = try store.prepared("SELECT field, value FROM record_fields WHERE rid = ?")
-        dropField = try store.prepared("DELETE FROM record_fields WHERE rid = ? AND field = ?")
+        readData = try store.prepared("SELECT data FROM records WHERE rid = ?")
+        delete = try store.prepared("DELETE FROM records WHERE rid = ?")
     }
 
-    /// Writes one record. `json` must be one JSON object in valid UTF-8 (a pulled record is checked by
-    /// `JSONSyntax`, a local one serialized); it is stored as text.
-    /// `likelyNew`: try the INSERT first (a first pull), and look the record up only if it exists.
-    /// `fields`: the record's values of `fields`, when already found in its bytes.
-    func write(
-        id: String, json bytes: [UInt8], version: String?, likelyNew: Bool = false,
-        fields values: [FieldScanner.RawValue]? = nil
-    ) throws(OStackError) {
-        try LocalStore.mappingErrors {
-            try bytes.withUnsafeBytes { json in
-                try write(id: id, json: json, version: version, likelyNew: likelyNew, values: values)
+    /// Writes one record where it stands. `json` must be one JSON object in valid UTF-8 (a pulled
+    /// record is checked by `JSONSyntax`, a local one serialized); it is stored as text.
+    func write(id: String, json bytes: [UInt8], version: String?) throws(OStackError) {
+        if let (rid, level) = try index.current(object, id) {
+            let old = try storedValueKeys(rid: rid)
+            try LocalStore.mappingErrors {
+                try bytes.withUnsafeBytes { json in
+                    update.reset()
+                    update.bindText(utf8: json, at: 1)
+                    if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
+                    update.bindInteger(rid, at: 3)
+                    try run(update)
+                }
             }
+            let new = bytes.withUnsafeBytes { valueKeys(of: $0, found: nil) }
+            try index.changeValues(
+                object, rid: rid, run: level, removed: old.filter { !new.contains($0) },
+                added: new.filter { !old.contains($0) })
+        } else {
+            let rid = try append(id: id, json: bytes, version: version)
+            try index.insertNew(object, id: id, rid: rid, values: bytes.withUnsafeBytes { valueKeys(of: $0, found: nil) })
         }
     }
 
     /// Appends a record that must be new: false, with nothing written, when one with its id is here.
     func insert(id: String, json bytes: [UInt8], version: String?) throws(OStackError) -> Bool {
-        try LocalStore.mappingErrors {
-            try bytes.withUnsafeBytes { json in try insertNew(id: id, json: json, version: version) }
-        }
-    }
-
-    private func write(
-        id: String, json: UnsafeRawBufferPointer, version: String?, likelyNew: Bool, values: [FieldScanner.RawValue]?
-    ) throws {
-        if likelyNew, try insertNew(id: id, json: json, version: version, values: values) { return }
-        if let rid = try existing(id) {
-            update.bindText(utf8: json, at: 1)
-            if let version { update.bindText(version, at: 2) } else { update.bindNull(at: 2) }
-            update.bindInteger(rid, at: 3)
-            try run(update)
-            if !fields.isEmpty { try rewriteFields(rid: rid, json: json, values: values) }
-        } else if try !insertNew(id: id, json: json, version: version, values: values) {
-            throw SQLiteError(
-                kind: .constraint, code: 19, extendedCode: 2067, operation: "insert", message: "record exists")
-        }
-    }
-
-    /// Appends the record; false when a record with its key is there already (nothing written).
-    private func insertNew(
-        id: String, json: UnsafeRawBufferPointer, version: String?, values: [FieldScanner.RawValue]? = nil
-    ) throws -> Bool {
-        insert.bindText(object, at: 1)
-        insert.bindText(id, at: 2)
-        insert.bindText(utf8: json, at: 3)
-        if let version { insert.bindText(version, at: 4) } else { insert.bindNull(at: 4) }
-        do {
-            try run(insert)
-        } catch let error as SQLiteError where error.extendedCode == 2067 {  // SQLITE_CONSTRAINT_UNIQUE
-            // A single-row INSERT checks the unique key before it writes anything, and opens no
-            // statement journal: the failed statement leaves the transaction as it was. (Any other
-            // constraint failure is an error, not "already here".)
-            return false
-        }
-        try writeFields(rid: database.lastInsertRowID, json: json, values: values)
+        guard try index.current(object, id) == nil else { return false }
+        let rid = try append(id: id, json: bytes, version: version)
+        try index.insertNew(object, id: id, rid: rid, values: bytes.withUnsafeBytes { valueKeys(of: $0, found: nil) })
         return true
     }
 
-    private func existing(_ id: String) throws -> Int64? {
-        find.bindText(object, at: 1)
-        find.bindText(id, at: 2)
-        try find.checkBindings()
-        defer { find.reset() }
-        guard try find.step(), case .integer(let rid) = find.value(at: 0) else { return nil }
-        return rid
+    func append(id: String, json bytes: [UInt8], version: String?) throws(OStackError) -> Int64 {
+        try LocalStore.mappingErrors { try bytes.withUnsafeBytes { json in try append(id: id, json: json, version: version) } }
     }
 
-    /// The text values of the indexed fields, bound from the record's bytes where no escape needs
-    /// decoding. `found`: the values as found in these bytes already (else they are found here).
-    private func writeFields(rid: Int64, json: UnsafeRawBufferPointer, values found: [FieldScanner.RawValue]?) throws {
-        guard !fields.isEmpty else { return }
-        for (field, value) in zip(fields, rawValues(json, found)) {
+    /// Appends a row; its rid. (Its key is the caller's to add.)
+    func append(id: String, json: UnsafeRawBufferPointer, version: String?) throws(OStackError) -> Int64 {
+        try LocalStore.mappingErrors {
+            insert.reset()
+            insert.bindText(object, at: 1)
+            insert.bindText(id, at: 2)
+            insert.bindText(utf8: json, at: 3)
+            if let version { insert.bindText(version, at: 4) } else { insert.bindNull(at: 4) }
+            try run(insert)
+            return database.lastInsertRowID
+        }
+    }
+
+    /// Deletes a row.
+    func deleteRow(_ rid: Int64) throws(OStackError) {
+        try LocalStore.mappingErrors {
+            delete.reset()
+            delete.bindInteger(rid, at: 1)
+            try run(delete)
+        }
+    }
+
+    /// The value keys of the row at `rid`, as its stored text gives them (none without indexed fields).
+    func storedValueKeys(rid: Int64) throws(OStackError) -> [[UInt8]] {
+        guard !fields.isEmpty else { return [] }
+        return try LocalStore.mappingErrors {
+            readData.reset()
+            readData.bindInteger(rid, at: 1)
+            try readData.checkBindings()
+            defer { readData.reset() }
+            guard try readData.step() else { return [] }
+            return readData.withColumnBytes(at: 0) { valueKeys(of: $0, found: nil) }
+        }
+    }
+
+    /// The keys (`MirrorIndex.valueKey`) of a record's indexed text values. `found`: the values as
+    /// found in these bytes already (else they are found here).
+    func valueKeys(of json: UnsafeRawBufferPointer, found: [FieldScanner.RawValue]?) -> [[UInt8]] {
+        guard !fields.isEmpty else { return [] }
+        var keys: [[UInt8]] = []
+        forEachValue(of: json, found: found) { field, value in
+            keys.append(fieldNames[field] + [0] + Array(value))
+        }
+        return keys
+    }
+
+    /// Calls `body(field index, value bytes)` for each indexed field with a text value, the bytes
+    /// unescaped (bound from the record's bytes where no escape needs decoding).
+    func forEachValue(
+        of json: UnsafeRawBufferPointer, found: [FieldScanner.RawValue]?,
+        _ body: (Int, UnsafeRawBufferPointer) -> Void
+    ) {
+        for (field, value) in rawValues(json, found).enumerated() {
             guard case .string(let range, let escaped) = value else { continue }
-            try insertField(rid: rid, field: field, json: json, range: range, escaped: escaped)
-        }
-    }
-
-    /// After an update: only the indexed values that changed are written, compared with the rows
-    /// themselves (so a row that disagrees with the record's text, whatever wrote it, is mended). An
-    /// incremental pull usually changes other fields; rewriting every value moved each of them out of
-    /// and back into `record_fields_value`, two more pages to decrypt, re-encrypt and write per record.
-    /// (Comparing with the values in the stored text instead saves reading the rows, about 6 ms per
-    /// 1 000 records in a 1 000 000-record mirror, but trusts that text and rows agree: text stored
-    /// before repeated keys were refused scans differently in the writer and in `ostack_field`.)
-    private func rewriteFields(rid: Int64, json: UnsafeRawBufferPointer, values found: [FieldScanner.RawValue]?)
-        throws
-    {
-        var current: [(field: String, value: [UInt8])] = []
-        currentFields.bindInteger(rid, at: 1)
-        try currentFields.checkBindings()
-        do {
-            defer { currentFields.reset() }
-            while try currentFields.step() {
-                let field = currentFields.withColumnBytes(at: 0) { String(decoding: $0, as: UTF8.self) }
-                current.append((field, currentFields.withColumnBytes(at: 1) { Array($0) }))
+            if escaped {
+                var decoded = FieldScanner.decodeString(json, range, escaped: true)
+                decoded.withUTF8 { body(field, UnsafeRawBufferPointer($0)) }
+            } else {
+                body(field, UnsafeRawBufferPointer(rebasing: json[range]))
             }
-        }
-        let values = rawValues(json, found)
-        // Rows of fields no longer indexed go (the writer's fields are the object's indexed set).
-        for row in current where !fields.contains(row.field) { try dropField(rid: rid, field: row.field) }
-        for (field, value) in zip(fields, values) {
-            let old = current.first { $0.field == field }?.value
-            guard case .string(let range, let escaped) = value else {
-                if old != nil { try dropField(rid: rid, field: field) }
-                continue
-            }
-            if let old {
-                let same =
-                    escaped
-                    ? Array(FieldScanner.decodeString(json, range, escaped: true).utf8) == old
-                    : UnsafeRawBufferPointer(rebasing: json[range]).elementsEqual(old)
-                if same { continue }
-                try dropField(rid: rid, field: field)
-            }
-            try insertField(rid: rid, field: field, json: json, range: range, escaped: escaped)
         }
     }
 
@@ -167,26 +153,6 @@ struct MirrorWriter {
         return values
     }
 
-    private func insertField(rid: Int64, field: String, json: UnsafeRawBufferPointer, range: Range<Int>, escaped: Bool)
-        throws
-    {
-        insertField.bindInteger(rid, at: 1)
-        insertField.bindText(field, at: 2)
-        insertField.bindText(object, at: 3)
-        if escaped {
-            insertField.bindText(FieldScanner.decodeString(json, range, escaped: true), at: 4)
-        } else {
-            insertField.bindText(utf8: UnsafeRawBufferPointer(rebasing: json[range]), at: 4)
-        }
-        try run(insertField)
-    }
-
-    private func dropField(rid: Int64, field: String) throws {
-        dropField.bindInteger(rid, at: 1)
-        dropField.bindText(field, at: 2)
-        try run(dropField)
-    }
-
     private static func lies(_ value: FieldScanner.RawValue, within count: Int) -> Bool {
         switch value {
         case .string(let range, _), .number(let range): range.lowerBound >= 0 && range.upperBound <= count
@@ -198,5 +164,164 @@ struct MirrorWriter {
         try statement.checkBindings()
         defer { statement.reset() }
         while try statement.step() {}
+    }
+}
+
+/// Many records of one object written in one transaction (a pull's pages, an import): each row is
+/// appended at once; keys and values are collected in memory and written by `finish` as a new level
+/// of the maps, in order — no page of the existing maps is read or rewritten, however large the
+/// mirror (docs/decisions/0013-mirror-runs.md). `finish` must run before the transaction commits.
+///
+/// `pulled` records supersede whatever the mirror held for their ids (the newer level wins; the rows
+/// it supersedes go when their level is merged). A record appended twice keeps its last row. A batch
+/// of fewer than `smallBatch` records is written where each record stands instead (`MirrorWriter`'s
+/// in-place path), so that a sync of a few changes adds no level.
+final class MirrorBulkWriter {
+    let writer: MirrorWriter
+    private var keys = MirrorBatch()
+    private var values = MirrorBatch()
+    private var finished = false
+
+    static let smallBatch = 64
+    /// Whether these records may be in the mirror already (`MirrorIndex.Level.supersedes`): false for
+    /// records created here (new ids) and for a first load (`load`), which keeps it exact.
+    let supersedes: Bool
+    /// The first load of an object the mirror does not hold, which this batch is part of.
+    let load: MirrorLoad?
+
+    init(writer: MirrorWriter, supersedes: Bool = true, load: MirrorLoad? = nil) {
+        self.writer = writer
+        self.supersedes = load == nil && supersedes
+        self.load = load
+    }
+
+    var count: Int { keys.count }
+
+    /// Appends a record's row and collects its key and values. `found`: its indexed fields' values as
+    /// found in its bytes (`MirrorWriter.fields` order), or nil.
+    func append(id: String, json bytes: [UInt8], version: String?, found: [FieldScanner.RawValue]? = nil)
+        throws(OStackError)
+    {
+        let rid = try writer.append(id: id, json: bytes, version: version)
+        var id = id
+        id.withUTF8 { keys.append(UnsafeRawBufferPointer($0), rid: rid) }
+        bytes.withUnsafeBytes { json in
+            writer.forEachValue(of: json, found: found) { field, value in
+                values.appendValue(field: writer.fieldNames[field], value: value, rid: rid)
+            }
+        }
+    }
+
+    /// Writes the collected keys and values (once, before the transaction commits).
+    func finish() throws(OStackError) {
+        guard !finished else { return }
+        finished = true
+        guard !keys.isEmpty else { return }
+        keys.sort()
+        // A key appended twice keeps its last row (the highest rid); the earlier rows go now.
+        var dropped = Set<Int64>()
+        var previous: MirrorBatch.Item?
+        for item in keys.items {
+            if let before = previous,
+                keys.withKey(before, { a in keys.withKey(item) { b in mirrorCompare(a, b) == 0 } })
+            {
+                dropped.insert(before.rid)
+            }
+            previous = item
+        }
+        if !dropped.isEmpty {
+            keys.filter { !dropped.contains($0.rid) }
+            values.filter { !dropped.contains($0.rid) }
+            for rid in dropped { try writer.deleteRow(rid) }
+        }
+        if let load { try takeEarlierCopies(load) }
+        if keys.count < Self.smallBatch && load == nil {
+            try placeEach()
+            return
+        }
+        values.sort()
+        try writer.index.appendLevel(writer.object, keys: keys, values: values, supersedes: supersedes)
+        try writer.index.compact(writer.object)
+    }
+
+    /// A first load keeps its levels disjoint (each key in one level): a record written by an earlier
+    /// batch of the load (it changed on the server while the pull ran, and came again) loses its
+    /// earlier copy now. Only the ids the load's filter may have seen are looked up.
+    private func takeEarlierCopies(_ load: MirrorLoad) throws(OStackError) {
+        let index = writer.index
+        for item in keys.items {
+            let seen = keys.withKey(item) { key in load.insert(key) }
+            guard seen else { continue }
+            let id = keys.withKey(item) { String(decoding: $0, as: UTF8.self) }
+            for (old, run) in try index.allRIDs(writer.object, id) {
+                let oldValues = try writer.storedValueKeys(rid: old)
+                try index.removeKey(writer.object, id: id, run: run, values: oldValues, rid: old)
+                try writer.deleteRow(old)
+            }
+        }
+    }
+
+    /// A small batch: each appended record takes the place of the one it supersedes in that one's
+    /// level (whose row goes now), or joins the oldest level.
+    private func placeEach() throws(OStackError) {
+        let index = writer.index
+        var valuesByRID: [Int64: [[UInt8]]] = [:]
+        values.forEach { key, rid in valuesByRID[rid, default: []].append(Array(key)) }
+        for item in keys.items {
+            let id = keys.withKey(item) { String(decoding: $0, as: UTF8.self) }
+            let new = valuesByRID[item.rid] ?? []
+            let levels = try index.levels(writer.object)
+            if let (old, run) = try index.current(writer.object, id, in: levels) {
+                let oldValues = try writer.storedValueKeys(rid: old)
+                try index.removeKey(writer.object, id: id, run: run, values: oldValues, rid: old)
+                try writer.deleteRow(old)
+                try index.insertAt(writer.object, id: id, rid: item.rid, run: run, values: new)
+            } else {
+                _ = try index.insertNew(writer.object, id: id, rid: item.rid, values: new)
+            }
+        }
+    }
+}
+
+/// The first load of an object the mirror does not hold (a first pull), across its transactions: its
+/// levels supersede nothing, so queries need not look for superseded rows
+/// (`MirrorIndex.Level.supersedes`). To keep that exact, a record that comes twice must replace its
+/// earlier copy at once; a Bloom filter over the ids loaded so far (2 MiB whatever the size of the
+/// load: about one false "maybe" in 500 at a million ids) says which ids may have come before, and
+/// only those are looked up.
+public final class MirrorLoad {
+    let object: String
+    private var bits: [UInt64]
+    private static let wordShift = 18  // 2^18 words of 64 bits: 2^24 bits
+    private static let hashes = 4
+
+    init(object: String) {
+        self.object = object
+        bits = Array(repeating: 0, count: 1 << Self.wordShift)
+    }
+
+    /// Adds `key`; whether it may have been added before (false: certainly not).
+    func insert(_ key: UnsafeRawBufferPointer) -> Bool {
+        var hasher = Hasher()
+        hasher.combine(bytes: key)
+        let first = UInt64(bitPattern: Int64(hasher.finalize()))
+        // A second, independent hash from the first (splitmix64's finalizer), odd so that it steps
+        // through every bit position.
+        var second = first &+ 0x9E37_79B9_7F4A_7C15
+        second = (second ^ (second >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        second = (second ^ (second >> 27)) &* 0x94D0_49BB_1331_11EB
+        second = (second ^ (second >> 31)) | 1
+        let mask = UInt64((1 << (Self.wordShift + 6)) - 1)
+        var present = true
+        for probe in 0..<UInt64(Self.hashes) {
+            let bit = (first &+ probe &* second) & mask
+            let word = Int(bit >> 6)
+            let flag = UInt64(1) << (bit & 63)
+            if bits[word] & flag == 0 {
+                present = false
+                bits[word] |= flag
+            }
+        }
+        return present
     }
 }

@@ -263,14 +263,28 @@ extension RecordReads {
         let restoreCache = try store.useCacheSize(kib: 2048)
         defer { restoreCache() }
         // A large share of the mirror is read as ranges of the table itself (NOT INDEXED), in storage
-        // order; a small one through `records_key`, in id order (a table scan would read every
-        // other object's pages too). Batches keep no read transaction open for the whole export.
-        let byID = try store.isSmallShare(object)
+        // order, skipping the rows a newer level supersedes; a small one through its keys, in id
+        // order (a table scan would read every other object's pages too). Batches keep no read
+        // transaction open for the whole export.
+        let levels = try store.index.levels(object)
+        var keyed: [Int64]?
+        var superseded = Set<Int64>()
+        if try store.isSmallShare(object) {
+            var rids: [Int64] = []
+            try store.index.forEachCurrentKey(object) { _, rid throws(OStackError) in
+                rids.append(rid)
+                return true
+            }
+            keyed = rids
+        } else {
+            superseded = try store.index.superseded(object, levels: levels)
+        }
         // The rows are stepped through (and their pages decrypted) on a thread of their own while
         // `each` runs here: the store is not used from here until `finish` has joined that thread.
         let ahead = ReadAhead()
-        ahead.start { [store] (emit) throws(OStackError) in
-            try Self.readRows(store, object, byID: byID, matcher: matcher, batch: batch, emit: emit)
+        ahead.start { [store, keyed, superseded] (emit) throws(OStackError) in
+            try Self.readRows(
+                store, object, keyed: keyed, superseded: superseded, matcher: matcher, batch: batch, emit: emit)
         }
         defer { ahead.finish() }
         var count = 0
@@ -284,35 +298,44 @@ extension RecordReads {
     }
 
     /// Every row of `object` that `matcher` takes, emitted in batches of `batch` rows until `emit`
-    /// says stop (`eachLocalJSON`).
+    /// says stop (`eachLocalJSON`): the rows at `keyed` (in that order), or every row in storage order
+    /// but the `superseded` ones.
     private static func readRows(
-        _ store: LocalStore, _ object: String, byID: Bool, matcher: LocalFilter?, batch: Int,
-        emit: (UnsafeRawBufferPointer) -> Bool
+        _ store: LocalStore, _ object: String, keyed: [Int64]?, superseded: Set<Int64>, matcher: LocalFilter?,
+        batch: Int, emit: (UnsafeRawBufferPointer) -> Bool
     ) throws(OStackError) {
+        func take(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            if let matcher, !matcher.matches(bytes) { return true }
+            return emit(bytes)
+        }
+        if let keyed {
+            let statement = try store.statement("SELECT data FROM records WHERE rid = ?", [.null])
+            defer { statement.reset() }
+            for rid in keyed {
+                statement.reset()
+                do {
+                    try statement.bind([.integer(rid)])
+                    guard try statement.step() else { continue }
+                } catch {
+                    throw LocalStore.storage(error)
+                }
+                if !statement.withColumnBytes(at: 0, take) { return }
+            }
+            return
+        }
         var last: Int64 = -1
-        var lastID = ""
         while true {
-            let statement =
-                byID
-                // `>=` on the first batch: an empty id (a local create may make one) is not skipped.
-                ? try store.statement(
-                    "SELECT rid, data, id FROM records INDEXED BY records_key WHERE object = ? AND id \(last < 0 ? ">=" : ">") ? ORDER BY id LIMIT ?",
-                    [.text(object), .text(lastID), .integer(Int64(batch))])
-                : try store.statement(
-                    "SELECT rid, data, id FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
-                    [.integer(last), .text(object), .integer(Int64(batch))])
+            let statement = try store.statement(
+                "SELECT rid, data FROM records NOT INDEXED WHERE rid > ? AND object = ? ORDER BY rid LIMIT ?",
+                [.integer(last), .text(object), .integer(Int64(batch))])
             defer { statement.reset() }
             var rows = 0
             do {
                 while try statement.step() {
                     rows += 1
                     last = statement.integer(at: 0)
-                    if byID { lastID = statement.withColumnBytes(at: 2) { String(decoding: $0, as: UTF8.self) } }
-                    let going = statement.withColumnBytes(at: 1) { (bytes) -> Bool in
-                        if let matcher, !matcher.matches(bytes) { return true }
-                        return emit(bytes)
-                    }
-                    if !going { return }
+                    if superseded.contains(last) { continue }
+                    if !statement.withColumnBytes(at: 1, take) { return }
                 }
             } catch {
                 throw LocalStore.storage(error)

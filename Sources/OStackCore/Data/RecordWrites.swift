@@ -58,18 +58,8 @@ public struct RecordWrites {
     /// adopted id: the record was created from this one; one query per 500 for each).
     public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
         var found = Set<String>()
-        var start = 0
-        while start < ids.count {
-            let chunk = Array(ids[start..<Swift.min(start + 500, ids.count)])
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            for row in try store.rows(
-                "SELECT id FROM records WHERE object = ? AND id IN (\(marks))",
-                [.text(object)] + chunk.map { .text($0) })
-            {
-                if let id = row.text("id") { found.insert(id) }
-            }
-            start += 500
-        }
+        let levels = try store.index.levels(object)
+        for id in ids where try store.index.current(object, id, in: levels) != nil { found.insert(id) }
         return found.union(try store.adoptedIDs(object, among: ids))
     }
 
@@ -87,14 +77,19 @@ public struct RecordWrites {
         var ids = Set<String>()
         try store.transaction { () throws(OStackError) in
             // Inside the transaction: the writer's indexed fields are the ones this transaction sees.
-            let writer = try store.writer(for: object)
+            // The records are written together, as one level of the mirror's maps when they are many.
+            let bulk = try store.bulkWriter(for: object, supersedes: false)
+            let levels = try store.index.levels(object)
             for data in items {
                 var record = data
-                let id = data["id"]?.stringValue ?? Self.newRecordID()
+                let given = data["id"]?.stringValue
+                let id = given ?? Self.newRecordID()
                 record["id"] = .string(id)
                 // A given id that is already here is not a create (it would overwrite the local copy).
+                // (An id made here is 16 random characters: not looked up.)
                 let json = JSONValue.object(record).serialized()
-                guard ids.insert(id).inserted, try writer.insert(id: id, json: json, version: nil) else {
+                let taken = try given.map { (id) throws(OStackError) in try store.index.current(object, id, in: levels) != nil }
+                guard ids.insert(id).inserted, taken != true else {
                     throw OStackError(
                         .validation,
                         context: .init(
@@ -102,11 +97,13 @@ public struct RecordWrites {
                             suggestion: "A record with this id exists; use \(command: .recordsUpdate)."),
                         detail: "create with an existing id")
                 }
+                try bulk.append(id: id, json: json, version: nil)
                 let entry = try store.enqueueReporting(
                     object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
                     baseSnapshot: nil, serializedPayload: json)
                 created.append((id, entry.isNew ? entry.id : nil))
             }
+            try bulk.finish()
             try session.audit.append("record.create", details: ["object": object, "count": String(items.count)])
         }
         return created

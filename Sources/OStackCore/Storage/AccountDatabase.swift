@@ -13,6 +13,7 @@ public enum AccountDatabase {
         .init("0003-audit", sql: AuditTrail.schema),
         .init("0004-queue-failures", sql: LocalStore.queueFailureMigration),
         .init("0005-mirror-rowid", apply: LocalStore.migrateMirror),
+        .init("0006-mirror-runs", apply: LocalStore.migrateMirrorRuns),
     ])
 
     /// Opens (creating if needed) and migrates. Wrong key or a damaged file → `storage-unreadable`.

@@ -3,8 +3,8 @@ import Dispatch
 /// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
 /// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
 /// the `Reconciler` when due. Pipelined: while one page is written, the next is already being
-/// fetched; several pages share one transaction. The first pull is a bulk load: the field lookup
-/// index is built once, at the end.
+/// fetched; several pages share one transaction, and each transaction's records become one level of
+/// the mirror's maps (`MirrorBulkWriter`, docs/decisions/0013-mirror-runs.md).
 struct Puller {
     let store: LocalStore
     let api: DataAPI
@@ -32,10 +32,12 @@ struct Puller {
         var total: Int?
     }
 
-    /// Records written per transaction (several pages): each commit writes every index page the
-    /// transaction touched, and random ids touch index pages all over `records_key`, so fewer,
-    /// larger commits write far fewer pages (docs/decisions/0007-mirror-schema.md).
+    /// Records written per transaction (several pages): each becomes one level of the maps.
     var recordsPerCommit = PullTuning.recordsPerCommit
+    /// A transaction also ends once it has been open this long (and holds at least one page): other
+    /// processes' writes wait for the pull's write lock no longer than about this, and a pull that
+    /// fails part-way keeps what it had committed.
+    var commitSeconds = PullTuning.commitSeconds
     /// The page cache while pulling (KiB).
     var pullCacheKiB = PullTuning.cacheKiB
 
@@ -56,9 +58,9 @@ struct Puller {
         // What is left to pull, counted by the server once (for the progress display only).
         let total = page.total
         var seen = 0
-        // A first pull of more than one page is a bulk load: the field lookup index is built once,
-        // at the end.
-        if initial && page.count >= pageSize { try store.suspendIndexes(object) }
+        // A first pull into an object the mirror does not hold supersedes nothing: its levels are
+        // merged by size alone (docs/decisions/0013-mirror-runs.md).
+        let load = initial ? try store.firstLoad(object) : nil
         let restoreCache = try store.useCacheSize(kib: pullCacheKiB)
         defer { restoreCache() }
         // A page bigger than asked (a server ignoring `top`) would make memory grow with the server's
@@ -83,14 +85,18 @@ struct Puller {
         while more {
             // One transaction for several pages; the next page is fetched while this one is written.
             try store.transaction { () throws(OStackError) in
+                let bulk = try store.bulkWriter(for: object, load: load)
                 var written = 0
-                while more && written < recordsPerCommit {
+                let opened = ContinuousClock.now
+                while more && written < recordsPerCommit
+                    && (written == 0 || ContinuousClock.now - opened < .seconds(commitSeconds))
+                {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     stalled = page.count >= pageSize && last.version == nil
                     more = page.count >= pageSize && !stalled
                     let applied = try store.applyPulled(
-                        object, page.records, likelyNew: initial,
-                        fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields))
+                        object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
+                        into: bulk)
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
                     // An older copy of a rejected record is stale now: kept, but flagged.
@@ -118,9 +124,9 @@ struct Puller {
                         }
                     }
                 }
+                try bulk.finish()
             }
         }
-        try store.restoreIndexes(object)
         if stalled { throw malformed("list page ends with a record without updated_at") }
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
         if due && !(initial && !forceReconcile) {
@@ -347,6 +353,8 @@ final class PageStream: Sendable {
 public enum PullTuning {
     /// Records written per transaction.
     public static let recordsPerCommit = 20_000
+    /// Seconds after which a transaction ends at the next page boundary, however few records it holds.
+    public static let commitSeconds = 1.0
     /// The page cache while pulling, in KiB.
     public static let cacheKiB = 40_960
 }

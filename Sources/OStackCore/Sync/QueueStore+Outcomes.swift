@@ -62,10 +62,9 @@ extension LocalStore {
             }
             if later == 0 {
                 try putRecord(entry.object, serverRecord, version: version)
-            } else if let local = try record(entry.object, entry.recordID) {
+            } else if let (rid, _) = try index.current(entry.object, entry.recordID) {
                 try run(
-                    "UPDATE OR FAIL records SET version = ? WHERE object = ? AND id = ?",
-                    [version.map { .text($0) } ?? .null, .text(local.object), .text(local.id)])
+                    "UPDATE OR FAIL records SET version = ? WHERE rid = ?", [version.map { .text($0) } ?? .null, .integer(rid)])
             }
         }
         if entry.operation == .delete && later == 0 { try deleteRecord(entry.object, entry.recordID) }

@@ -1,0 +1,232 @@
+import OStackTestSupport
+import SQLCipherKit
+import SodiumKit
+import Testing
+
+@testable import OStackCore
+
+/// The mirror's maps (`MirrorIndex`, docs/decisions/0013-mirror-runs.md) against a model: whatever
+/// mix of pulls (levels), local writes in place, deletions, renames, merges and rebuilds, every id
+/// reads its last write, the values map names exactly the current records' values, the rows no level
+/// names are exactly the superseded ones, and a merge of everything leaves one level and no
+/// superseded row.
+@Suite struct MirrorIndexTests {
+    let directory = TemporaryDirectory()
+    let key = AccountDataKey(SecretBytes(randomCount: 32))
+    let store: LocalStore
+    let schema: ObjectSchema
+
+    init() throws {
+        store = try LocalStore(database: try AccountDatabase.open(path: directory.appending("account.db"), key: key))
+        schema = try #require(
+            ObjectSchema(item: [
+                "name": "task", "nameField": "title",
+                "fields": [
+                    "title": ["type": "text"], "project_id": ["type": "lookup", "reference": "project"],
+                    "notes": ["type": "textarea"],
+                ],
+            ]))
+        try store.track(schema)
+    }
+
+    /// The record a model write gives.
+    static func record(_ id: String, _ generation: Int, using generator: inout SeededGenerator) -> [UInt8] {
+        var members: [String: JSONValue] = ["id": .string(id), "notes": .string("gen \(generation)")]
+        // Titles from a small set (so values repeat across records); sometimes missing, a number,
+        // escaped or non-ASCII.
+        let titles: [JSONValue?] = [nil, "alpha", "beta", "Q\"x", "é", "e\u{301}", "", 7, "tab\tx"]
+        if let title = titles.randomElement(using: &generator)! { members["title"] = title }
+        if Bool.random(using: &generator) { members["project_id"] = .string("p\(Int.random(in: 0..<5, using: &generator))") }
+        return JSONValue.object(members).serialized()
+    }
+
+    /// Checks the store against `model` (id → record bytes).
+    func check(_ model: [String: [UInt8]], _ context: String) throws {
+        #expect(try store.recordCount("task") == model.count, "\(context)")
+        for (id, bytes) in model {
+            let stored = try store.record("task", id)
+            #expect(stored?.data == JSONValue.parse(bytes), "\(context): \(id)")
+        }
+        // Keys in order, each once, exactly the model's ids.
+        var keys: [[UInt8]] = []
+        var currentRIDs = Set<Int64>()
+        try store.index.forEachCurrentKey("task") { key, rid throws(OStackError) in
+            keys.append(Array(key))
+            currentRIDs.insert(rid)
+            return true
+        }
+        #expect(keys == model.keys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }, "\(context)")
+        // Rows: the current ones plus the superseded ones, nothing else.
+        let levels = try store.index.levels("task")
+        let superseded = try store.index.superseded("task", levels: levels)
+        let rows = Set(try store.rows("SELECT rid FROM records WHERE object = 'task'").compactMap { $0.int("rid") })
+        #expect(rows == currentRIDs.union(superseded), "\(context)")
+        #expect(currentRIDs.isDisjoint(with: superseded), "\(context)")
+        // Values: what the records give.
+        var expected: [[UInt8]] = []
+        let scanner = FieldScanner(fields: ["project_id", "title"])
+        for (id, bytes) in model {
+            let values = bytes.withUnsafeBytes { scanner.scan($0) }
+            for (field, value) in zip(["project_id", "title"], values) {
+                if case .string(let text) = value { expected.append(Array("\(id).\(field)=\(text)".utf8)) }
+            }
+        }
+        let actual = try store.indexedValueRows("task")
+        #expect(Set(actual) == Set(expected) && actual.count == expected.count, "\(context)")
+        // Level counts match what the levels hold.
+        for level in levels {
+            let counted = try store.rows(
+                "SELECT map, sum(count) AS n FROM mirror_chunks WHERE run = ? GROUP BY map", [.integer(level.run)])
+            let keys = counted.first { $0.int("map") == 0 }?.int("n") ?? 0
+            let values = counted.first { $0.int("map") == 1 }?.int("n") ?? 0
+            #expect(Int(keys) == level.keys && Int(values) == level.values, "\(context): level \(level.run)")
+        }
+        // Lookups by value find exactly the current records with that value.
+        for title in ["alpha", "é", "Q\"x", ""] {
+            let condition = try FilterCondition.parse(.array(["title", "=", .string(title)]))
+            let found = try store.query(.init(object: "task", filter: condition)).total
+            // (Compared as bytes: "é" and "e\u{301}" are equal Swift strings, different values.)
+            let want = model.values.filter { bytes in
+                guard case .string(let text) = bytes.withUnsafeBytes({ scanner.scan($0)[1] }) else { return false }
+                return Array(text.utf8) == Array(title.utf8)
+            }.count
+            #expect(found == want, "\(context): title = \(title)")
+        }
+    }
+
+    @Test(arguments: [880, 40])
+    func randomOperationsKeepTheMapsTrue(chunkLimit: Int) throws {
+        store.index.chunkLimit = chunkLimit
+        var generator = SeededGenerator(seed: UInt64(chunkLimit))
+        var model: [String: [UInt8]] = [:]
+        var generation = 0
+        func id() -> String { "t\(Int.random(in: 0..<400, using: &generator))" }
+        for step in 0..<120 {
+            generation += 1
+            switch Int.random(in: 0..<10, using: &generator) {
+            case 0..<4:
+                // A pull: a batch (small or large), some ids twice, mostly records already here.
+                let count = [3, 70, 150, 300].randomElement(using: &generator)!
+                var rows: [(id: String, version: String?, json: [UInt8])] = []
+                for _ in 0..<count {
+                    let id = id()
+                    let bytes = Self.record(id, generation, using: &generator)
+                    rows.append((id, "v\(generation)", bytes))
+                    model[id] = bytes
+                }
+                _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", rows) }
+            case 4..<6:
+                let id = id()
+                let bytes = Self.record(id, generation, using: &generator)
+                try store.putRecord("task", try #require(JSONValue.parse(bytes)), version: nil)
+                model[id] = bytes
+            case 6:
+                let id = id()
+                try store.deleteRecord("task", id)
+                model[id] = nil
+            case 7:
+                // A rename onto another id (whose copy gives way).
+                let from = id()
+                let to = id()
+                guard from != to, let bytes = model[from] else { continue }
+                try store.transaction { () throws(OStackError) in try store.renameRecord("task", from: from, to: to) }
+                var record = try #require(JSONValue.parse(bytes)?.objectValue)
+                record["id"] = .string(from)  // the stored text keeps its id field as it was
+                model[to] = JSONValue.object(record).serialized()
+                model[from] = nil
+            case 8:
+                try store.transaction { () throws(OStackError) in try store.index.mergeAll("task") }
+                #expect(try store.index.levels("task").count <= 1)
+                #expect(try store.index.superseded("task", levels: try store.index.levels("task")).isEmpty)
+            default:
+                try store.transaction { () throws(OStackError) in try store.rebuildValues("task") }
+            }
+            try check(model, "step \(step)")
+        }
+        // The binary counter keeps few levels.
+        #expect(try store.index.levels("task").count <= 12)
+        #expect(try store.database.integrityProblem() == nil)
+    }
+
+    /// A first load over many transactions (a first pull) keeps its levels disjoint — a record that
+    /// comes again replaces its earlier copy at once — so nothing is superseded and queries look for
+    /// no superseded rows; its levels are merged by size tier and stay few.
+    @Test func aFirstLoadKeepsItsLevelsDisjointAndFew() throws {
+        var generator = SeededGenerator(seed: 7)
+        let load = try #require(try store.firstLoad("task"))
+        var model: [String: [UInt8]] = [:]
+        for batch in 0..<40 {
+            let rows = (0..<250).map { index -> (id: String, version: String?, json: [UInt8]) in
+                // One record in fifty comes again in a later batch (changed on the server meanwhile).
+                let id = index % 50 == 0 && batch > 0 ? "b\(batch - 1)-\(index + 1)" : "b\(batch)-\(index)"
+                let bytes = Self.record(id, batch, using: &generator)
+                model[id] = bytes
+                return (id, "v", bytes)
+            }
+            _ = try store.transaction { () throws(OStackError) -> Int in
+                try store.applyPulled("task", rows, load: load)
+            }
+        }
+        let levels = try store.index.levels("task")
+        #expect(levels.count <= MirrorIndex.maxLevels, "\(levels)")
+        #expect(levels.count < 40, "\(levels)")
+        #expect(!MirrorIndex.maySupersede(levels), "\(levels)")
+        #expect(try store.database.scalarInteger("SELECT count(*) FROM records") == Int64(model.count))
+        try check(model, "first load")
+        // Once the object is held, there is no first load.
+        #expect(try store.firstLoad("task") == nil)
+    }
+
+    /// Levels that may supersede (pulls into a held object) are all merged once they hold half as
+    /// many entries as the oldest level: superseded rows never outnumber half of it for long.
+    @Test func supersedingLevelsAreMergedBeforeTheyOutgrowHalfTheOldest() throws {
+        var generator = SeededGenerator(seed: 9)
+        let ids = (0..<2000).map { "r\($0)" }
+        let first = ids.map { id in (id: id, version: String?.none, json: Self.record(id, 0, using: &generator)) }
+        _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", first) }
+        for round in 1...30 {
+            let changed = (0..<100).map { _ in ids.randomElement(using: &generator)! }
+            let rows = changed.map { id in (id: id, version: String?.none, json: Self.record(id, round, using: &generator)) }
+            _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", rows) }
+            let levels = try store.index.levels("task")
+            let superseded = try store.index.superseded("task", levels: levels)
+            #expect(superseded.count * 2 <= levels[0].keys + 300, "round \(round): \(superseded.count) of \(levels)")
+            #expect(try store.recordCount("task") == 2000)
+        }
+    }
+
+    /// A damaged chunk (here: a length running past its end) is a storage error, never a crash or a
+    /// read outside it.
+    @Test func aDamagedChunkIsAnError() throws {
+        try store.putRecord("task", ["id": "t1", "title": "alpha"], version: nil)
+        try store.run("UPDATE mirror_chunks SET entries = x'7f0102' WHERE map = 0")
+        #expect(throws: OStackError.self) { _ = try store.record("task", "t1") }
+        try store.run("UPDATE mirror_chunks SET entries = x'0274318080808080808080808001' WHERE map = 0")
+        #expect(throws: OStackError.self) { _ = try store.record("task", "t1") }
+        do {
+            _ = try store.record("task", "t1")
+        } catch {
+            #expect(error.code == .storageFailure)
+        }
+    }
+
+    /// Chunk entries round-trip, and every truncation of an encoded chunk is refused.
+    @Test func chunkCodecRefusesEveryTruncation() throws {
+        var buffer: [UInt8] = []
+        let entries: [([UInt8], Int64)] = [([], 1), (Array("a".utf8), 127), (Array(repeating: 0x41, count: 300), 1 << 40)]
+        for (key, rid) in entries { key.withUnsafeBytes { MirrorChunk.append(key: $0, rid: rid, to: &buffer) } }
+        let decoded = try buffer.withUnsafeBytes { try MirrorChunk.decode($0) }
+        #expect(decoded.map(\.key) == entries.map(\.0) && decoded.map(\.rid) == entries.map(\.1))
+        // A prefix ending between entries (2 and 5 bytes) is a shorter valid chunk; any other is
+        // refused.
+        for length in 1..<buffer.count {
+            let prefix = Array(buffer.prefix(length))
+            let result = try? prefix.withUnsafeBytes { try MirrorChunk.decode($0) }
+            switch length {
+            case 2: #expect(result?.count == 1)
+            case 5: #expect(result?.count == 2)
+            default: #expect(result == nil, "\(length)")
+            }
+        }
+    }
+}
