@@ -50,11 +50,9 @@ import Testing
         #expect(try ostack.run(["audit", "--event", "database.export", "--json"]).stdout.contains("database.export"))
     }
 
-    /// docs/storage.md, "Opening a database with the stock sqlcipher CLI": the raw key from the
-    /// keyring, the page size, then integrity_check and an export of the live database.
-    @Test func theLiveDatabaseOpensByTheDocumentedSteps() throws {
-        let (server, ostack) = try trackedAccount()
-        defer { withExtendedLifetime(server) {} }
+    /// The account's database file and its raw key (hex) from the keyring, as docs/storage.md
+    /// tells a user to find them.
+    func liveDatabase(_ ostack: OStackRunner) throws -> (path: String, hex: String) {
         let accounts = try ostack.run(["accounts", "list", "--json"]).stdout
         let id = try #require(
             accounts.firstRange(of: "\"id\":\"").map { String(accounts[$0.upperBound...].prefix { $0 != "\"" }) })
@@ -75,9 +73,66 @@ import Testing
             ],
             environment: ostack.baseEnvironment.merging(["NS": "\(ostack.keyringPrefix):auth:\(id)", "ACCT": id]) { $1 }
         )
-        let hex = lookup.stdout
-        try #require(hex.count == 64, "\(lookup.stdout) \(lookup.stderr)")
-        let database = ostack.home.path + "/data/accounts/" + directory + "/data.db"
+        try #require(lookup.stdout.count == 64, "\(lookup.stdout) \(lookup.stderr)")
+        return (ostack.home.path + "/data/accounts/" + directory + "/data.db", lookup.stdout)
+    }
+
+    /// Migration `0006-mirror-runs` (docs/decisions/0013-mirror-runs.md) on a database of the
+    /// previous schema (0005: `records_key` and `record_fields`, made here from a live one with the
+    /// stock shell), killed (`kill -9`) just before its commit: the file keeps the 0005 schema, intact
+    /// and unrecorded; the next command migrates it, and lookups by value and by id answer as before.
+    @Test func theMirrorRunsMigrationSurvivesKill9() throws {
+        let (server, ostack) = try trackedAccount()
+        defer { withExtendedLifetime(server) {} }
+        let (database, hex) = try liveDatabase(ostack)
+        let unlock = "PRAGMA key = \"x'\(hex)'\";\nPRAGMA cipher_page_size = 4096;\n"
+        let schemaSQL =
+            "SELECT name FROM sqlite_master WHERE name IN ('records_key', 'record_fields_value', 'mirror_chunks') ORDER BY name;\n"
+        let downgraded = try sqlcipher(
+            database,
+            unlock + """
+                DROP TABLE mirror_chunks;
+                DROP TABLE mirror_levels;
+                CREATE UNIQUE INDEX records_key ON records (object, id);
+                CREATE TABLE record_fields (
+                    rid INTEGER NOT NULL, field TEXT NOT NULL, object TEXT NOT NULL, value TEXT NOT NULL,
+                    PRIMARY KEY (rid, field)) WITHOUT ROWID;
+                CREATE INDEX record_fields_value ON record_fields (object, field, value);
+                CREATE TRIGGER records_drop_fields AFTER DELETE ON records
+                    BEGIN DELETE FROM record_fields WHERE rid = old.rid; END;
+                INSERT INTO record_fields SELECT rid, 'title', object,
+                    substr(data, instr(data, '"title":"Stock ') + 9, 7) FROM records WHERE object = 'task';
+                DELETE FROM schema_migrations WHERE name = '0006-mirror-runs';
+                SELECT group_concat(value) FROM (SELECT value FROM record_fields ORDER BY value);
+
+                """ + schemaSQL)
+        #expect(
+            downgraded.stdout == "Stock 1,Stock 2,Stock 3\nrecord_fields_value\nrecords_key\n",
+            "\(downgraded.stdout) \(downgraded.stderr)")
+        let lookup = ["records", "list", "task", "--local", "--filter", "title = 'Stock 2'", "--json"]
+        let killed = try ostack.run(lookup, environment: ["OSTACK_FAILPOINT": "mirror-runs-migration.before-commit"])
+        #expect(killed.status == 137, "\(killed.stderr)")
+        let after = try sqlcipher(
+            database,
+            unlock + "PRAGMA integrity_check;\n" + schemaSQL
+                + "SELECT count(*) FROM schema_migrations WHERE name = '0006-mirror-runs';\n")
+        #expect(after.stdout == "ok\nrecord_fields_value\nrecords_key\n0\n", "\(after.stdout) \(after.stderr)")
+
+        let found = try ostack.run(lookup)
+        #expect(found.status == 0 && found.stdout.contains("\"total\":1") && found.stdout.contains("Stock 2"), "\(found.stdout)")
+        let ids = try ostack.run(["records", "list", "task", "--local", "--json"]).stdout
+        let id = try #require(ids.firstRange(of: "\"id\":\"").map { String(ids[$0.upperBound...].prefix { $0 != "\"" }) })
+        #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+        let migrated = try sqlcipher(database, unlock + "PRAGMA integrity_check;\n" + schemaSQL)
+        #expect(migrated.stdout == "ok\nmirror_chunks\n", "\(migrated.stdout) \(migrated.stderr)")
+    }
+
+    /// docs/storage.md, "Opening a database with the stock sqlcipher CLI": the raw key from the
+    /// keyring, the page size, then integrity_check and an export of the live database.
+    @Test func theLiveDatabaseOpensByTheDocumentedSteps() throws {
+        let (server, ostack) = try trackedAccount()
+        defer { withExtendedLifetime(server) {} }
+        let (database, hex) = try liveDatabase(ostack)
         let copy = ostack.home.path + "/live-copy.db"
         let read = try sqlcipher(
             database,

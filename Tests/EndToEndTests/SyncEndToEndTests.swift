@@ -187,6 +187,31 @@ import Testing
         #expect(try serverCount(server).0 == 2)
     }
 
+    /// A pull's transaction ends at the first page boundary after about a second, however few
+    /// records it holds (decision 0013): other processes' writes never wait long for its lock, and
+    /// a pull that fails part-way keeps what it had committed. Pages 2 and 3 take 1.2 s each, page 4
+    /// fails: pages 1–2 were committed (the second arrived after the first second), page 3 is rolled
+    /// back with its cursor. One transaction for the whole pull (the 20 000-record batch alone)
+    /// would keep nothing.
+    @Test func aSlowPullCommitsEverySecondAndKeepsItOnFailure() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":8000,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let data = #""match":{"method":"GET","pathPrefix":"/api/v1/data/task"}"#
+        try server.control("POST", "faults", #"{"action":"delay","delayMs":1200,"skip":1,"count":2,\#(data)}"#)
+        try server.control("POST", "faults", #"{"action":"status","status":400,"count":1,\#(data)}"#)
+        let failed = try ostack.run(["sync", "--pull-only"])
+        #expect(failed.status != 0, "\(failed.stdout)")
+        let kept = try ostack.run(["records", "list", "task", "--local", "--limit", "0", "--json"]).stdout
+        #expect(kept.contains("\"total\":4000"), "\(kept)")
+
+        try server.control("DELETE", "faults")
+        let resumed = try ostack.run(["sync", "--pull-only", "--json"])
+        #expect(resumed.stdout.contains("\"pulled\":4000"), "\(resumed.stdout) \(resumed.stderr)")
+        let all = try ostack.run(["records", "list", "task", "--local", "--limit", "0", "--json"]).stdout
+        #expect(all.contains("\"total\":8000"), "\(all)")
+    }
+
     @Test func pullIsIncrementalKeepsLocalChangesAndFindsDeletions() throws {
         let (server, ostack) = try signedIn()
         try server.control("POST", "seed", #"{"object":"task","count":2500,"ids":"sequential"}"#)

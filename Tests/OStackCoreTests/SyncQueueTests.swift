@@ -935,6 +935,58 @@ private struct Fixture {
     }
 }
 
+/// Migration `0006-mirror-runs` on a database of the previous schema (0001–0005): every record is
+/// found by id and by the values of its indexed fields as before, its flags kept; the old index,
+/// table and trigger are gone, and so is every structure keyed by ids that SQLite would maintain.
+@Suite struct MirrorRunsMigrationTests {
+    @Test func aMirrorOfRecordsKeyAndRecordFieldsBecomesOneLevel() throws {
+        let directory = TemporaryDirectory()
+        let path = directory.appending("account.db")
+        let key = SecretBytes(randomCount: 32)
+        do {
+            let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
+            try LocalStore.registerFunctions(database)
+            try Migrator(Array(AccountDatabase.migrator.migrations.prefix(5))).migrate(database)
+            try database.execute("INSERT INTO tracked (object, indexed_fields) VALUES ('task', 'project_id,title')")
+            // As the 0005 writer wrote them: rows in random id order, then their text values.
+            var generator = SeededGenerator(seed: 5)
+            for index in 0..<700 {
+                let id = String((0..<16).map { _ in "abcdefghijkmnpqrstuvwxyz23456789".randomElement(using: &generator)! })
+                let project = "p\(index % 9)"
+                try database.execute(
+                    "INSERT INTO records (object, id, data, version, invalid) VALUES ('task', ?, ?, ?, ?)",
+                    [
+                        .text(id), .text(#"{"id":"\#(id)","project_id":"\#(project)","title":"T\#(index)"}"#),
+                        .text("v\(index)"), .integer(Int64(index % 2)),
+                    ])
+                let rid = database.lastInsertRowID
+                try database.execute(
+                    "INSERT INTO record_fields (rid, field, object, value) VALUES (?, 'project_id', 'task', ?), (?, 'title', 'task', ?)",
+                    [.integer(rid), .text(project), .integer(rid), .text("T\(index)")])
+            }
+            try database.execute("INSERT INTO records (object, id, data) VALUES ('project', 'p1', '{\"id\":\"p1\"}')")
+        }
+        let store = try LocalStore(database: try AccountDatabase.open(path: path, key: AccountDataKey(key)))
+        #expect(try store.recordCount("task") == 700)
+        #expect(try store.recordCount("project") == 1)
+        #expect(try store.index.levels("task").count == 1)
+        #expect(try store.indexedValueRows("task").count == 1400)
+        let condition = try FilterCondition.parse(try #require(JSONValue.parse(Array(#"["project_id","=","p3"]"#.utf8))))
+        #expect(try store.query(.init(object: "task", filter: condition)).total == 78)
+        let title = try FilterCondition.parse(try #require(JSONValue.parse(Array(#"["title","=","T42"]"#.utf8))))
+        let found = try store.query(.init(object: "task", filter: title))
+        #expect(found.total == 1)
+        let first = try #require(found.records.first)
+        let id = try #require(JSONValue.parse(first)?["id"]?.stringValue)
+        #expect(try store.record("task", id)?.version == "v42")
+        #expect(try store.rows("SELECT count(*) AS n FROM records WHERE invalid = 1").first?.int("n") == 350)
+        let names = try store.rows("SELECT name FROM sqlite_master WHERE type IN ('index', 'table', 'trigger')")
+            .compactMap { $0.text("name") }
+        #expect(!names.contains("records_key") && !names.contains("record_fields") && !names.contains("records_drop_fields"))
+        #expect(try store.database.integrityProblem() == nil)
+    }
+}
+
 @Suite struct QueueFailureMigrationTests {
     @Test func legacyFailureTextBecomesTypedColumns() throws {
         let directory = TemporaryDirectory()
