@@ -201,7 +201,10 @@ import Testing
         try store.putRecord("task", ["id": "t1", "title": "alpha"], version: nil)
         try store.run("UPDATE mirror_chunks SET entries = x'7f0102' WHERE map = 0")
         #expect(throws: OStackError.self) { _ = try store.record("task", "t1") }
-        try store.run("UPDATE mirror_chunks SET entries = x'0274318080808080808080808001' WHERE map = 0")
+        try store.run("UPDATE mirror_chunks SET entries = x'00027431808080808080808080808001' WHERE map = 0")
+        #expect(throws: OStackError.self) { _ = try store.record("task", "t1") }
+        // A shared prefix longer than the key before it.
+        try store.run("UPDATE mirror_chunks SET entries = x'0501740102' WHERE map = 0")
         #expect(throws: OStackError.self) { _ = try store.record("task", "t1") }
         do {
             _ = try store.record("task", "t1")
@@ -213,18 +216,27 @@ import Testing
     /// Chunk entries round-trip, and every truncation of an encoded chunk is refused.
     @Test func chunkCodecRefusesEveryTruncation() throws {
         var buffer: [UInt8] = []
-        let entries: [([UInt8], Int64)] = [([], 1), (Array("a".utf8), 127), (Array(repeating: 0x41, count: 300), 1 << 40)]
-        for (key, rid) in entries { key.withUnsafeBytes { MirrorChunk.append(key: $0, rid: rid, to: &buffer) } }
+        let entries: [([UInt8], Int64)] = [
+            ([], 1), (Array("a".utf8), 127), (Array(repeating: 0x41, count: 300), 1 << 40),
+            (Array(repeating: 0x41, count: 302), 5),
+        ]
+        var previous: [UInt8] = []
+        for (key, rid) in entries {
+            key.withUnsafeBytes { k in previous.withUnsafeBytes { MirrorChunk.append(key: k, rid: rid, after: $0, to: &buffer) } }
+            previous = key
+        }
         let decoded = try buffer.withUnsafeBytes { try MirrorChunk.decode($0) }
         #expect(decoded.map(\.key) == entries.map(\.0) && decoded.map(\.rid) == entries.map(\.1))
-        // A prefix ending between entries (2 and 5 bytes) is a shorter valid chunk; any other is
-        // refused.
+        #expect(buffer.count == 322)
+        // A prefix ending between entries (after 3, 7 and 316 bytes) is a shorter valid chunk; any
+        // other is refused. (The last entry takes 300 bytes of the key before it.)
         for length in 1..<buffer.count {
             let prefix = Array(buffer.prefix(length))
             let result = try? prefix.withUnsafeBytes { try MirrorChunk.decode($0) }
             switch length {
-            case 2: #expect(result?.count == 1)
-            case 5: #expect(result?.count == 2)
+            case 3: #expect(result?.count == 1)
+            case 7: #expect(result?.count == 2)
+            case 316: #expect(result?.count == 3)
             default: #expect(result == nil, "\(length)")
             }
         }

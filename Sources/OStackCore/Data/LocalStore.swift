@@ -461,6 +461,14 @@ public final class LocalStore: @unchecked Sendable {
         try index.levels(object).isEmpty ? MirrorLoad(object: object) : nil
     }
 
+    /// Sets `PRAGMA synchronous` to `level` for a while; the function returned puts the previous
+    /// level back (`defer` it).
+    func useSynchronous(_ level: String) throws(OStackError) -> () -> Void {
+        let previous = try integer("PRAGMA synchronous")
+        try run("PRAGMA synchronous = \(level)")
+        return { [self] in try? run("PRAGMA synchronous = \(previous)") }
+    }
+
     /// Sets the page cache to `kib` KiB for a while; the function returned puts the previous size
     /// back (`defer` it).
     func useCacheSize(kib: Int) throws(OStackError) -> () -> Void {

@@ -58,7 +58,7 @@ final class MirrorIndex {
         "INSERT INTO mirror_chunks (run, map, fkey, frid, count, entries) VALUES (?, ?, ?, ?, ?, ?)"
     static let readLevelSQL = "SELECT entries FROM mirror_chunks WHERE run = ?1 AND map = ?2 ORDER BY fkey, frid"
 
-    static func chunkLimit(pageSize: Int) -> Int { pageSize >= 4096 ? 880 : 150 }
+    static func chunkLimit(pageSize: Int) -> Int { pageSize >= 16384 ? 3900 : pageSize >= 4096 ? 880 : 150 }
 
     init(store: LocalStore) {
         self.store = store
@@ -199,11 +199,10 @@ final class MirrorIndex {
             defer { statement.reset() }
             guard try statement.step() else { return nil }
             return try statement.withColumnBytes(at: 0) { (chunk) throws(MirrorChunk.Damaged) -> Int64? in
-                var position = 0
-                while position < chunk.count {
-                    let (range, rid) = try MirrorChunk.entry(chunk, &position)
-                    let order = mirrorCompare(UnsafeRawBufferPointer(rebasing: chunk[range]), key)
-                    if order == 0 { return rid }
+                var reader = MirrorChunk.Reader(chunk)
+                while try reader.next() {
+                    let order = reader.key.withUnsafeBytes { mirrorCompare($0, key) }
+                    if order == 0 { return reader.rid }
                     if order > 0 { return nil }
                 }
                 return nil
@@ -240,11 +239,10 @@ final class MirrorIndex {
                 defer { chunks.reset() }
                 scan: while try chunks.step() {
                     let past = try chunks.withColumnBytes(at: 0) { (chunk) throws(MirrorChunk.Damaged) -> Bool in
-                        var position = 0
-                        while position < chunk.count {
-                            let (range, rid) = try MirrorChunk.entry(chunk, &position)
-                            let order = mirrorCompare(UnsafeRawBufferPointer(rebasing: chunk[range]), key)
-                            if order == 0 { rids.append(rid) }
+                        var reader = MirrorChunk.Reader(chunk)
+                        while try reader.next() {
+                            let order = reader.key.withUnsafeBytes { mirrorCompare($0, key) }
+                            if order == 0 { rids.append(reader.rid) }
                             if order > 0 { return true }
                         }
                         return false

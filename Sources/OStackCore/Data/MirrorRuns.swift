@@ -57,17 +57,26 @@ struct MirrorBatch {
         bytes.append(contentsOf: value)
     }
 
-    /// Sorts the entries into entry order.
+    /// Sorts the entries into entry order. Each key's first eight bytes, read as a big-endian integer
+    /// (zero-padded), decide most comparisons without touching the bytes again.
     mutating func sort() {
-        var sorted = items
+        guard items.count > 1 else { return }
         bytes.withUnsafeBytes { base in
-            sorted.sort { a, b in
-                mirrorCompare(
-                    UnsafeRawBufferPointer(rebasing: base[a.offset..<a.offset + a.length]), a.rid,
-                    UnsafeRawBufferPointer(rebasing: base[b.offset..<b.offset + b.length]), b.rid) < 0
+            var keyed = items.map { item -> (prefix: UInt64, item: Item) in
+                var prefix: UInt64 = 0
+                let end = item.offset + Swift.min(item.length, 8)
+                for position in item.offset..<end { prefix = prefix << 8 | UInt64(base[position]) }
+                prefix <<= UInt64(8 * (8 - Swift.min(item.length, 8)))
+                return (prefix, item)
             }
+            keyed.sort { a, b in
+                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                return mirrorCompare(
+                    UnsafeRawBufferPointer(rebasing: base[a.item.offset..<a.item.offset + a.item.length]), a.item.rid,
+                    UnsafeRawBufferPointer(rebasing: base[b.item.offset..<b.item.offset + b.item.length]), b.item.rid) < 0
+            }
+            items = keyed.map(\.item)
         }
-        items = sorted
     }
 
     /// Keeps only the items `keep` accepts (in order).
@@ -91,20 +100,36 @@ struct MirrorBatch {
     }
 }
 
-/// The packed form of a chunk's entries: each is `varint(key length) key varint(rid)` (LEB128),
-/// in entry order. Decoding checks every length against the chunk: a damaged chunk is an error,
-/// never a read outside it.
+/// The packed form of a chunk's entries, in entry order, front-coded: each is `varint(shared)
+/// varint(length) suffix varint(rid)` (LEB128), its key being the first `shared` bytes of the key
+/// before it in the chunk followed by the `length` bytes of `suffix` (ids of one object often share
+/// a prefix, values of one field always share the field's name). Decoding checks every length
+/// against the chunk: a damaged chunk is an error, never a read outside it.
 enum MirrorChunk {
     struct Damaged: Error {}
 
-    static func append(key: UnsafeRawBufferPointer, rid: Int64, to buffer: inout [UInt8]) {
-        appendVarint(UInt64(key.count), to: &buffer)
-        buffer.append(contentsOf: key)
+    /// Appends an entry after one whose key is `previous` (empty for a chunk's first entry).
+    static func append(
+        key: UnsafeRawBufferPointer, rid: Int64, after previous: UnsafeRawBufferPointer, to buffer: inout [UInt8]
+    ) {
+        let shared = sharedPrefix(key, previous)
+        appendVarint(UInt64(shared), to: &buffer)
+        appendVarint(UInt64(key.count - shared), to: &buffer)
+        buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: key[shared...]))
         appendVarint(UInt64(bitPattern: rid), to: &buffer)
     }
 
-    static func encodedSize(keyLength: Int, rid: Int64) -> Int {
-        varintSize(UInt64(keyLength)) + keyLength + varintSize(UInt64(bitPattern: rid))
+    static func encodedSize(key: UnsafeRawBufferPointer, rid: Int64, after previous: UnsafeRawBufferPointer) -> Int {
+        let shared = sharedPrefix(key, previous)
+        return varintSize(UInt64(shared)) + varintSize(UInt64(key.count - shared)) + key.count - shared
+            + varintSize(UInt64(bitPattern: rid))
+    }
+
+    static func sharedPrefix(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let limit = Swift.min(a.count, b.count)
+        var shared = 0
+        while shared < limit && a[shared] == b[shared] { shared += 1 }
+        return shared
     }
 
     static func appendVarint(_ value: UInt64, to buffer: inout [UInt8]) {
@@ -141,26 +166,46 @@ enum MirrorChunk {
         }
     }
 
-    /// The entry at `position` (its key's range in `chunk`, its rid), moving past it.
-    @inline(__always)
-    static func entry(_ chunk: UnsafeRawBufferPointer, _ position: inout Int) throws(Damaged) -> (Range<Int>, Int64) {
-        let length = try readVarint(chunk, &position)
-        guard length <= UInt64(chunk.count - position) else { throw Damaged() }
-        let key = position..<position + Int(length)
-        position += Int(length)
-        let rid = Int64(bitPattern: try readVarint(chunk, &position))
-        guard rid > 0 else { throw Damaged() }
-        return (key, rid)
+    /// Steps through a chunk's entries, rebuilding each key in `key` (a buffer it reuses).
+    struct Reader {
+        let chunk: UnsafeRawBufferPointer
+        private(set) var position = 0
+        private(set) var key: [UInt8] = []
+        private(set) var rid: Int64 = 0
+
+        init(_ chunk: UnsafeRawBufferPointer) { self.chunk = chunk }
+
+        init(_ chunk: UnsafeRawBufferPointer, reusing buffer: [UInt8]) {
+            self.chunk = chunk
+            key = buffer
+            key.removeAll(keepingCapacity: true)
+        }
+
+        /// Moves to the next entry: false after the last.
+        @inline(__always)
+        mutating func next() throws(Damaged) -> Bool {
+            guard position < chunk.count else { return false }
+            let shared = try MirrorChunk.readVarint(chunk, &position)
+            guard shared <= UInt64(key.count) else { throw Damaged() }
+            let length = try MirrorChunk.readVarint(chunk, &position)
+            guard length <= UInt64(chunk.count - position) else { throw Damaged() }
+            key.removeLast(key.count - Int(shared))
+            key.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[position..<position + Int(length)]))
+            position += Int(length)
+            rid = Int64(bitPattern: try MirrorChunk.readVarint(chunk, &position))
+            guard rid > 0 else { throw Damaged() }
+            return true
+        }
+
+        /// The buffer, to reuse for another chunk.
+        var buffer: [UInt8] { key }
     }
 
     /// Every entry of a chunk, copied.
     static func decode(_ chunk: UnsafeRawBufferPointer) throws(Damaged) -> [(key: [UInt8], rid: Int64)] {
         var entries: [(key: [UInt8], rid: Int64)] = []
-        var position = 0
-        while position < chunk.count {
-            let (key, rid) = try entry(chunk, &position)
-            entries.append((Array(UnsafeRawBufferPointer(rebasing: chunk[key])), rid))
-        }
+        var reader = Reader(chunk)
+        while try reader.next() { entries.append((reader.key, reader.rid)) }
         return entries
     }
 }
@@ -196,14 +241,18 @@ struct ChunkWriter {
             let order = lastKey.withUnsafeBytes { mirrorCompare($0, lastRID, key, rid) }
             guard order < 0 else { throw MirrorChunk.Damaged() }
         }
-        let size = MirrorChunk.encodedSize(keyLength: key.count, rid: rid)
-        if count > 0 && buffer.count + size > limit { try flush() }
+        if count > 0 {
+            let size = lastKey.withUnsafeBytes { MirrorChunk.encodedSize(key: key, rid: rid, after: $0) }
+            if buffer.count + size > limit { try flush() }
+        }
         if count == 0 {
             firstKey.removeAll(keepingCapacity: true)
             firstKey.append(contentsOf: key)
             firstRID = rid
+            MirrorChunk.append(key: key, rid: rid, after: UnsafeRawBufferPointer(start: nil, count: 0), to: &buffer)
+        } else {
+            lastKey.withUnsafeBytes { MirrorChunk.append(key: key, rid: rid, after: $0, to: &buffer) }
         }
-        MirrorChunk.append(key: key, rid: rid, to: &buffer)
         count += 1
         written += 1
         lastKey.removeAll(keepingCapacity: true)
@@ -236,7 +285,8 @@ final class LevelCursor {
     private let statement: Statement
     private var chunk: [UInt8] = []
     private var position = 0
-    private(set) var key: Range<Int> = 0..<0
+    /// The current entry's key (rebuilt from the front-coded chunk).
+    private var key: [UInt8] = []
     private(set) var rid: Int64 = 0
     private(set) var done = false
 
@@ -257,21 +307,33 @@ final class LevelCursor {
                 statement.reset()
                 return
             }
-            chunk = statement.withColumnBytes(at: 0) { Array($0) }
+            chunk.removeAll(keepingCapacity: true)
+            statement.withColumnBytes(at: 0) { chunk.append(contentsOf: $0) }
             position = 0
+            key.removeAll(keepingCapacity: true)
         }
-        var position = self.position
-        var found: (Range<Int>, Int64)?
-        try chunk.withUnsafeBytes { raw in found = try MirrorChunk.entry(raw, &position) }
-        self.position = position
-        if let found { (key, rid) = found }
+        // One entry, decoded in place.
+        try chunk.withUnsafeBytes { raw in
+            var position = self.position
+            let shared = try MirrorChunk.readVarint(raw, &position)
+            guard shared <= UInt64(key.count) else { throw MirrorChunk.Damaged() }
+            let length = try MirrorChunk.readVarint(raw, &position)
+            guard length <= UInt64(raw.count - position) else { throw MirrorChunk.Damaged() }
+            key.removeLast(key.count - Int(shared))
+            key.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[position..<position + Int(length)]))
+            position += Int(length)
+            let rid = Int64(bitPattern: try MirrorChunk.readVarint(raw, &position))
+            guard rid > 0 else { throw MirrorChunk.Damaged() }
+            self.rid = rid
+            self.position = position
+        }
     }
 
     func withKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try chunk.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[key])) }
+        try key.withUnsafeBytes { try body($0) }
     }
 
-    var keyBytes: [UInt8] { chunk.withUnsafeBytes { Array($0[key]) } }
+    var keyBytes: [UInt8] { key }
 
     func close() { statement.reset() }
 }

@@ -8,9 +8,24 @@ public enum JSONSyntax {
 
     /// Whether `bytes` is exactly one valid JSON object (with optional surrounding whitespace).
     public static func isValidObject(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var values: [FieldScanner.RawValue] = []
+        var scratch: [Range<Int>] = []
+        return checkObject(bytes, names: [], into: &values, scratch: &scratch)
+    }
+
+    /// The check of `isValidObject`, finding on the way the values of the object's own members named
+    /// `names` as they stand in `bytes` (`values` gets one slot per name, `.missing` where absent):
+    /// one pass over a pulled record checks it and finds its id, version and indexed values.
+    /// `scratch` is reused between calls (the object's member names, for the repeated-name check).
+    public static func checkObject(
+        _ bytes: UnsafeRawBufferPointer, names: [[UInt8]], into values: inout [FieldScanner.RawValue],
+        scratch: inout [Range<Int>]
+    ) -> Bool {
+        values.removeAll(keepingCapacity: true)
+        values.append(contentsOf: repeatElement(.missing, count: names.count))
         var checker = FieldScanner.Reader(bytes: bytes)
         checker.skipSpace()
-        guard checker.current == UInt8(ascii: "{"), checker.value(depth: 0) else { return false }
+        guard checker.object(names: names, values: &values, seen: &scratch) else { return false }
         checker.skipSpace()
         return checker.index == bytes.count
     }
@@ -18,6 +33,55 @@ public enum JSONSyntax {
 
 /// The strict check, on the field scanner's byte reader (its position, whitespace and byte helpers).
 extension FieldScanner.Reader {
+    /// The top-level object: its own members have plain names, each once (a second `id` would be
+    /// read as the record's id by one reader and ignored by another). The values of members named in
+    /// `names` are noted in `values` as they stand.
+    mutating func object(names wanted: [[UInt8]], values: inout [FieldScanner.RawValue], seen: inout [Range<Int>])
+        -> Bool
+    {
+        guard consume(UInt8(ascii: "{")) else { return false }
+        skipSpace()
+        if consume(UInt8(ascii: "}")) { return true }
+        seen.removeAll(keepingCapacity: true)
+        while true {
+            skipSpace()
+            let nameStart = index
+            guard string() else { return false }
+            let name = (nameStart + 1)..<(index - 1)
+            let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[name])
+            if nameBytes.contains(UInt8(ascii: "\\")) { return false }
+            for earlier in seen where earlier.count == name.count {
+                if bytes[earlier].elementsEqual(nameBytes) { return false }
+            }
+            seen.append(name)
+            skipSpace()
+            guard consume(UInt8(ascii: ":")) else { return false }
+            skipSpace()
+            let start = index
+            guard value(depth: 1) else { return false }
+            if let slot = wanted.firstIndex(where: { $0.count == name.count && $0.elementsEqual(nameBytes) }) {
+                values[slot] = Self.raw(bytes, start..<index)
+            }
+            skipSpace()
+            if consume(UInt8(ascii: ",")) { continue }
+            return consume(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A checked value's raw form (`FieldScanner.RawValue`).
+    static func raw(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> FieldScanner.RawValue {
+        switch bytes[range.lowerBound] {
+        case UInt8(ascii: "\""):
+            let inner = (range.lowerBound + 1)..<(range.upperBound - 1)
+            return .string(inner, escaped: UnsafeRawBufferPointer(rebasing: bytes[inner]).contains(UInt8(ascii: "\\")))
+        case UInt8(ascii: "t"): return .bool(true)
+        case UInt8(ascii: "f"): return .bool(false)
+        case UInt8(ascii: "n"): return .null
+        case UInt8(ascii: "{"), UInt8(ascii: "["): return .compound
+        default: return .number(range)
+        }
+    }
+
     mutating func value(depth: Int) -> Bool {
         guard let byte = current else { return false }
         switch byte {
@@ -26,21 +90,9 @@ extension FieldScanner.Reader {
             index += 1
             skipSpace()
             if consume(UInt8(ascii: "}")) { return true }
-            // The record's own members: plain names, each once (a second `id` would be read as
-            // the record's id by one reader and ignored by another).
-            var names: [Range<Int>] = []
             while true {
                 skipSpace()
-                let nameStart = index
                 guard string() else { return false }
-                if depth == 0 {
-                    let name = (nameStart + 1)..<(index - 1)
-                    if bytes[name].contains(UInt8(ascii: "\\")) { return false }
-                    for earlier in names where earlier.count == name.count {
-                        if bytes[earlier].elementsEqual(bytes[name]) { return false }
-                    }
-                    names.append(name)
-                }
                 skipSpace()
                 guard consume(UInt8(ascii: ":")) else { return false }
                 skipSpace()

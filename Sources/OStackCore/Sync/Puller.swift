@@ -61,6 +61,11 @@ struct Puller {
         // A first pull into an object the mirror does not hold supersedes nothing: its levels are
         // merged by size alone (docs/decisions/0013-mirror-runs.md).
         let load = initial ? try store.firstLoad(object) : nil
+        // The pull writes only what the server can send again: its commits skip the WAL's fsync
+        // (synchronous=NORMAL; after a power loss its last transactions may be pulled again, the
+        // file stays consistent; a crash of ostack loses nothing, the WAL is the kernel's then).
+        let restoreSync = try store.useSynchronous("NORMAL")
+        defer { restoreSync() }
         let restoreCache = try store.useCacheSize(kib: pullCacheKiB)
         defer { restoreCache() }
         // A page bigger than asked (a server ignoring `top`) would make memory grow with the server's
@@ -242,32 +247,41 @@ struct Puller {
     }
 
     /// The records of a page checked: (id, version, raw JSON) to store, the ids of those that cannot
-    /// be stored (nil when unusable), and the values of the `indexed` fields of those to store.
+    /// be stored (nil when unusable), and the values of the `indexed` fields of those to store. One
+    /// pass over each record checks it and finds its id, version and indexed values
+    /// (`JSONSyntax.checkObject`); a record that fails the check is read again only for its id.
     static func parse(_ raw: RawPage, indexed: [String] = []) -> Page {
         var page = Page()
         page.total = raw.total
         page.count = raw.ranges.count
         page.last = raw.last
         page.records.reserveCapacity(raw.ranges.count)
-        let scanner = indexed.isEmpty ? nil : FieldScanner(fields: indexed)
-        if scanner != nil { page.fields.reserveCapacity(raw.ranges.count) }
+        if !indexed.isEmpty { page.fields.reserveCapacity(raw.ranges.count) }
+        let names = [Array("id".utf8), Array("updated_at".utf8)] + indexed.map { Array($0.utf8) }
+        var values: [FieldScanner.RawValue] = []
+        var scratch: [Range<Int>] = []
         raw.body.withUnsafeBytes { body in
             for range in raw.ranges {
                 let slice = UnsafeRawBufferPointer(rebasing: body[range])
-                guard let found = key(of: slice) else {
+                guard JSONSyntax.checkObject(slice, names: names, into: &values, scratch: &scratch) else {
+                    page.rejected.append(key(of: slice)?.id)
+                    continue
+                }
+                guard case .string(let idRange, let escaped) = values[0],
+                    case let id = FieldScanner.decodeString(slice, idRange, escaped: escaped),
+                    PushClassifier.isUsableID(id)
+                else {
                     page.rejected.append(nil)
                     continue
                 }
-                if JSONSyntax.isValidObject(slice) {
-                    page.records.append((found.id, found.version, Array(slice)))
-                    if let scanner {
-                        var values: [FieldScanner.RawValue] = []
-                        scanner.scanRaw(slice, into: &values)
-                        page.fields.append(values)
+                let version: String? =
+                    if case .string(let versionRange, let escaped) = values[1] {
+                        FieldScanner.decodeString(slice, versionRange, escaped: escaped)
+                    } else {
+                        nil
                     }
-                } else {
-                    page.rejected.append(found.id)
-                }
+                page.records.append((id, version, Array(slice)))
+                if !indexed.isEmpty { page.fields.append(Array(values[2...])) }
             }
         }
         return page
@@ -358,3 +372,4 @@ public enum PullTuning {
     /// The page cache while pulling, in KiB.
     public static let cacheKiB = 40_960
 }
+
