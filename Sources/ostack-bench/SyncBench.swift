@@ -420,7 +420,7 @@ enum SyncBench {
             return found
         }
         try store.database.execute("PRAGMA cache_size = -\(PullTuning.cacheKiB)")  // the pull's
-        let chunk = PullTuning.recordsPerCommit
+        let chunk = PullTuning.firstLoadRecordsPerCommit
         return try Measure.time {
             let load = try store.firstLoad("task")  // as a first pull writes
             for start in stride(from: 0, to: rows.count, by: chunk) {
@@ -441,7 +441,7 @@ enum SyncBench {
         guard let schema = ObjectSchema(item: item) else { throw BenchError("no task schema") }
         try store.track(schema)
         // Written as a first pull writes them (its transactions, its levels).
-        let chunk = PullTuning.recordsPerCommit
+        let chunk = PullTuning.firstLoadRecordsPerCommit
         let load = try store.firstLoad("task")
         for start in stride(from: 0, to: rows.count, by: chunk) {
             _ = try store.applyPulled("task", Array(rows[start..<min(start + chunk, rows.count)]), load: load)

@@ -210,44 +210,36 @@ final class MirrorIndex {
         }
     }
 
-    /// The rids the values map of run `run` holds for `key` (a `valueKey`), appended to `rids`.
+    /// The rids the values map of run `run` holds for `key` (a `valueKey`), appended to `rids`. The
+    /// chunks are read backwards from the last one starting at or before the key: it holds the key's
+    /// last entries, and a chunk before it can hold more only while the chunks start with the key.
     func rids(ofValue key: [UInt8], run: Int64, into rids: inout [Int64]) throws(OStackError) {
         try guarded {
             try key.withUnsafeBytes { key in
-                // Entries for the key may start inside the last chunk that begins before it.
-                let before = try store.prepared(
-                    "SELECT fkey, frid FROM mirror_chunks WHERE run = ? AND map = 1 AND (fkey, frid) < (?, 0) ORDER BY fkey DESC, frid DESC LIMIT 1"
-                )
-                before.reset()
-                before.bindInteger(run, at: 1)
-                before.bindBlob(key, at: 2)
-                try before.checkBindings()
-                var start: (key: [UInt8], rid: Int64) = (Array(key), 0)
-                if try before.step() {
-                    start = (before.withColumnBytes(at: 0) { Array($0) }, before.integer(at: 1))
-                }
-                before.reset()
                 let chunks = try store.prepared(
-                    "SELECT entries FROM mirror_chunks WHERE run = ? AND map = 1 AND (fkey, frid) >= (?, ?) AND fkey <= ? ORDER BY fkey, frid"
+                    "SELECT entries FROM mirror_chunks WHERE run = ? AND map = 1 AND fkey <= ? ORDER BY fkey DESC, frid DESC"
                 )
                 chunks.reset()
                 chunks.bindInteger(run, at: 1)
-                start.key.withUnsafeBytes { chunks.bindBlob($0, at: 2) }
-                chunks.bindInteger(start.rid, at: 3)
-                chunks.bindBlob(key, at: 4)
+                chunks.bindBlob(key, at: 2)
                 try chunks.checkBindings()
                 defer { chunks.reset() }
-                scan: while try chunks.step() {
-                    let past = try chunks.withColumnBytes(at: 0) { (chunk) throws(MirrorChunk.Damaged) -> Bool in
+                while try chunks.step() {
+                    let startsWithKey = try chunks.withColumnBytes(at: 0) {
+                        (chunk) throws(MirrorChunk.Damaged) -> Bool in
                         var reader = MirrorChunk.Reader(chunk)
+                        var first = true
+                        var startsWithKey = false
                         while try reader.next() {
                             let order = reader.key.withUnsafeBytes { mirrorCompare($0, key) }
+                            if first { startsWithKey = order == 0 }
+                            first = false
                             if order == 0 { rids.append(reader.rid) }
-                            if order > 0 { return true }
+                            if order > 0 { break }
                         }
-                        return false
+                        return startsWithKey
                     }
-                    if past { break scan }
+                    if !startsWithKey { break }
                 }
             }
         }
@@ -524,7 +516,7 @@ final class MirrorIndex {
 
     /// Levels of one size tier merged at once, and the most levels an object keeps.
     static let mergeWidth = 8
-    static let maxLevels = 20
+    static let maxLevels = 24
 
     /// A level's size tier: sizes within a factor of `mergeWidth` share one.
     static func tier(_ size: Int) -> Int {
@@ -538,17 +530,21 @@ final class MirrorIndex {
     }
 
     /// Keeps an object's levels few and its superseded rows bounded (docs/decisions/0013-mirror-runs.md):
-    /// - when the levels newer than the oldest that may supersede rows hold at least half as many
-    ///   entries as the oldest, everything is merged (superseded rows never outnumber half the
-    ///   oldest level for long);
-    /// - otherwise the newest `mergeWidth` levels are merged when they share a size tier (each entry is
-    ///   rewritten about log₈ n times over its life), or when the object has more than `maxLevels`.
+    /// - when the levels that may supersede rows (`Level.supersedes`, all but the oldest) hold at
+    ///   least half of the object's entries, everything is merged: superseded rows never outnumber
+    ///   the live ones for long;
+    /// - the newest `mergeWidth` levels are merged when all of them may supersede and they share a
+    ///   size tier (each change is rewritten about log₈ n times over its life);
+    /// - and when the object has more than `maxLevels` levels. Levels that supersede nothing (a first
+    ///   load, records created here) are disjoint, so only their number matters: a first pull of a
+    ///   million records writes its levels once.
     func compact(_ object: String) throws(OStackError) {
         while true {
             let levels = try levels(object)
             guard levels.count >= 2 else { return }
-            let newer = levels.dropFirst().filter(\.supersedes).reduce(0) { $0 + $1.size }
-            if newer > 0 && newer * 2 >= levels[0].size {
+            let flagged = levels.dropFirst().filter(\.supersedes).reduce(0) { $0 + $1.size }
+            let total = levels.reduce(0) { $0 + $1.size }
+            if flagged > 0 && flagged * 2 >= total {
                 try merge(object, levels)
                 continue
             }
@@ -556,7 +552,8 @@ final class MirrorIndex {
             guard levels.count >= width else { return }
             let newest = Array(levels.suffix(width))
             let tier = Self.tier(newest[0].size)
-            if newest.allSatisfy({ Self.tier($0.size) == tier }) || levels.count > Self.maxLevels {
+            let sameTier = newest.allSatisfy { $0.supersedes && Self.tier($0.size) == tier }
+            if sameTier || levels.count > Self.maxLevels {
                 try merge(object, newest)
                 continue
             }

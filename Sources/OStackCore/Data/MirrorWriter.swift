@@ -286,14 +286,14 @@ final class MirrorBulkWriter {
 /// The first load of an object the mirror does not hold (a first pull), across its transactions: its
 /// levels supersede nothing, so queries need not look for superseded rows
 /// (`MirrorIndex.Level.supersedes`). To keep that exact, a record that comes twice must replace its
-/// earlier copy at once; a Bloom filter over the ids loaded so far (2 MiB whatever the size of the
-/// load: about one false "maybe" in 300 at a million ids) says which ids may have come before, and
+/// earlier copy at once; a Bloom filter over the ids loaded so far (4 MiB whatever the size of the
+/// load: about one false "maybe" in 3 000 at a million ids) says which ids may have come before, and
 /// only those are looked up. Blocked: a key's four bits are in one 64-bit word, one memory access a
 /// key.
 public final class MirrorLoad {
     let object: String
     private let words: UnsafeMutablePointer<UInt64>
-    private static let wordCount = 1 << 18  // 2^18 words of 64 bits: 2 MiB
+    private static let wordCount = 1 << 19  // 2^19 words of 64 bits: 4 MiB
 
     init(object: String) {
         self.object = object
@@ -311,7 +311,7 @@ public final class MirrorLoad {
         hasher.combine(bytes: key)
         let hash = UInt64(bitPattern: Int64(hasher.finalize()))
         // The word from the high bits, four bit positions from the low 24 bits.
-        let word = Int(hash >> 46) & (Self.wordCount - 1)
+        let word = Int(hash >> 45) & (Self.wordCount - 1)
         var flags: UInt64 = 0
         for probe in 0..<4 { flags |= 1 << ((hash >> (6 * UInt64(probe))) & 63) }
         let before = words[word]

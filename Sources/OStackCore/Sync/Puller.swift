@@ -32,8 +32,10 @@ struct Puller {
         var total: Int?
     }
 
-    /// Records written per transaction (several pages): each becomes one level of the maps.
+    /// Records written per transaction (several pages): each becomes one level of the maps. A first
+    /// load writes larger levels (fewer of them: they are merged only when too many).
     var recordsPerCommit = PullTuning.recordsPerCommit
+    var firstLoadRecordsPerCommit = PullTuning.firstLoadRecordsPerCommit
     /// A transaction also ends once it has been open this long (and holds at least one page): other
     /// processes' writes wait for the pull's write lock no longer than about this, and a pull that
     /// fails part-way keeps what it had committed.
@@ -93,7 +95,7 @@ struct Puller {
                 let bulk = try store.bulkWriter(for: object, load: load)
                 var written = 0
                 let opened = ContinuousClock.now
-                while more && written < recordsPerCommit
+                while more && written < (load == nil ? recordsPerCommit : firstLoadRecordsPerCommit)
                     && (written == 0 || ContinuousClock.now - opened < .seconds(commitSeconds))
                 {
                     guard let last = page.last else { throw malformed("list page without ids") }
@@ -367,9 +369,12 @@ final class PageStream: Sendable {
 public enum PullTuning {
     /// Records written per transaction.
     public static let recordsPerCommit = 20_000
+    /// Records written per transaction by a first load (`MirrorLoad`): its levels are written once.
+    public static let firstLoadRecordsPerCommit = 50_000
     /// Seconds after which a transaction ends at the next page boundary, however few records it holds.
     public static let commitSeconds = 1.0
     /// The page cache while pulling, in KiB.
     public static let cacheKiB = 40_960
 }
+
 
