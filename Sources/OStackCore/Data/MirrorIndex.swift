@@ -12,10 +12,10 @@ import SQLCipherKit
 ///
 /// A pull appends a level per transaction: its entries sorted in memory and written in order, whole
 /// chunks at the end of the table, so that no page of an existing map is read or rewritten however
-/// large the mirror is. `compact` merges the newest levels while the newest is at least half the
-/// size of the one before it, so an object has a few levels (about log₂ of its size) and each entry
-/// is rewritten a few times over its life. Small writes (a local edit, an acknowledged push) change
-/// the chunk that holds their entry in place.
+/// large the mirror is. `compact` merges levels by size tier and whenever superseded rows could
+/// outnumber live ones, so an object keeps a few dozen levels at most and each entry is rewritten a
+/// few times over its life. Small writes (a local edit, an acknowledged push) change the chunk that
+/// holds their entry in place.
 ///
 /// Every method runs inside the caller's transaction (or as its own statement); none caches what it
 /// read, so what another process committed is always seen.

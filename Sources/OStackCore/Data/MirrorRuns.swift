@@ -30,8 +30,11 @@ func mirrorCompare(_ a: UnsafeRawBufferPointer, _ aRID: Int64, _ b: UnsafeRawBuf
 struct MirrorBatch {
     struct Item {
         var offset: Int
-        var length: Int
         var rid: Int64
+        /// The key's first eight bytes as a big-endian integer (zero-padded): it decides most
+        /// comparisons of the sort without touching the bytes again.
+        var prefix: UInt64
+        var length: UInt32
     }
 
     private(set) var bytes: [UInt8] = []
@@ -41,7 +44,7 @@ struct MirrorBatch {
     var count: Int { items.count }
 
     mutating func append(_ key: UnsafeRawBufferPointer, rid: Int64) {
-        items.append(Item(offset: bytes.count, length: key.count, rid: rid))
+        items.append(Item(offset: bytes.count, rid: rid, prefix: Self.prefix(key), length: UInt32(key.count)))
         bytes.append(contentsOf: key)
     }
 
@@ -51,31 +54,32 @@ struct MirrorBatch {
 
     /// An indexed value's key: the field's name, a NUL, then the value's bytes (`MirrorIndex.valueKey`).
     mutating func appendValue(field: [UInt8], value: UnsafeRawBufferPointer, rid: Int64) {
-        items.append(Item(offset: bytes.count, length: field.count + 1 + value.count, rid: rid))
+        let offset = bytes.count
         bytes.append(contentsOf: field)
         bytes.append(0)
         bytes.append(contentsOf: value)
+        let prefix = bytes.withUnsafeBytes { Self.prefix(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+        items.append(Item(offset: offset, rid: rid, prefix: prefix, length: UInt32(bytes.count - offset)))
     }
 
-    /// Sorts the entries into entry order. Each key's first eight bytes, read as a big-endian integer
-    /// (zero-padded), decide most comparisons without touching the bytes again.
+    static func prefix(_ key: UnsafeRawBufferPointer) -> UInt64 {
+        var prefix: UInt64 = 0
+        let length = Swift.min(key.count, 8)
+        for position in 0..<length { prefix = prefix << 8 | UInt64(key[position]) }
+        return prefix << UInt64(8 * (8 - length))
+    }
+
+    /// Sorts the entries into entry order, in place (no second copy of the entries: a pull's batch
+    /// is sorted while the transaction's other memory is held).
     mutating func sort() {
         guard items.count > 1 else { return }
         bytes.withUnsafeBytes { base in
-            var keyed = items.map { item -> (prefix: UInt64, item: Item) in
-                var prefix: UInt64 = 0
-                let end = item.offset + Swift.min(item.length, 8)
-                for position in item.offset..<end { prefix = prefix << 8 | UInt64(base[position]) }
-                prefix <<= UInt64(8 * (8 - Swift.min(item.length, 8)))
-                return (prefix, item)
-            }
-            keyed.sort { a, b in
+            items.sort { a, b in
                 if a.prefix != b.prefix { return a.prefix < b.prefix }
                 return mirrorCompare(
-                    UnsafeRawBufferPointer(rebasing: base[a.item.offset..<a.item.offset + a.item.length]), a.item.rid,
-                    UnsafeRawBufferPointer(rebasing: base[b.item.offset..<b.item.offset + b.item.length]), b.item.rid) < 0
+                    UnsafeRawBufferPointer(rebasing: base[a.offset..<a.offset + Int(a.length)]), a.rid,
+                    UnsafeRawBufferPointer(rebasing: base[b.offset..<b.offset + Int(b.length)]), b.rid) < 0
             }
-            items = keyed.map(\.item)
         }
     }
 
@@ -86,7 +90,7 @@ struct MirrorBatch {
 
     func withKey<R>(_ item: Item, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try bytes.withUnsafeBytes { base in
-            try body(UnsafeRawBufferPointer(rebasing: base[item.offset..<item.offset + item.length]))
+            try body(UnsafeRawBufferPointer(rebasing: base[item.offset..<item.offset + Int(item.length)]))
         }
     }
 
@@ -94,7 +98,7 @@ struct MirrorBatch {
     func forEach(_ body: (UnsafeRawBufferPointer, Int64) throws -> Void) rethrows {
         try bytes.withUnsafeBytes { base in
             for item in items {
-                try body(UnsafeRawBufferPointer(rebasing: base[item.offset..<item.offset + item.length]), item.rid)
+                try body(UnsafeRawBufferPointer(rebasing: base[item.offset..<item.offset + Int(item.length)]), item.rid)
             }
         }
     }

@@ -10,7 +10,7 @@ struct Puller {
     let api: DataAPI
     var pageSize = 2000
     /// Pages fetched ahead of the one being written (each about 1 MB at 2 000 records of ~450 bytes).
-    var pagesAhead = 3
+    var pagesAhead = 12
     /// Reconcile deletions when the last reconciliation is older than this.
     var reconcileInterval: Double = 900
     var progress: (@Sendable (SyncProgress) -> Void)?
@@ -369,12 +369,15 @@ final class PageStream: Sendable {
 public enum PullTuning {
     /// Records written per transaction.
     public static let recordsPerCommit = 20_000
-    /// Records written per transaction by a first load (`MirrorLoad`): its levels are written once.
+    /// Records written per transaction by a first load (`MirrorLoad`): its levels are written once
+    /// and merged only when an object has more than `MirrorIndex.maxLevels`, so they are larger (a
+    /// 1 000 000-record load writes about 20). The same size at every mirror size keeps peak memory
+    /// flat (the transaction's keys and values are sorted in memory).
     public static let firstLoadRecordsPerCommit = 50_000
     /// Seconds after which a transaction ends at the next page boundary, however few records it holds.
     public static let commitSeconds = 1.0
     /// The page cache while pulling, in KiB.
-    public static let cacheKiB = 40_960
+    public static let cacheKiB = 8_192
 }
 
 
