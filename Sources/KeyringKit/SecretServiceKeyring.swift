@@ -142,6 +142,9 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             // session, which rewrites the item. gnome-keyring derives the key as libsecret does (the
             // same DH code), so its writes are not read back: one D-Bus round trip fewer per write.
             if self.provider() == .gnomeKeyring { return }
+            // Over a new session: a wrong session key is symmetric, so the session that garbled the
+            // write would decrypt the garbage back into the value written, and the check would pass.
+            csecret_reset_service()
             guard let back = secret_password_lookupv_binary_sync(csecret_schema(), attributes, cancellable, &error)
             else { throw error.map(Self.classify) ?? KeyringError.other(Self.staleSession) }
             defer { secret_value_unref(UnsafeMutableRawPointer(back)) }
@@ -256,7 +259,8 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     }
 
     /// Sessions tried per call. A bad KWallet session is about 1 in 170, independent per session,
-    /// so three attempts fail together about once in five million calls.
+    /// so three attempts fail together about once in five million calls (a write, read back over a
+    /// second session, about once in 600 000).
     static let sessionAttempts = 3
 
     /// Drops libsecret's cached service so the next call opens a new transfer session (tests).
