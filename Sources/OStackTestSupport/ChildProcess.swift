@@ -137,14 +137,18 @@ public final class ChildProcess: @unchecked Sendable {
                 return nil
             }
             if let result { return result }
-            if Self.now() > deadline { throw TimeoutError() }
+            if Self.now() > deadline { throw TimeoutError(stderr: stderrText()) }
             usleep(2_000)
         }
     }
 
     public struct TimeoutError: Error, CustomStringConvertible {
-        public init() {}
-        public var description: String { "timed out waiting for the child process" }
+        /// What the child had written to stderr by then (a hint at where it waited).
+        public var stderr: String
+        public init(stderr: String = "") { self.stderr = stderr }
+        public var description: String {
+            "timed out waiting for the child process" + (stderr.isEmpty ? "" : "; its stderr so far: \(stderr)")
+        }
     }
 
     /// Sends SIGKILL to the child's process group and reaps the child. Safe to call more than once.
@@ -172,7 +176,7 @@ public final class ChildProcess: @unchecked Sendable {
                 }
                 return status
             }
-            if Self.now() > deadline { throw TimeoutError() }
+            if Self.now() > deadline { throw TimeoutError(stderr: stderrText()) }
             usleep(2_000)
         }
     }

@@ -14,6 +14,9 @@ public final class OStackRunner: @unchecked Sendable {
         environment["OSTACK_KEYRING_PREFIX"] = keyringPrefix
         environment["OSTACK_ACCOUNT"] = nil
         environment["NO_COLOR"] = "1"
+        // The whole suite shares one keyring daemon on a small machine: a Secret Service call can
+        // wait behind dozens of others. Tests of the deadline itself set their own.
+        environment["OSTACK_KEYRING_TIMEOUT"] = "30"
         baseEnvironment = environment
     }
 

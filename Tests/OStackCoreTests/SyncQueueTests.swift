@@ -898,9 +898,7 @@ private struct Fixture {
 /// expression indexes over `ostack_field` are gone.
 @Suite struct MirrorMigrationTests {
     static func legacyDatabase(_ path: String, _ key: SecretBytes) throws {
-        let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
-        try LocalStore.registerFunctions(database)
-        try Migrator(Array(AccountDatabase.migrator.migrations.prefix(4))).migrate(database)
+        let database = try databaseOfRelease(migrations: 4, path: path, key: key)
         try database.execute("INSERT INTO tracked (object, indexed_fields) VALUES ('task', 'project_id,title')")
         try database.execute(
             #"CREATE INDEX "ix_task__title" ON records (object, ostack_field(data, 'title')) WHERE object = 'task'"#)
@@ -944,9 +942,7 @@ private struct Fixture {
         let path = directory.appending("account.db")
         let key = SecretBytes(randomCount: 32)
         do {
-            let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
-            try LocalStore.registerFunctions(database)
-            try Migrator(Array(AccountDatabase.migrator.migrations.prefix(5))).migrate(database)
+            let database = try databaseOfRelease(migrations: 5, path: path, key: key)
             try database.execute("INSERT INTO tracked (object, indexed_fields) VALUES ('task', 'project_id,title')")
             // As the 0005 writer wrote them: rows in random id order, then their text values.
             var generator = SeededGenerator(seed: 5)
@@ -994,9 +990,7 @@ private struct Fixture {
         let key = SecretBytes(randomCount: 32)
         do {
             // The schema as the previous release wrote it: migrations 0001–0003 only.
-            let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
-            try LocalStore.registerFunctions(database)
-            try Migrator(Array(AccountDatabase.migrator.migrations.prefix(3))).migrate(database)
+            let database = try databaseOfRelease(migrations: 3, path: path, key: key)
             let legacy = [
                 ("q_1", "validation: title, amount"), ("q_2", "rate-limited"), ("q_3", "conflict"),
                 ("q_4", "unknown-object"), ("q_5", "validation"),
@@ -1016,4 +1010,12 @@ private struct Fixture {
             ])
         #expect(try store.rows("SELECT count(*) AS n FROM queue WHERE last_error IS NOT NULL").first?.int("n") == 0)
     }
+}
+
+/// A database as a previous release left it: only the first `migrations` migrations applied.
+func databaseOfRelease(migrations: Int, path: String, key: SecretBytes) throws -> Database {
+    let database = try AccountDatabase.openTryingPageSizes(path: path, key: DatabaseKey(key))
+    try LocalStore.registerFunctions(database)
+    try Migrator(Array(AccountDatabase.migrator.migrations.prefix(migrations))).migrate(database)
+    return database
 }
