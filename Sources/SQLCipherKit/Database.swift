@@ -142,33 +142,39 @@ public final class Database: @unchecked Sendable {
     /// lock up front, so two writers wait instead of failing at commit).
     public func transaction<R, E: Error>(_ body: () throws(E) -> R) throws -> R {
         let depth = savepointDepth
-        if depth == 0 {
-            try execute("BEGIN IMMEDIATE")
-        } else {
-            try execute("SAVEPOINT sp\(depth)")
-        }
+        if depth == 0 { return try enclosed(begin: "BEGIN IMMEDIATE", body) }
+        return try enclosed(
+            begin: "SAVEPOINT sp\(depth)", end: "RELEASE sp\(depth)",
+            undo: "ROLLBACK TO sp\(depth); RELEASE sp\(depth)", body)
+    }
+
+    /// Runs `body` on one snapshot of the database: every statement in it sees the same commit,
+    /// whatever other processes commit meanwhile (a deferred read transaction; in WAL mode it takes
+    /// no lock that a writer waits for). Inside a transaction already open, that one is the snapshot.
+    public func snapshot<R, E: Error>(_ body: () throws(E) -> R) throws -> R {
+        if savepointDepth > 0 { return try body() }
+        return try enclosed(begin: "BEGIN DEFERRED", body)
+    }
+
+    /// `body` between `begin` and `end`, undone with `undo` when it throws or `end` fails.
+    private func enclosed<R, E: Error>(
+        begin: String, end: String = "COMMIT", undo: String = "ROLLBACK", _ body: () throws(E) -> R
+    ) throws -> R {
+        try execute(begin)
         savepointDepth += 1
         let result: R
         do {
             result = try body()
         } catch {
             savepointDepth -= 1
-            if depth == 0 {
-                try? execute("ROLLBACK")
-            } else {
-                try? execute("ROLLBACK TO sp\(depth); RELEASE sp\(depth)")
-            }
+            try? execute(undo)
             throw error
         }
         savepointDepth -= 1
         do {
-            try execute(depth == 0 ? "COMMIT" : "RELEASE sp\(depth)")
+            try execute(end)
         } catch {
-            if depth == 0 {
-                try? execute("ROLLBACK")
-            } else {
-                try? execute("ROLLBACK TO sp\(depth); RELEASE sp\(depth)")
-            }
+            try? execute(undo)
             throw error
         }
         return result

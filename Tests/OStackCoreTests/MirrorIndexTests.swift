@@ -177,6 +177,64 @@ import Testing
         #expect(try store.firstLoad("task") == nil)
     }
 
+    /// Another process writes a record of the object between two transactions of a first load (a
+    /// `records get --remote`, a push): the load goes on as an ordinary pull, so when the server's
+    /// copy of that record comes it replaces the other process's instead of standing beside it.
+    @Test func aFirstLoadThatAnotherProcessWroteIntoGoesOnAsAPull() throws {
+        var generator = SeededGenerator(seed: 11)
+        let load = try #require(try store.firstLoad("task"))
+        var model: [String: [UInt8]] = [:]
+        func batch(_ ids: [String], _ generation: Int) -> [(id: String, version: String?, json: [UInt8])] {
+            ids.map { id in
+                let bytes = Self.record(id, generation, using: &generator)
+                model[id] = bytes
+                return (id, "v\(generation)", bytes)
+            }
+        }
+        let first = batch((0..<100).map { "a\($0)" }, 1)
+        _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", first, load: load) }
+        // The other process: its own connection to the same file.
+        let other = try LocalStore(database: try AccountDatabase.open(path: directory.appending("account.db"), key: key))
+        try other.putRecord("task", ["id": "late", "title": "alpha"], version: "v0")
+        model["late"] = JSONValue.object(["id": "late", "title": "alpha"]).serialized()
+        let second = batch((0..<100).map { "b\($0)" } + ["late"], 2)
+        _ = try store.transaction { () throws(OStackError) -> Int in try store.applyPulled("task", second, load: load) }
+        #expect(load.abandoned)
+        #expect(try store.record("task", "late")?.version == "v2")
+        try check(model, "after another process's write")
+    }
+
+    /// A record refused on a later page of a transaction that already brought a valid copy of it is
+    /// flagged on the copy that ends up current (the earlier page's), not on one that copy supersedes.
+    @Test func aRejectedRecordFlagsTheCopyThatEndsUpCurrent() throws {
+        try store.putRecord("task", ["id": "x", "title": "old"], version: "v1")
+        _ = try store.transaction { () throws(OStackError) -> Int in
+            let bulk = try store.bulkWriter(for: "task")
+            let count = try store.applyPulled(
+                "task", [(id: "x", version: "v2", json: Array(#"{"id":"x","title":"new"}"#.utf8))], fields: nil,
+                into: bulk)
+            try bulk.finish()
+            try store.markInvalid("task", "x")
+            return count
+        }
+        #expect(try store.record("task", "x")?.version == "v2")
+        #expect(try store.rows("SELECT invalid FROM records WHERE object = 'task'").map { $0.int("invalid") } == [1])
+    }
+
+    /// A level whose counts no mirror could hold (a damaged or edited row) is a storage error, never
+    /// an overflow trap in the merge policy's sums.
+    @Test func absurdLevelCountsAreDamageNotATrap() throws {
+        try store.putRecord("task", ["id": "t1", "title": "alpha"], version: nil)
+        try store.run("UPDATE mirror_levels SET keys = 9223372036854775807")
+        do {
+            _ = try store.recordCount("task")
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == .storageFailure)
+        }
+        #expect(throws: OStackError.self) { try store.index.compact("task") }
+    }
+
     /// Levels that may supersede (pulls into a held object) are all merged once they hold half of
     /// the object's entries: superseded rows never outnumber the live ones.
     @Test func supersedingLevelsAreMergedBeforeTheyHoldHalfTheEntries() throws {

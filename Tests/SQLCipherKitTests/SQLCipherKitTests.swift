@@ -128,6 +128,30 @@ import Testing
         #expect(try database.scalarInteger("SELECT count(*) FROM t") == 1)
     }
 
+    /// `snapshot`: every statement in it sees the commit it started on while another connection
+    /// commits (WAL: the writer does not wait); the next read outside sees the new commit. Nested in
+    /// a transaction, it is that transaction.
+    @Test func aSnapshotSeesOneCommitWhileAnotherConnectionWrites() throws {
+        let path = directory.appending("s.db")
+        let key = DatabaseKey.generate()
+        let reader = try Database(path: path, key: key)
+        try reader.execute("CREATE TABLE t (x INTEGER)")
+        let writer = try Database(path: path, key: key)
+        let seen = try reader.snapshot { () throws -> [Int64?] in
+            let before = try reader.scalarInteger("SELECT count(*) FROM t")
+            try writer.execute("INSERT INTO t VALUES (1)")
+            return [before, try reader.scalarInteger("SELECT count(*) FROM t")]
+        }
+        #expect(seen == [0, 0])
+        #expect(try reader.scalarInteger("SELECT count(*) FROM t") == 1)
+        try reader.transaction { () throws -> Void in
+            try reader.snapshot { () throws -> Void in try reader.execute("INSERT INTO t VALUES (2)") }
+        }
+        #expect(try writer.scalarInteger("SELECT count(*) FROM t") == 2)
+        #expect(throws: Boom.self) { try reader.snapshot { () throws -> Void in throw Boom() } }
+        #expect(try reader.scalarInteger("SELECT count(*) FROM t") == 2)
+    }
+
     @Test func nestedSavepointRollsBackOnlyItsPart() throws {
         let database = try Database(path: directory.appending("t.db"), key: .generate())
         try database.execute("CREATE TABLE t (x INTEGER)")

@@ -35,6 +35,11 @@ extension LocalStore {
     /// are then read. An object that is a small share of the mirror (`isSmallShare`) is read through
     /// its keys instead: a scan would read every other object's pages too.
     public func query(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
+        // The levels, the lookups and the scan on one snapshot (another process may merge or pull).
+        try reading { () throws(OStackError) -> (records: [[UInt8]], total: Int) in try runQuery(query) }
+    }
+
+    private func runQuery(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
         let indexed = query.filter == nil ? [] : try indexedFields(query.object)
         let equalities =

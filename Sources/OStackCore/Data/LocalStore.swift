@@ -176,6 +176,12 @@ public final class LocalStore: @unchecked Sendable {
         try Self.mappingErrors { try database.transaction(body) }
     }
 
+    /// `body` on one snapshot of the database (`Database.snapshot`): a read that takes several
+    /// statements (the levels, then a probe of each) never mixes two commits of another process.
+    func reading<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
+        try Self.mappingErrors { try database.snapshot(body) }
+    }
+
     /// `body` as part of the transaction already open (no savepoint: a failure fails that
     /// transaction), or in its own when none is (`Database.joiningTransaction`).
     func joiningTransaction<R>(_ body: () throws(OStackError) -> R) throws(OStackError) -> R {
@@ -283,11 +289,13 @@ public final class LocalStore: @unchecked Sendable {
     }
 
     public func record(_ object: String, _ id: String) throws(OStackError) -> StoredRecord? {
-        guard let (rid, _) = try index.current(object, id),
-            let row = try rows("SELECT data, version FROM records WHERE rid = ?", [.integer(rid)]).first,
-            let text = row.text("data"), let data = JSONValue.parse(Array(text.utf8))
-        else { return nil }
-        return StoredRecord(object: object, id: id, data: data, version: row.text("version"))
+        try reading { () throws(OStackError) -> StoredRecord? in
+            guard let (rid, _) = try index.current(object, id),
+                let row = try rows("SELECT data, version FROM records WHERE rid = ?", [.integer(rid)]).first,
+                let text = row.text("data"), let data = JSONValue.parse(Array(text.utf8))
+            else { return nil }
+            return StoredRecord(object: object, id: id, data: data, version: row.text("version"))
+        }
     }
 
     /// Writes a record as the server has it (or as a local edit shows it).
@@ -391,7 +399,7 @@ public final class LocalStore: @unchecked Sendable {
 
     /// Whether a record of `object` with `id` is here (no decoding).
     public func hasRecord(_ object: String, _ id: String) throws(OStackError) -> Bool {
-        try index.current(object, id) != nil
+        try reading { () throws(OStackError) -> Bool in try index.current(object, id) != nil }
     }
 
     /// `id` as the server knows it now: followed through adoptions (a few hops at most).
@@ -407,7 +415,7 @@ public final class LocalStore: @unchecked Sendable {
     static func aliasKey(_ object: String, _ id: String) -> String { "id-alias.\(object).\(id)" }
 
     public func recordCount(_ object: String) throws(OStackError) -> Int {
-        try index.count(object)
+        try reading { () throws(OStackError) -> Int in try index.count(object) }
     }
 
     /// Pulled records, written in one transaction; a record with a queued local change is left alone
@@ -452,7 +460,15 @@ public final class LocalStore: @unchecked Sendable {
     func bulkWriter(for object: String, supersedes: Bool = true, load: MirrorLoad? = nil) throws(OStackError)
         -> MirrorBulkWriter
     {
-        MirrorBulkWriter(writer: try writer(for: object), supersedes: supersedes, load: load)
+        // A first load stays one only while the object's levels are the ones it left: another
+        // process may have written a record of the object between two of its transactions (a
+        // `records get --remote`, a push), and a load level would then not be disjoint from it.
+        var load = load
+        if let current = load, current.levels != (try index.levels(object)) {
+            current.abandoned = true
+        }
+        if load?.abandoned == true { load = nil }
+        return MirrorBulkWriter(writer: try writer(for: object), supersedes: supersedes, load: load)
     }
 
     /// A first load of `object` (its records written over several transactions with `load:`), when

@@ -101,10 +101,17 @@ final class MirrorIndex {
             defer { statement.reset() }
             var levels: [Level] = []
             while try statement.step() {
+                // Counts beyond any real mirror (a damaged or edited row) would overflow the sizes
+                // the merge policy adds up: damage, never a trap.
+                let keys = statement.integer(at: 1)
+                let values = statement.integer(at: 2)
+                guard (0...Self.largestCount).contains(keys), (0...Self.largestCount).contains(values) else {
+                    throw MirrorChunk.Damaged()
+                }
                 levels.append(
                     Level(
-                        run: statement.integer(at: 0), keys: Int(statement.integer(at: 1)),
-                        values: Int(statement.integer(at: 2)), supersedes: statement.integer(at: 3) != 0))
+                        run: statement.integer(at: 0), keys: Int(keys), values: Int(values),
+                        supersedes: statement.integer(at: 3) != 0))
             }
             return levels
         }
@@ -513,6 +520,10 @@ final class MirrorIndex {
             delete.reset()
         }
     }
+
+    /// The most entries a level's map can count (2^40: far beyond any mirror, small enough that the
+    /// merge policy's sums of sizes never overflow).
+    static let largestCount: Int64 = 1 << 40
 
     /// Levels of one size tier merged at once, and the most levels an object keeps.
     static let mergeWidth = 8

@@ -242,6 +242,8 @@ final class MirrorBulkWriter {
         values.sort()
         try writer.index.appendLevel(writer.object, keys: keys, values: values, supersedes: supersedes)
         try writer.index.compact(writer.object)
+        // The levels the load leaves: the next transaction goes on as a load only if it finds them.
+        if let load { load.levels = try writer.index.levels(writer.object) }
     }
 
     /// A first load keeps its levels disjoint (each key in one level): a record written by an earlier
@@ -292,6 +294,12 @@ final class MirrorBulkWriter {
 /// key.
 public final class MirrorLoad {
     let object: String
+    /// The object's levels as the load's last transaction left them (none before the first). A
+    /// record written in place by someone else changes its level's counts.
+    var levels: [MirrorIndex.Level] = []
+    /// Set once the levels were found changed by someone else: the rest is written as an ordinary
+    /// pull (levels that may supersede).
+    var abandoned = false
     private let words: UnsafeMutablePointer<UInt64>
     private static let wordCount = 1 << 19  // 2^19 words of 64 bits: 4 MiB
 

@@ -262,10 +262,20 @@ extension RecordReads {
         // Every page is read once, in order: a large cache would only be memory to fault in.
         let restoreCache = try store.useCacheSize(kib: 2048)
         defer { restoreCache() }
+        // One snapshot for the whole export: the levels, the superseded rows and every batch read
+        // from the same commit, whatever another process pulls or merges meanwhile.
+        return try store.reading { () throws(OStackError) -> Int in
+            try Self.eachLocalJSON(store, object, matcher: matcher, batch: batch, each: each)
+        }
+    }
+
+    private static func eachLocalJSON(
+        _ store: LocalStore, _ object: String, matcher: LocalFilter?, batch: Int,
+        each: (UnsafeRawBufferPointer) throws(OStackError) -> Bool
+    ) throws(OStackError) -> Int {
         // A large share of the mirror is read as ranges of the table itself (NOT INDEXED), in storage
         // order, skipping the rows a newer level supersedes; a small one through its keys, in id
-        // order (a table scan would read every other object's pages too). Batches keep no read
-        // transaction open for the whole export.
+        // order (a table scan would read every other object's pages too).
         let levels = try store.index.levels(object)
         var keyed: [Int64]?
         var superseded = Set<Int64>()

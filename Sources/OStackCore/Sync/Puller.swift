@@ -94,6 +94,7 @@ struct Puller {
             try store.transaction { () throws(OStackError) in
                 let bulk = try store.bulkWriter(for: object, load: load)
                 var written = 0
+                var rejected: [String] = []
                 let opened = ContinuousClock.now
                 while more && written < (load == nil ? recordsPerCommit : firstLoadRecordsPerCommit)
                     && (written == 0 || ContinuousClock.now - opened < .seconds(commitSeconds))
@@ -106,8 +107,7 @@ struct Puller {
                         into: bulk)
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
-                    // An older copy of a rejected record is stale now: kept, but flagged.
-                    for id in page.rejected.compactMap({ $0 }) { try store.markInvalid(object, id) }
+                    rejected.append(contentsOf: page.rejected.compactMap { $0 })
                     written += page.count
                     if let version = last.version {
                         try store.advanceCursor(object, version: version, id: last.id)
@@ -132,6 +132,10 @@ struct Puller {
                     }
                 }
                 try bulk.finish()
+                // An older copy of a rejected record is stale now: kept, but flagged — the copy that
+                // is current once this transaction's records are in place (one an earlier page of it
+                // brought, or one committed before).
+                for id in rejected { try store.markInvalid(object, id) }
             }
         }
         if stalled { throw malformed("list page ends with a record without updated_at") }
