@@ -528,6 +528,8 @@ final class MirrorIndex {
     /// Levels of one size tier merged at once, and the most levels an object keeps.
     static let mergeWidth = 8
     static let maxLevels = 24
+    /// The largest tier whose levels are merged whether or not they supersede (below 32 768 entries).
+    static let smallTier = 1
 
     /// A level's size tier: sizes within a factor of `mergeWidth` share one.
     static func tier(_ size: Int) -> Int {
@@ -544,11 +546,13 @@ final class MirrorIndex {
     /// - when the levels that may supersede rows (`Level.supersedes`, all but the oldest) hold at
     ///   least half of the object's entries, everything is merged: superseded rows never outnumber
     ///   the live ones for long;
-    /// - the newest `mergeWidth` levels are merged when all of them may supersede and they share a
-    ///   size tier (each change is rewritten about log₈ n times over its life);
+    /// - the newest `mergeWidth` levels are merged when they share a size tier and all of them may
+    ///   supersede, or the tier is at most `smallTier` (each change is rewritten about log₈ n times
+    ///   over its life);
     /// - and when the object has more than `maxLevels` levels. Levels that supersede nothing (a first
     ///   load, records created here) are disjoint, so only their number matters: a first pull of a
-    ///   million records writes its levels once.
+    ///   million records writes its large levels once, and records created here in small batches
+    ///   are merged while small.
     func compact(_ object: String) throws(OStackError) {
         while true {
             let levels = try levels(object)
@@ -563,7 +567,12 @@ final class MirrorIndex {
             guard levels.count >= width else { return }
             let newest = Array(levels.suffix(width))
             let tier = Self.tier(newest[0].size)
-            let sameTier = newest.allSatisfy { $0.supersedes && Self.tier($0.size) == tier }
+            // Levels that supersede nothing are merged by tier only while small (a first load's are
+            // written once): records created here in small batches (an import queues 200 rows at a
+            // time) would otherwise pile up levels that every lookup of a new id probes.
+            let sameTier = newest.allSatisfy {
+                ($0.supersedes || tier <= Self.smallTier) && Self.tier($0.size) == tier
+            }
             if sameTier || levels.count > Self.maxLevels {
                 try merge(object, newest)
                 continue
