@@ -605,6 +605,21 @@ private struct Fixture {
         #expect(try snapshot() == kept)
     }
 
+    /// An indexed field named like a field the check already looks for (`id`, `updated_at`: a name
+    /// field can be one) gets its value too.
+    @Test func indexedFieldsNamedIdOrUpdatedAtAreFound() throws {
+        let body = Array(#"{"records":[{"id":"a1","updated_at":"v1","title":"T"}],"hasMore":false}"#.utf8)
+        let page = try #require(Puller.parsePage(body, indexed: ["id", "title", "updated_at"]))
+        let found = try #require(page.fields.first)
+        let texts = try #require(page.records.first).json.withUnsafeBytes { bytes in
+            found.map { value -> String? in
+                guard case .string(let range, let escaped) = value else { return nil }
+                return FieldScanner.decodeString(bytes, range, escaped: escaped)
+            }
+        }
+        #expect(texts == ["a1", "T", "v1"])
+    }
+
     /// The indexed values the pull's checking thread finds (`Puller.parse`) and hands to the writer
     /// give exactly the `record_fields` rows the writer finds itself; values found for another set
     /// of fields (the indexed set changed meanwhile) are not used.

@@ -50,24 +50,21 @@ extension LocalStore {
         // The records to read, when they are known without a scan: the ones a lookup names, or every
         // record of a small share of the mirror. (The object is inlined: a checked identifier.)
         var candidates: [Int64]?
+        var superseded = Set<Int64>()
         if !equalities.isEmpty {
             candidates = try lookedUp(query.object, equalities, levels: levels)
-        } else if try isSmallShare(query.object, levels: levels) {
-            var rids: [Int64] = []
-            try index.forEachCurrentKey(query.object) { _, rid throws(OStackError) in
-                rids.append(rid)
-                return true
+        } else {
+            switch try currentRows(query.object, levels: levels) {
+            case .keyed(let rids): candidates = rids.sorted()
+            case .scan(let skipped): superseded = skipped
             }
-            candidates = rids.sorted()
         }
         var sql: String
-        var superseded = Set<Int64>()
         if let candidates {
             try fillQueryRIDs(candidates)
             sql =
                 "FROM temp.ostack_query_rids q CROSS JOIN records ON records.rid = q.rid WHERE records.object = '\(query.object)'"
         } else {
-            superseded = try index.superseded(query.object, levels: levels)
             sql = "FROM records NOT INDEXED WHERE records.object = '\(query.object)'"
         }
         if let filter = query.filter {
@@ -170,6 +167,27 @@ extension LocalStore {
             }
         }
         insert.reset()
+    }
+
+    /// How the current rows of an object are read without a lookup.
+    enum CurrentRows {
+        /// A small share of the mirror: through its keys, the rids in id order.
+        case keyed([Int64])
+        /// Otherwise a scan of the table in storage order, skipping the rows a newer level supersedes.
+        case scan(superseded: Set<Int64>)
+    }
+
+    /// `object`'s current rows as a query or an export reads them (`isSmallShare` decides how).
+    func currentRows(_ object: String, levels: [MirrorIndex.Level]) throws(OStackError) -> CurrentRows {
+        guard try isSmallShare(object, levels: levels) else {
+            return .scan(superseded: try index.superseded(object, levels: levels))
+        }
+        var rids: [Int64] = []
+        try index.forEachCurrentKey(object) { _, rid throws(OStackError) in
+            rids.append(rid)
+            return true
+        }
+        return .keyed(rids)
     }
 
     /// Whether `object` holds fewer than an eighth of the mirror's rows (its keys counted in its

@@ -276,18 +276,11 @@ extension RecordReads {
         // A large share of the mirror is read as ranges of the table itself (NOT INDEXED), in storage
         // order, skipping the rows a newer level supersedes; a small one through its keys, in id
         // order (a table scan would read every other object's pages too).
-        let levels = try store.index.levels(object)
         var keyed: [Int64]?
         var superseded = Set<Int64>()
-        if try store.isSmallShare(object) {
-            var rids: [Int64] = []
-            try store.index.forEachCurrentKey(object) { _, rid throws(OStackError) in
-                rids.append(rid)
-                return true
-            }
-            keyed = rids
-        } else {
-            superseded = try store.index.superseded(object, levels: levels)
+        switch try store.currentRows(object, levels: try store.index.levels(object)) {
+        case .keyed(let rids): keyed = rids
+        case .scan(let skipped): superseded = skipped
         }
         // The rows are stepped through (and their pages decrypted) on a thread of their own while
         // `each` runs here: the store is not used from here until `finish` has joined that thread.

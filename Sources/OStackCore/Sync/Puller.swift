@@ -94,7 +94,7 @@ struct Puller {
             try store.transaction { () throws(OStackError) in
                 let bulk = try store.bulkWriter(for: object, load: load)
                 var written = 0
-                var rejected: [String] = []
+                var rejected = Set<String>()
                 let opened = ContinuousClock.now
                 while more && written < (load == nil ? recordsPerCommit : firstLoadRecordsPerCommit)
                     && (written == 0 || ContinuousClock.now - opened < .seconds(commitSeconds))
@@ -107,7 +107,10 @@ struct Puller {
                         into: bulk)
                     report.pulled += applied
                     report.rejected.append(contentsOf: page.rejected)
-                    rejected.append(contentsOf: page.rejected.compactMap { $0 })
+                    // A record refused here but stored again by a later page of this transaction
+                    // is not stale: only the refusals no later page took back are flagged.
+                    rejected.subtract(page.records.map(\.id))
+                    rejected.formUnion(page.rejected.compactMap { $0 })
                     written += page.count
                     if let version = last.version {
                         try store.advanceCursor(object, version: version, id: last.id)
@@ -287,7 +290,15 @@ struct Puller {
                         nil
                     }
                 page.records.append((id, version, Array(slice)))
-                if !indexed.isEmpty { page.fields.append(Array(values[2...])) }
+                if !indexed.isEmpty {
+                    // An indexed field named `id` or `updated_at` (a name field, say) was found in
+                    // the first two slots only (`checkObject` fills the first slot of a name).
+                    var fields = Array(values[2...])
+                    for (position, name) in indexed.enumerated() where name == "id" || name == "updated_at" {
+                        fields[position] = values[name == "id" ? 0 : 1]
+                    }
+                    page.fields.append(fields)
+                }
             }
         }
         return page
@@ -383,5 +394,3 @@ public enum PullTuning {
     /// The page cache while pulling, in KiB.
     public static let cacheKiB = 8_192
 }
-
-
