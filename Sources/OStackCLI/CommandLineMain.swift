@@ -1,11 +1,21 @@
 import ArgumentParser
 import Glibc
+import OStackCore
 
 /// The process entry point: parse, run, and turn a usage error into the same shape as every other
 /// error (docs/errors.md, "Usage errors"): `ostack: error: …` and `ostack: hint: …` lines on
 /// stderr, or under `--json` one `{"error":{"code":"usage",…}}` document; exit 64. A mistyped
 /// subcommand gets a "did you mean". Help, `--version` and completion requests print to stdout.
 public enum CommandLineMain {
+    /// The executable's entry: like `run`, but the audit anchors of the command are written to the
+    /// keyring while it goes on (`AnchorWrites`), and waited for before returning.
+    public static func runAsProcess(_ arguments: [String]) async -> Int32 {
+        AnchorWrites.deferUntilSettled()
+        let status = await run(arguments)
+        AnchorWrites.settle()
+        return status
+    }
+
     public static func run(_ arguments: [String]) async -> Int32 {
         do {
             let command = try await OStackCommand.asyncParseAsRoot(arguments)

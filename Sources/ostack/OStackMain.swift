@@ -13,7 +13,7 @@ struct OStackMain {
         let arguments = Array(CommandLine.arguments.dropFirst())
         // A few command lines are answered without the argument parser (EarlyCommand.swift).
         EarlyCommand.runIfMatched(arguments)
-        Task { exit(await CommandLineMain.run(arguments)) }
+        Task { exit(await CommandLineMain.runAsProcess(arguments)) }
         dispatchMain()
     }
 }

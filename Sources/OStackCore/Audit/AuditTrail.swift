@@ -1,8 +1,10 @@
+import Dispatch
 import Glibc
 import FoundationEssentials
 import PlatformKit
 import SQLCipherKit
 import SodiumKit
+import Synchronization
 
 /// One audit event, as recorded (docs/audit.md; docs/security.md#aud-2). `details` holds only values ostack chose or
 /// allowlisted (object names, counts, hosts, backend names) — never secrets, record content or
@@ -117,6 +119,27 @@ public struct AuditBuffer: Sendable {
     func clear() { try? SecureFileSystem.removeFile(flushingPath) }
 }
 
+/// Where anchor writes run. A command's last database work (the close, whose checkpoint writes what
+/// the command committed into the file) need not wait for the keyring's round trips: once
+/// `deferUntilSettled()` is called (by the ostack executable, before any command), anchors are
+/// written in order on a queue of their own, and `settle()` waits for them — before the process
+/// exits and before this process reads an anchor. An anchor lost to a crash or an interrupt is
+/// stale, which `audit verify` accepts when the chain extends it (docs/audit.md).
+public enum AnchorWrites {
+    private static let queue = DispatchQueue(label: "ostack.audit.anchor")
+    private static let deferred = Mutex(false)
+
+    /// Anchor writes from now on run on the queue.
+    public static func deferUntilSettled() { deferred.withLock { $0 = true } }
+
+    /// Waits until every anchor write asked for so far is done.
+    public static func settle() { queue.sync {} }
+
+    static func run(_ write: @escaping @Sendable () -> Void) {
+        if deferred.withLock({ $0 }) { queue.async(execute: write) } else { write() }
+    }
+}
+
 /// The per-account audit trail (docs/audit.md; docs/security.md#aud-1 … #aud-3): an append-only table in the account's
 /// SQLCipher database, each entry MAC'd with keyed BLAKE2b under `K_audit` (derived from the DEK)
 /// over its fields and the previous MAC, the first over a random genesis value; the head
@@ -220,18 +243,24 @@ public struct AuditTrail: Sendable {
     }
 
     /// Writes the head to the keyring (best effort; `audit verify` and `doctor` report a stale anchor).
+    /// The head is read here; the keyring write runs on `AnchorWrites`' queue when the process asked
+    /// for that (the ostack executable does), else before returning.
     public func anchor() {
         guard let head = try? head(), head.seq > 0 else { return }
-        // Never move the anchor backwards (another process may have anchored a later head).
-        if let stored = try? secrets.read(anchorKey),
-            let seq = stored.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }).split(separator: ":").first
-                .flatMap({ Int($0) }),
-            seq >= head.seq
-        {
-            return
+        let secrets = self.secrets
+        let anchorKey = self.anchorKey
+        AnchorWrites.run {
+            // Never move the anchor backwards (another process may have anchored a later head).
+            if let stored = try? secrets.read(anchorKey),
+                let seq = stored.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }).split(separator: ":").first
+                    .flatMap({ Int($0) }),
+                seq >= head.seq
+            {
+                return
+            }
+            let text = "\(head.seq):" + Hex.encode(head.mac)
+            try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
         }
-        let text = "\(head.seq):" + Hex.encode(head.mac)
-        try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
     }
 
     func head() throws(OStackError) -> (seq: Int, mac: [UInt8]) {
@@ -316,6 +345,7 @@ public struct AuditTrail: Sendable {
     public func verify() throws(OStackError) -> Verification {
         // The anchor first, then the chain in one transaction: an append by another process in
         // between can only make the chain longer than the anchor, which verifies.
+        AnchorWrites.settle()  // this process's own anchor writes first
         let anchorText = try secrets.read(anchorKey).map { item in
             item.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }

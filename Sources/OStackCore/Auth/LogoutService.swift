@@ -72,6 +72,7 @@ public struct LogoutService: Sendable {
         let pinLock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime((lock, pinLock)) {} }
         let namespace = environment.namespaces.account(account.id)
+        AnchorWrites.settle()  // no anchor this process still writes comes back after the erase
         // A certain listing (a locked or missing collection throws: nothing is deleted).
         let items = try environment.secrets.list(namespace: namespace)
         // Marked first, so that an interrupted removal is told apart from damage (`doctor`) and the

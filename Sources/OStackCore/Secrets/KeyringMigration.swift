@@ -92,6 +92,7 @@ public struct KeyringMigration: Sendable {
     }
 
     func migrate(_ account: Account, to target: String, alsoClean: Set<String>) throws(OStackError) -> Outcome {
+        AnchorWrites.settle()  // an anchor this process still writes is moved too
         let destination = try store.store(named: target)
         let namespace = environment.namespaces.account(account.id)
         var moved = 0
