@@ -221,6 +221,42 @@ import Testing
         #expect(try store.rows("SELECT invalid FROM records WHERE object = 'task'").map { $0.int("invalid") } == [1])
     }
 
+    /// An object over `maxLevels` merges its newest small levels among themselves, not into the large
+    /// levels a first load wrote; equal levels go `mergeWidth` at a time; never fewer than two.
+    @Test func tooManyLevelsMergeTheSmallNewestOnes() {
+        let load = Array(repeating: 50_000, count: 20)
+        #expect(MirrorIndex.overflowMerge(load + Array(repeating: 1000, count: 5)) == 5)
+        #expect(MirrorIndex.overflowMerge(load + [5000, 1000, 1000, 1000, 1000]) == 4)
+        #expect(MirrorIndex.overflowMerge(load + [16_000, 8000, 4000, 2000, 1000]) == 2)
+        #expect(MirrorIndex.overflowMerge(load + [1000, 2000, 4000]) == 3)  // smaller ones are older
+        #expect(MirrorIndex.overflowMerge(load + [30_000]) == MirrorIndex.mergeWidth)  // as large as them
+        #expect(MirrorIndex.overflowMerge(Array(repeating: 50_000, count: 30)) == MirrorIndex.mergeWidth)
+        #expect(MirrorIndex.overflowMerge([7, 3]) == 2)
+        // Over 200 pulls of 1 000 into a 1 000 000-entry load, the policy never lets levels exceed
+        // the bound, and rewrites an order of magnitude less than merging the newest eight did.
+        func simulate(_ pick: ([Int]) -> Int) -> (rewritten: Int, most: Int) {
+            var sizes = load
+            var rewritten = 0
+            var most = 0
+            for _ in 0..<200 {
+                sizes.append(1000)
+                while sizes.count > MirrorIndex.maxLevels {
+                    let count = pick(sizes)
+                    let merged = sizes.suffix(count).reduce(0, +)
+                    sizes.removeLast(count)
+                    sizes.append(merged)
+                    rewritten += merged
+                }
+                most = max(most, sizes.count)
+            }
+            return (rewritten, most)
+        }
+        let overflow = simulate(MirrorIndex.overflowMerge)
+        let newestEight = simulate { _ in MirrorIndex.mergeWidth }
+        #expect(overflow.most <= MirrorIndex.maxLevels)
+        #expect(overflow.rewritten * 5 < newestEight.rewritten, "\(overflow) against \(newestEight)")
+    }
+
     /// A level whose counts no mirror could hold (a damaged or edited row) is a storage error, never
     /// an overflow trap in the merge policy's sums.
     @Test func absurdLevelCountsAreDamageNotATrap() throws {

@@ -549,7 +549,8 @@ final class MirrorIndex {
     /// - the newest `mergeWidth` levels are merged when they share a size tier and all of them may
     ///   supersede, or the tier is at most `smallTier` (each change is rewritten about log₈ n times
     ///   over its life);
-    /// - and when the object has more than `maxLevels` levels. Levels that supersede nothing (a first
+    /// - and when the object has more than `maxLevels` levels, the newest few that are small beside
+    ///   the older ones (`overflowMerge`). Levels that supersede nothing (a first
     ///   load, records created here) are disjoint, so only their number matters: a first pull of a
     ///   million records writes its large levels once, and records created here in small batches
     ///   are merged while small.
@@ -573,12 +574,35 @@ final class MirrorIndex {
             let sameTier = newest.allSatisfy {
                 ($0.supersedes || tier <= Self.smallTier) && Self.tier($0.size) == tier
             }
-            if sameTier || levels.count > Self.maxLevels {
+            if sameTier {
                 try merge(object, newest)
+                continue
+            }
+            if levels.count > Self.maxLevels {
+                try merge(object, Array(levels.suffix(Self.overflowMerge(levels.map(\.size)))))
                 continue
             }
             return
         }
+    }
+
+    /// How many of the newest levels to merge when an object has too many: at least two, at most
+    /// `mergeWidth`, and no older level larger than all the newer ones it would join together. A few
+    /// small pulls on top of a first load's large levels are merged among themselves, not into
+    /// them; a pile of equal levels is merged `mergeWidth` at a time. (Merging the newest
+    /// `mergeWidth` whatever their sizes rewrote three 50 000-entry levels to fold in five small ones,
+    /// every few pulls into a 1 000 000-record mirror.)
+    static func overflowMerge(_ sizes: [Int]) -> Int {
+        guard sizes.count >= 2 else { return sizes.count }
+        var count = 1
+        var newer = sizes[sizes.count - 1]
+        while count < Swift.min(mergeWidth, sizes.count) {
+            let candidate = sizes[sizes.count - 1 - count]
+            if count >= 2 && candidate > newer { break }
+            newer += candidate
+            count += 1
+        }
+        return count
     }
 
     /// Merges every level of `object` into one (no superseded row is left).
