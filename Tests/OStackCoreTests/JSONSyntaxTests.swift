@@ -32,6 +32,35 @@ import Testing
         #expect(valid(deepButAllowed))
     }
 
+    /// Strings are checked eight bytes at a time where nothing needs a look: a byte that does (a
+    /// control character, a quote, a backslash, the lead or continuation of a UTF-8 sequence, a bad
+    /// byte) is found at every offset of a long string, in each position of a word.
+    @Test func aByteThatNeedsALookIsFoundAtEveryOffsetOfALongString() {
+        let cases: [(inserted: [UInt8], valid: Bool)] = [
+            ([0x01], false), ([0x1F], false), ([0x0A], false), ([0x7F], true), ([0x20], true), ([0x21], true),
+            ([0x23], true), ([0x5B], true), ([0x5D], true), ([0x5C, 0x22], true), ([0x5C, 0x5C], true),
+            ([0x5C, 0x71], false), (Array("\\u00e9".utf8), true), ([0xC3, 0xA9], true), ([0xC3], false),
+            ([0xA9], false), ([0xE2, 0x80, 0xAE], true), ([0xF0, 0x9F, 0x98, 0x80], true), ([0xFF], false),
+            ([0xC0, 0x80], false), ([0x22], false),  // a quote ends the string early
+        ]
+        for (inserted, expected) in cases {
+            for offset in 0..<20 {
+                for tail in [0, 1, 7, 8, 9, 23] {
+                    let body =
+                        Array(repeating: UInt8(ascii: "a"), count: offset) + inserted
+                        + Array(repeating: UInt8(ascii: "z"), count: tail)
+                    let bytes = Array(#"{"id":""#.utf8) + body + Array(#"","n":1}"#.utf8)
+                    let result = bytes.withUnsafeBytes { JSONSyntax.isValidObject($0) }
+                    #expect(result == expected, "\(inserted) at \(offset), \(tail) after")
+                }
+            }
+        }
+        // A string that ends exactly at a word's end, and one the body ends inside of.
+        #expect(valid(#"{"id":"0123456789abcdef"}"#))
+        #expect(!valid(#"{"id":"0123456789abcdef"#))
+        #expect(!valid(#"{"id":"0123456789abcde"#))
+    }
+
     /// Mutated records: the check never traps, and whatever it accepts, the decoder reads too.
     @Test func mutatedRecordsNeverTrapAndAcceptedOnesDecode() {
         var generator = WireFuzzTests.Generator(state: 11)
