@@ -18,12 +18,15 @@ import Synchronization
 ///   deletes check the collection first and are verified afterwards (#kr-7).
 public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     // @unchecked Sendable: immutable configuration; libsecret's sync calls are thread-safe, and
-    // calls are additionally serialised by `lock`.
+    // calls are additionally serialised by `lock`, one for the whole process: a process may build
+    // several stores (one per account environment) and call them from two threads (the audit
+    // anchor's queue), and a call that resets libsecret's cached service must never run beside
+    // another.
     public let app: String
     public let deadline: Double
     /// The label of items written without one.
     public let label: String
-    private let lock = Mutex(())
+    private static let lock = Mutex(())
     /// Set once the default collection was seen unlocked in this process (ostack processes are
     /// short-lived; a collection locked later makes the store itself fail, which is still reported).
     private let knownUnlocked = Mutex(false)
@@ -252,7 +255,7 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
                 // The transfer session failed in a way a new one fixes (KWallet refused a short DH
                 // key, or derived a different key): forget libsecret's cached service, never while a
                 // call of ours uses it, and try again with a new session.
-                lock.withLock { _ in csecret_reset_service() }
+                Self.lock.withLock { _ in csecret_reset_service() }
                 attempt += 1
             }
         }
@@ -265,14 +268,14 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
 
     /// Drops libsecret's cached service so the next call opens a new transfer session (tests).
     func resetTransferSession() {
-        lock.withLock { _ in csecret_reset_service() }
+        Self.lock.withLock { _ in csecret_reset_service() }
     }
 
     private func callOnce<R>(
         _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) throws(KeyringError) -> R
     ) throws(KeyringError) -> R {
         if let earlier = unresponsive.withLock({ $0 }) { throw earlier }
-        return try lock.withLock { _ throws(KeyringError) -> R in
+        return try Self.lock.withLock { _ throws(KeyringError) -> R in
             let cancellable = g_cancellable_new()!
             defer { g_object_unref(cancellable) }
             // Milliseconds, clamped: a deadline from the environment never traps the conversion.

@@ -164,7 +164,7 @@ public struct RecordWrites {
     func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: String?) throws(OStackError)
         -> WriteResult
     {
-        session.audit.anchor()  // before the push: a crash there leaves the anchor current
+        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
         defer { try? session.writeStateSummary() }
         var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
         if offline {
