@@ -135,8 +135,9 @@ extension FieldScanner.Reader {
         let count = bytes.count
         while index < count {
             // Eight bytes at a time while none of them needs a look: no control character, no
-            // quote, no backslash, nothing beyond ASCII (each test can only over-report, and a word
-            // it reports goes byte by byte below).
+            // quote, no backslash, nothing beyond ASCII. A test can over-report only bytes after one
+            // that does need a look (a borrow runs upwards), so the lowest byte it reports is that
+            // byte: the bytes before it are skipped and it is read below.
             while index + 8 <= count {
                 let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
                 let quote = word ^ Self.quotes
@@ -144,7 +145,10 @@ extension FieldScanner.Reader {
                 let special =
                     (word | ((word &- Self.spaces) & ~word) | ((quote &- Self.ones) & ~quote)
                         | ((backslash &- Self.ones) & ~backslash)) & Self.highBits
-                if special != 0 { break }
+                if special != 0 {
+                    index += special.trailingZeroBitCount / 8
+                    break
+                }
                 index += 8
             }
             guard index < count else { break }
