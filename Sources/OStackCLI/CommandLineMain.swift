@@ -8,12 +8,10 @@ import OStackCore
 /// subcommand gets a "did you mean". Help, `--version` and completion requests print to stdout.
 public enum CommandLineMain {
     /// The executable's entry: like `run`, but the audit anchors of the command are written to the
-    /// keyring while it goes on (`AnchorWrites`), and waited for before returning.
+    /// keyring while it goes on (`AnchorWrites`); the process's `exit` waits for them.
     public static func runAsProcess(_ arguments: [String]) async -> Int32 {
         AnchorWrites.deferUntilSettled()
-        let status = await run(arguments)
-        AnchorWrites.settle()
-        return status
+        return await run(arguments)
     }
 
     public static func run(_ arguments: [String]) async -> Int32 {

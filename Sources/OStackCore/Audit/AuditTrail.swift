@@ -122,15 +122,21 @@ public struct AuditBuffer: Sendable {
 /// Where anchor writes run. A command's last database work (the close, whose checkpoint writes what
 /// the command committed into the file) need not wait for the keyring's round trips: once
 /// `deferUntilSettled()` is called (by the ostack executable, before any command), anchors are
-/// written in order on a queue of their own, and `settle()` waits for them — before the process
-/// exits and before this process reads an anchor. An anchor lost to a crash or an interrupt is
+/// written in order on a queue of their own, and `settle()` waits for them — at `exit`, whichever
+/// path calls it (an `atexit` handler), and before this process reads or erases an anchor. An anchor lost to a crash or an interrupt is
 /// stale, which `audit verify` accepts when the chain extends it (docs/audit.md).
 public enum AnchorWrites {
     private static let queue = DispatchQueue(label: "ostack.audit.anchor")
     private static let deferred = Mutex(false)
 
-    /// Anchor writes from now on run on the queue.
-    public static func deferUntilSettled() { deferred.withLock { $0 = true } }
+    /// Anchor writes from now on run on the queue; `exit` waits for them.
+    public static func deferUntilSettled() {
+        let first = deferred.withLock { deferred in
+            defer { deferred = true }
+            return !deferred
+        }
+        if first { atexit { AnchorWrites.settle() } }
+    }
 
     /// Waits until every anchor write asked for so far is done.
     public static func settle() { queue.sync {} }

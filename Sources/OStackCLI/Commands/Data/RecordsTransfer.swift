@@ -300,10 +300,7 @@ final class ExportSink {
             let n = buffer.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 && errno == EINTR { continue }
             // The reader went away (`… | head`): the rest is not wanted; stop as `head` expects.
-            if n < 0 && errno == EPIPE && !ownsFile {
-                AnchorWrites.settle()  // a reader that went away ends the command, not its anchor
-                exit(0)
-            }
+            if n < 0 && errno == EPIPE && !ownsFile { exit(0) }
             guard n > 0 else { throw OStackError(.storageFailure, detail: "export write errno \(errno)") }
             offset += n
         }
