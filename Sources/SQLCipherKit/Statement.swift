@@ -132,6 +132,7 @@ public final class Statement {
 
     /// Resets for another execution and clears bindings.
     public func reset() {
+        names = nil
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
@@ -171,9 +172,16 @@ public final class Statement {
     /// The integer in a column of the current row (0 for NULL).
     public func integer(at index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
 
+    /// The column names of the current result, made once per execution and shared by its rows (a
+    /// statement prepared again after a schema change may name other columns: cleared by `reset`).
+    private var names: [String]?
+
     /// The current row as a value.
     public func row() -> Row {
-        Row(columns: (0..<columnCount).map(columnName), values: (0..<columnCount).map(value(at:)))
+        let count = columnCount
+        let columns = names.flatMap { $0.count == count ? $0 : nil } ?? (0..<count).map(columnName)
+        names = columns
+        return Row(columns: columns, values: (0..<count).map(value(at:)))
     }
 }
 

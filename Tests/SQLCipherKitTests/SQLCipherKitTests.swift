@@ -22,6 +22,21 @@ import Testing
         #expect(error?.kind == .unreadable)
     }
 
+    @Test func rowsOfAStatementRunAgainAfterASchemaChangeNameTheNewColumns() throws {
+        let database = try Database(path: path, key: .generate())
+        try database.execute("CREATE TABLE t (a TEXT, b TEXT); INSERT INTO t VALUES ('1', '2'), ('3', '4')")
+        let select = try database.prepare("SELECT * FROM t")
+        var rows: [Row] = []
+        while try select.step() { rows.append(select.row()) }
+        #expect(rows.map(\.columns) == [["a", "b"], ["a", "b"]] && rows[1].text("b") == "4")
+        select.reset()
+        // Same number of columns, other names: SQLite prepares the statement again on its next step.
+        try database.execute("DROP TABLE t; CREATE TABLE t (c TEXT, d TEXT); INSERT INTO t VALUES ('5', '6')")
+        rows = []
+        while try select.step() { rows.append(select.row()) }
+        #expect(rows.map(\.columns) == [["c", "d"]] && rows[0].text("d") == "6" && rows[0].text("b") == nil)
+    }
+
     @Test func aPlainFileIsUnreadable() throws {
         try SecureFileSystem.writeAtomically(Array(repeating: 0x41, count: 4096), to: path)
         let error = #expect(throws: SQLiteError.self) { try Database(path: path, key: .generate()) }
