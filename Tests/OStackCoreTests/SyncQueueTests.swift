@@ -91,6 +91,24 @@ private struct Fixture {
         #expect(entry.id.hasPrefix("q_") && entry.id.count == 26)
     }
 
+    @Test func queueIdsSortInTheOrderTheyWereMadeAndStayUnique() throws {
+        let times = [0, 1, 1_800_000_000.25, 1_800_000_000.5, 4_000_000_000, 1e12, -5, .nan]
+        for time in times {
+            let id = LocalStore.newEntryID(at: time)
+            #expect(id.count == 26 && id.hasPrefix("q_"))
+            #expect(id.dropFirst(2).allSatisfy { RandomID.hexDigits.contains($0) })
+        }
+        let ordered = times.prefix(5).map { LocalStore.newEntryID(at: $0) }
+        #expect(ordered == ordered.sorted())
+        #expect(Set((0..<1000).map { _ in LocalStore.newEntryID(at: 1_800_000_000) }).count == 1000)
+        // In a queue: ids follow the order of the changes as the clock moves on.
+        let ids = try (1...5).compactMap { n -> String? in
+            fixture.time.advance(0.001)
+            return try enqueue(.create, "r\(n)", ["id": .string("r\(n)")])
+        }
+        #expect(ids.count == 5 && ids == ids.sorted())
+    }
+
     @Test func updateThenUpdateIsOneUpdateKeepingTheFirstBase() throws {
         let snapshot: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 1]
         let first = try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: snapshot)

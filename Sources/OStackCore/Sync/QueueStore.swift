@@ -116,9 +116,15 @@ extension LocalStore {
         ]
     }
 
-    /// A random queue id (also the Idempotency-Key).
-    static func newEntryID() -> String {
-        RandomID.make(prefix: "q_", count: 24, alphabet: RandomID.hexDigits)
+    /// A queue id (also the Idempotency-Key): `q_`, the time in microseconds as 13 hex digits, then
+    /// 11 random ones. Ids queued together sort together, so the rows a push settles in one
+    /// transaction sit side by side in the id index instead of on every page of it.
+    static func newEntryID(at time: Double) -> String {
+        let largest: UInt64 = 1 << 52 - 1  // 13 hex digits: until the year 2112
+        let micros = time > 0 ? Swift.min(UInt64(Swift.min(time, 1e10) * 1_000_000), largest) : 0
+        var stamp = String(micros, radix: 16)
+        stamp = String(repeating: "0", count: Swift.max(0, 13 - stamp.count)) + stamp
+        return RandomID.make(prefix: "q_" + stamp, count: 11, alphabet: RandomID.hexDigits)
     }
 
     // MARK: Enqueue with coalescing
@@ -172,7 +178,7 @@ extension LocalStore {
             default: break
             }
         }
-        let id = Self.newEntryID()
+        let id = Self.newEntryID(at: now)
         try run(
             """
             INSERT INTO queue (id, object, record_id, operation, payload, base_version, base_snapshot, created_at, updated_at)
