@@ -126,6 +126,8 @@ public final class Statement {
     public func step() throws(SQLiteError) -> Bool {
         let rc = sqlite3_step(handle)
         if rc == SQLITE_ROW { return true }
+        // Done or failed: a step after this one starts the statement again (SQLite resets it itself).
+        names = nil
         if rc == SQLITE_DONE { return false }
         throw database.makeError(rc, "step")
     }
@@ -173,7 +175,8 @@ public final class Statement {
     public func integer(at index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
 
     /// The column names of the current result, made once per execution and shared by its rows (a
-    /// statement prepared again after a schema change may name other columns: cleared by `reset`).
+    /// statement prepared again after a schema change may name other columns: cleared by `reset` and
+    /// when a step ends the execution).
     private var names: [String]?
 
     /// The current row as a value.

@@ -35,6 +35,17 @@ import Testing
         rows = []
         while try select.step() { rows.append(select.row()) }
         #expect(rows.map(\.columns) == [["c", "d"]] && rows[0].text("d") == "6" && rows[0].text("b") == nil)
+        // Stepped again after it was done, without a reset (SQLite starts it again by itself).
+        try database.execute("DROP TABLE t; CREATE TABLE t (e TEXT, f TEXT); INSERT INTO t VALUES ('7', '8')")
+        rows = []
+        while try select.step() { rows.append(select.row()) }
+        #expect(rows.map(\.columns) == [["e", "f"]] && rows[0].text("f") == "8")
+        // Another number of columns.
+        select.reset()
+        try database.execute("DROP TABLE t; CREATE TABLE t (g TEXT); INSERT INTO t VALUES ('9')")
+        rows = []
+        while try select.step() { rows.append(select.row()) }
+        #expect(rows.map(\.columns) == [["g"]] && rows[0].text("g") == "9")
     }
 
     @Test func aPlainFileIsUnreadable() throws {
