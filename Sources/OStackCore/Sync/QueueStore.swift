@@ -1,4 +1,6 @@
 import SQLCipherKit
+import SodiumKit
+import Synchronization
 
 /// The sync queue's SQL — all of it lives here and in `QueueStore+Outcomes.swift` (docs/sync.md,
 /// "The queue"): rows to entries, enqueueing with coalescing, and the reads the push, the pull and
@@ -116,16 +118,22 @@ extension LocalStore {
         ]
     }
 
-    /// A queue id (also the Idempotency-Key): `q_`, the time in microseconds as 13 hex digits, then
-    /// 11 random ones. Ids queued together sort together, so the rows a push settles in one
-    /// transaction sit side by side in the id index instead of on every page of it.
-    static func newEntryID(at time: Double) -> String {
-        let largest: UInt64 = 1 << 52 - 1  // 13 hex digits: until the year 2112
-        let micros = time > 0 ? Swift.min(UInt64(Swift.min(time, 1e10) * 1_000_000), largest) : 0
-        var stamp = String(micros, radix: 16)
-        stamp = String(repeating: "0", count: Swift.max(0, 13 - stamp.count)) + stamp
-        return RandomID.make(prefix: "q_" + stamp, count: 11, alphabet: RandomID.hexDigits)
+    /// A queue id (also the Idempotency-Key): `q_`, 13 hex digits that count up within the process
+    /// from a random start, then 11 random ones. Ids queued together sort together, so the rows a
+    /// push settles in one transaction sit side by side in the id index instead of on every page of
+    /// it; the count's random start says nothing of when or how much was queued.
+    static func newEntryID() -> String {
+        let stamp = String(nextEntryStamp.wrappingAdd(1, ordering: .relaxed).oldValue & entryStampMask, radix: 16)
+        return RandomID.make(
+            prefix: "q_" + String(repeating: "0", count: 13 - stamp.count) + stamp, count: 11,
+            alphabet: RandomID.hexDigits)
     }
+
+    /// 13 hex digits.
+    static let entryStampMask: UInt64 = 1 << 52 - 1
+    /// The next id's count: a random start, far enough from the top that a process never wraps.
+    private static let nextEntryStamp = Atomic<UInt64>(
+        SecureRandom.bytes(8).reduce(0) { $0 << 8 | UInt64($1) } % (entryStampMask - 1 << 40))
 
     // MARK: Enqueue with coalescing
 
@@ -178,7 +186,7 @@ extension LocalStore {
             default: break
             }
         }
-        let id = Self.newEntryID(at: now)
+        let id = Self.newEntryID()
         try run(
             """
             INSERT INTO queue (id, object, record_id, operation, payload, base_version, base_snapshot, created_at, updated_at)
@@ -287,6 +295,11 @@ extension LocalStore {
     /// Entries ready to push: the oldest entry of each record (FIFO per record), pending or retryable
     /// and due, in queue order.
     public func due(limit: Int = 100_000) throws(OStackError) -> [QueueEntry] {
+        try dueRows(limit: limit).map(\.entry)
+    }
+
+    /// `due`, with the stored row each entry was decoded from (`claim` compares them as stored).
+    func dueRows(limit: Int = 100_000) throws(OStackError) -> [(entry: QueueEntry, row: Row)] {
         try rows(
             """
             SELECT * FROM queue q
@@ -295,6 +308,6 @@ extension LocalStore {
               AND NOT EXISTS (SELECT 1 FROM queue p WHERE p.object = q.object AND p.record_id = q.record_id AND p.seq < q.seq)
             ORDER BY seq LIMIT ?3
             """, [.integer(Int64(maximumPushAttempts)), .real(now), .integer(Int64(limit))]
-        ).compactMap(Self.entry)
+        ).compactMap { row in Self.entry(row).map { ($0, row) } }
     }
 }
