@@ -10,30 +10,40 @@ import Testing
 @Suite struct SyncClaimTests {
     let home = TemporaryDirectory()
 
+    let key = AccountDataKey(SecureRandom.secret(32))
+
+    /// A connection to the suite's database (each call another one).
     func store() throws -> LocalStore {
-        let key = AccountDataKey(SecureRandom.secret(32))
-        return try LocalStore(database: try AccountDatabase.open(path: home.path + "/data.db", key: key))
+        try LocalStore(database: try AccountDatabase.open(path: home.path + "/data.db", key: key))
     }
 
-    @Test func anEntryChangedAfterSelectionIsNotClaimed() throws {
+    /// Both ways a claim finds an entry unchanged: decoding its row again and comparing entries, or
+    /// (the pusher's) comparing the row with the one the entry was decoded from.
+    @Test(arguments: [false, true]) func anEntryChangedAfterSelectionIsNotClaimed(comparingRows: Bool) throws {
         let store = try store()
-        try store.enqueue(
-            object: "task", recordID: "r1", operation: .create, payload: ["id": "r1", "title": "a"], baseVersion: nil,
-            baseSnapshot: nil)
-        try store.enqueue(
-            object: "task", recordID: "r2", operation: .create, payload: ["id": "r2", "title": "b"], baseVersion: nil,
-            baseSnapshot: nil)
-        let selected = try store.due()
-        #expect(selected.count == 2)
-        // Meanwhile another process merges an update into r1's create and discards r2.
-        try store.enqueue(
+        for n in 1...4 {
+            try store.enqueue(
+                object: "task", recordID: "r\(n)", operation: .create, payload: ["id": .string("r\(n)"), "title": "a"],
+                baseVersion: nil, baseSnapshot: nil)
+        }
+        let read = try store.dueRows()
+        let selected = read.map(\.entry)
+        let asRead = comparingRows ? Dictionary(uniqueKeysWithValues: read.map { ($0.entry.seq, $0.row) }) : [:]
+        #expect(selected.count == 4)
+        // Meanwhile another process (its own connection) merges an update into r1's create, discards
+        // r2, and renames r3 (its server gave it another id); r4 is left alone.
+        let other = try self.store()
+        try other.enqueue(
             object: "task", recordID: "r1", operation: .update, payload: ["status": "done"], baseVersion: nil,
             baseSnapshot: nil)
-        try store.discard(selected[1])
-        #expect(try store.claim(selected).isEmpty)
-        // The next round selects the merged entry and sends what the database holds now.
+        try other.discard(selected[1])
+        try other.transaction { () throws(OStackError) in try other.renameQueuedRecord("task", from: "r3", to: "s3") }
+        let untouched = try store.claim(selected, asRead: asRead)
+        #expect(untouched.map(\.recordID) == ["r4"] && untouched == [selected[3]])
+        #expect(try store.claim(selected, asRead: asRead).isEmpty, "claimed twice")
+        // The next round selects the changed entries and sends what the database holds now.
         let claimed = try store.claim(try store.due())
-        #expect(claimed.count == 1)
+        #expect(claimed.map(\.recordID) == ["r1", "s3"])
         #expect(claimed[0].payload?["status"] == "done" && claimed[0].payload?["title"] == "a")
         // Once claimed, a later change is a new entry, never merged into one being sent.
         let id = try store.enqueue(

@@ -1,3 +1,5 @@
+import SQLCipherKit
+
 /// Pushes an account's queue (docs/sync.md, "Push"): stale claims recovered; possibly-delivered
 /// creates verified first; then the oldest due entry of each record, grouped by object and operation
 /// and sent in chunks up to the server's cap. Each chunk is claimed (and marked possibly delivered)
@@ -40,7 +42,8 @@ struct Pusher {
             let cap = Swift.min(batchCap, try store.value("sync.batch-cap").flatMap { Int($0) } ?? batchCap)
             // A feed queues one batch per request: the queue stays about two batches long.
             feed?.chunk = Swift.max(1, cap)
-            let due = try store.due()
+            let read = try store.dueRows()
+            let due = read.map(\.entry)
             if due.isEmpty {
                 // Nothing else to send: queue the feed's next batch.
                 guard let feed, feed.hasMore else { break }
@@ -54,6 +57,8 @@ struct Pusher {
                     try CreateVerifier(store: store, api: api, batchCap: cap, feed: feed).verify(unsure, &report)
                     continue
                 }
+                // The rows as read: a claim finds an entry unchanged by comparing them (no decoding).
+                let asRead = Dictionary(read.map { ($0.entry.seq, $0.row) }, uniquingKeysWith: { first, _ in first })
                 var groups: [String: [QueueEntry]] = [:]
                 var order: [String] = []
                 for entry in due {
@@ -67,7 +72,7 @@ struct Pusher {
                     let single = try singleWritesOnly(entries[0].object)
                     let size = batchable && !single ? cap : 1
                     for chunk in entries.chunked(size) {
-                        try send(Array(chunk), &report)
+                        try send(Array(chunk), asRead: asRead, &report)
                         advanced()
                     }
                 }
@@ -81,8 +86,9 @@ struct Pusher {
     }
 
     /// Sends one chunk of same-object, same-operation entries and records every outcome.
-    func send(_ selected: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
-        let chunk = try store.claim(selected)
+    /// `asRead`: the rows `selected` were decoded from, by `seq` (see `LocalStore.claim`).
+    func send(_ selected: [QueueEntry], asRead: [Int64: Row] = [:], _ report: inout PushReport) throws(OStackError) {
+        let chunk = try store.claim(selected, asRead: asRead)
         if chunk.isEmpty { return }  // changed meanwhile: picked up again next round
         let request = PushRequest(chunk)
         let outcome: DataAPI.Outcome

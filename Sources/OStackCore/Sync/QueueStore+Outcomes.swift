@@ -15,19 +15,26 @@ extension LocalStore {
     /// entry is re-read inside the write transaction and claimed only if it is unchanged since it was
     /// selected (another process may have merged a change into it, discarded it, or claimed it): the
     /// returned entries — exactly what the database holds now — are what gets sent.
-    public func claim(_ entries: [QueueEntry]) throws(OStackError) -> [QueueEntry] {
+    ///
+    /// `asRead`: the stored rows the entries were decoded from (`dueRows`), by `seq` — each must be
+    /// the row its entry was decoded from. An entry whose row is still stored exactly so is unchanged
+    /// without being decoded again.
+    public func claim(_ entries: [QueueEntry], asRead: [Int64: Row] = [:]) throws(OStackError) -> [QueueEntry] {
         try transaction { () throws(OStackError) -> [QueueEntry] in
             var claimed: [QueueEntry] = []
             for entry in entries {
-                guard
-                    let current = try rows("SELECT * FROM queue WHERE seq = ?", [.integer(entry.seq)]).first.flatMap(
-                        Self.entry),
-                    current == entry
-                else { continue }
+                guard let row = try rows("SELECT * FROM queue WHERE seq = ?", [.integer(entry.seq)]).first else {
+                    continue
+                }
+                if let read = asRead[entry.seq] {
+                    guard row == read else { continue }
+                } else {
+                    guard Self.entry(row) == entry else { continue }
+                }
                 try run(
                     "UPDATE OR FAIL queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(entry.seq)])
-                claimed.append(current)
+                claimed.append(entry)
             }
             return claimed
         }
@@ -54,7 +61,7 @@ extension LocalStore {
             "SELECT count(*) FROM queue WHERE object = ? AND record_id = ?",
             [.text(entry.object), .text(entry.recordID)])
         if let serverRecord, entry.operation != .delete {
-            if let version {
+            if let version, later > 0 {
                 try run(
                     // Several rows, `OR FAIL`: inside the settling transaction, which an error rolls back.
                     "UPDATE OR FAIL queue SET base_version = ? WHERE object = ? AND record_id = ? AND sent = 0",
