@@ -81,6 +81,21 @@ import Testing
             let values = counted.first { $0.int("map") == 1 }?.int("n") ?? 0
             #expect(Int(keys) == level.keys && Int(values) == level.values, "\(context): level \(level.run)")
         }
+        // Many ids at once (here and not here) find what each one alone finds, reading each level
+        // whole or id by id.
+        var asked = Set(model.keys)
+        for n in 0..<60 { asked.insert(n % 2 == 0 ? "t\(n * 7)" : "u\(n)") }
+        asked.formUnion(["", "t", "t1\u{0}"])
+        for factor in [0, 16, Int.max / 4] {
+            store.index.wholeLevelFactor = factor
+            let many = try store.index.current("task", asked, in: levels)
+            for id in asked {
+                let one = try store.index.current("task", id, in: levels)
+                #expect(many[id]?.rid == one?.rid && many[id]?.run == one?.run, "\(context): \(id), factor \(factor)")
+            }
+            #expect(Set(many.keys) == Set(model.keys), "\(context): factor \(factor)")
+        }
+        store.index.wholeLevelFactor = 16
         // Lookups by value find exactly the current records with that value.
         for title in ["alpha", "é", "Q\"x", ""] {
             let condition = try FilterCondition.parse(.array(["title", "=", .string(title)]))

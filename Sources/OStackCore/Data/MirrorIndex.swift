@@ -26,6 +26,9 @@ final class MirrorIndex {
     /// of this database keeps in the page itself (about 990 bytes of 4 KiB pages with SQLCipher's
     /// reserved bytes, 220 of 1 KiB pages), so reading a chunk never reads an overflow page.
     var chunkLimit: Int
+    /// `current` of many ids reads a level whole when it holds at most this many keys per id asked
+    /// (a lookup reads a chunk of about 50 entries; tests set 0 or a huge value to take one way).
+    var wholeLevelFactor = 16
 
     enum Map: Int64 {
         case keys = 0
@@ -177,6 +180,69 @@ final class MirrorIndex {
             if let rid = try rid(ofKey: key, run: level.run) { return (rid, level.run) }
         }
         return nil
+    }
+
+    /// `current` for many distinct ids at once: the rid and run of each one found. A level with few
+    /// keys for the ids asked (an import's own small levels) is read once, in order, beside the sorted
+    /// ids; a larger one is searched id by id.
+    func current(_ object: String, _ ids: some Sequence<String>, in levels: [Level]) throws(OStackError)
+        -> [String: (rid: Int64, run: Int64)]
+    {
+        var found: [String: (rid: Int64, run: Int64)] = [:]
+        var remaining = ids.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+        for level in levels.reversed() where !remaining.isEmpty {
+            var hits: [Int: Int64] = [:]
+            let limit = wholeLevelFactor.multipliedReportingOverflow(by: remaining.count)
+            if limit.overflow || level.keys <= limit.partialValue {
+                hits = try rids(ofSortedKeys: remaining, run: level.run)
+            } else {
+                for (position, key) in remaining.enumerated() {
+                    if let rid = try rid(ofKey: key, run: level.run) { hits[position] = rid }
+                }
+            }
+            guard !hits.isEmpty else { continue }
+            for (position, rid) in hits { found[String(decoding: remaining[position], as: UTF8.self)] = (rid, level.run) }
+            remaining = remaining.indices.filter { hits[$0] == nil }.map { remaining[$0] }
+        }
+        return found
+    }
+
+    /// The rids `keys` (sorted, distinct) have in the keys map of run `run`, by position in `keys`:
+    /// the run's chunks read once, in order.
+    private func rids(ofSortedKeys keys: [[UInt8]], run: Int64) throws(OStackError) -> [Int: Int64] {
+        try guarded {
+            let chunks = try store.prepared(Self.readLevelSQL)
+            chunks.reset()
+            chunks.bindInteger(run, at: 1)
+            chunks.bindInteger(Map.keys.rawValue, at: 2)
+            try chunks.checkBindings()
+            defer { chunks.reset() }
+            var hits: [Int: Int64] = [:]
+            var next = 0
+            var buffer: [UInt8] = []
+            while next < keys.count, try chunks.step() {
+                buffer = try chunks.withColumnBytes(at: 0) { (chunk) throws(MirrorChunk.Damaged) -> [UInt8] in
+                    var reader = MirrorChunk.Reader(chunk, reusing: buffer)
+                    entries: while next < keys.count, try reader.next() {
+                        // Past every key asked that sorts before this entry: those are not in the run.
+                        while next < keys.count {
+                            let order = reader.key.withUnsafeBytes { entry in
+                                keys[next].withUnsafeBytes { mirrorCompare(entry, $0) }
+                            }
+                            if order < 0 { continue entries }
+                            if order == 0 {
+                                hits[next] = reader.rid
+                                next += 1
+                                continue entries
+                            }
+                            next += 1
+                        }
+                    }
+                    return reader.buffer
+                }
+            }
+            return hits
+        }
     }
 
     /// Every rid `id` has in any level, newest first (the first is current, the rest superseded).

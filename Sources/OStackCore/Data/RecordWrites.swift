@@ -57,9 +57,7 @@ public struct RecordWrites {
     /// Of `ids`, those whose record is already here, also under the id a server gave it instead (an
     /// adopted id: the record was created from this one; one query per 500 for each).
     public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
-        var found = Set<String>()
-        let levels = try store.index.levels(object)
-        for id in ids where try store.index.current(object, id, in: levels) != nil { found.insert(id) }
+        let found = Set(try store.index.current(object, Set(ids), in: try store.index.levels(object)).keys)
         return found.union(try store.adoptedIDs(object, among: ids))
     }
 
@@ -79,7 +77,9 @@ public struct RecordWrites {
             // Inside the transaction: the writer's indexed fields are the ones this transaction sees.
             // The records are written together, as one level of the mirror's maps when they are many.
             let bulk = try store.bulkWriter(for: object, supersedes: false)
-            let levels = try store.index.levels(object)
+            // Given ids already here (each looked up in every level: for many, one read per level).
+            let here = try store.index.current(
+                object, Set(items.compactMap { $0["id"]?.stringValue }), in: try store.index.levels(object))
             for data in items {
                 var record = data
                 let given = data["id"]?.stringValue
@@ -88,8 +88,7 @@ public struct RecordWrites {
                 // A given id that is already here is not a create (it would overwrite the local copy).
                 // (An id made here is 16 random characters: not looked up.)
                 let json = JSONValue.object(record).serialized()
-                let taken = try given.map { (id) throws(OStackError) in try store.index.current(object, id, in: levels) != nil }
-                guard ids.insert(id).inserted, taken != true else {
+                guard ids.insert(id).inserted, given.map({ here[$0] == nil }) ?? true else {
                     throw OStackError(
                         .validation,
                         context: .init(
