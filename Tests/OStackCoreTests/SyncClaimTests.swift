@@ -45,6 +45,20 @@ import Testing
         let claimed = try store.claim(try store.due())
         #expect(claimed.map(\.recordID) == ["r1", "s3"])
         #expect(claimed[0].payload?["status"] == "done" && claimed[0].payload?["title"] == "a")
+        // A change that only writes another Unicode form of a text (equal as Swift strings): what is
+        // sent is what is stored, byte for byte.
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        try store.enqueue(
+            object: "task", recordID: "r5", operation: .create, payload: ["id": "r5", "title": .string(composed)],
+            baseVersion: nil, baseSnapshot: nil)
+        let read5 = try store.dueRows()
+        try other.enqueue(
+            object: "task", recordID: "r5", operation: .update, payload: ["title": .string(decomposed)],
+            baseVersion: nil, baseSnapshot: nil)
+        var sent = try store.claim(read5.map(\.entry), asRead: comparingRows ? [read5[0].entry.seq: read5[0].row] : [:])
+        if sent.isEmpty { sent = try store.claim(try store.due()) }
+        #expect(sent.count == 1 && sent.first?.payload?["title"]?.stringValue.map { Array($0.utf8) } == Array(decomposed.utf8))
         // Once claimed, a later change is a new entry, never merged into one being sent.
         let id = try store.enqueue(
             object: "task", recordID: "r1", operation: .update, payload: ["title": "c"], baseVersion: nil,

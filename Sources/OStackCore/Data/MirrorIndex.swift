@@ -185,7 +185,7 @@ final class MirrorIndex {
     /// `current` for many distinct ids at once: the rid and run of each one found. A level with few
     /// keys for the ids asked (an import's own small levels) is read once, in order, beside the sorted
     /// ids; a larger one is searched id by id.
-    func current(_ object: String, _ ids: some Sequence<String>, in levels: [Level]) throws(OStackError)
+    func current(_ object: String, _ ids: Set<String>, in levels: [Level]) throws(OStackError)
         -> [String: (rid: Int64, run: Int64)]
     {
         var found: [String: (rid: Int64, run: Int64)] = [:]

@@ -15,29 +15,50 @@ extension LocalStore {
     /// entry is re-read inside the write transaction and claimed only if it is unchanged since it was
     /// selected (another process may have merged a change into it, discarded it, or claimed it): the
     /// returned entries — exactly what the database holds now — are what gets sent.
-    ///
-    /// `asRead`: the stored rows the entries were decoded from (`dueRows`), by `seq` — each must be
-    /// the row its entry was decoded from. An entry whose row is still stored exactly so is unchanged
-    /// without being decoded again.
-    public func claim(_ entries: [QueueEntry], asRead: [Int64: Row] = [:]) throws(OStackError) -> [QueueEntry] {
+    public func claim(_ entries: [QueueEntry]) throws(OStackError) -> [QueueEntry] {
+        try claim(entries, asRead: [:])
+    }
+
+    /// `claim`, given the stored rows the entries were decoded from (`dueRows`), by `seq` — each must
+    /// be the row its entry was decoded from. An entry whose row is still stored byte for byte so is
+    /// unchanged without being decoded again.
+    func claim(_ entries: [QueueEntry], asRead: [Int64: Row]) throws(OStackError) -> [QueueEntry] {
         try transaction { () throws(OStackError) -> [QueueEntry] in
             var claimed: [QueueEntry] = []
             for entry in entries {
                 guard let row = try rows("SELECT * FROM queue WHERE seq = ?", [.integer(entry.seq)]).first else {
                     continue
                 }
+                let current: QueueEntry
                 if let read = asRead[entry.seq] {
-                    guard row == read else { continue }
+                    guard Self.sameBytes(row, read) else { continue }
+                    current = entry
                 } else {
-                    guard Self.entry(row) == entry else { continue }
+                    // (Entries compare texts as Swift strings, equal across Unicode normalisations:
+                    // what is sent is the stored one.)
+                    guard let stored = Self.entry(row), stored == entry else { continue }
+                    current = stored
                 }
                 try run(
                     "UPDATE OR FAIL queue SET status = 'in_progress', sent = 1, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(entry.seq)])
-                claimed.append(entry)
+                claimed.append(current)
             }
             return claimed
         }
+    }
+
+    /// Whether two rows hold the same columns and values, texts compared byte for byte (Swift's `==`
+    /// on strings takes a decomposed "é" for a composed one).
+    static func sameBytes(_ a: Row, _ b: Row) -> Bool {
+        guard a.columns == b.columns, a.values.count == b.values.count else { return false }
+        for (x, y) in zip(a.values, b.values) {
+            switch (x, y) {
+            case (.text(let x), .text(let y)): if !x.utf8.elementsEqual(y.utf8) { return false }
+            default: if x != y { return false }
+            }
+        }
+        return true
     }
 
     /// Back to pending without counting an attempt (network errors, not attempted rows).
