@@ -48,6 +48,20 @@ import Testing
         #expect(rows.map(\.columns) == [["g"]] && rows[0].text("g") == "9")
     }
 
+    @Test func textsAreEqualWhenTheirBytesAre() throws {
+        let composed = SQLValue.text("caf\u{E9}")
+        let decomposed = SQLValue.text("cafe\u{301}")
+        #expect(composed != decomposed && composed == .text("caf\u{E9}"))
+        #expect(Set([composed, decomposed, .text("caf\u{E9}")]).count == 2)
+        // As SQLite stores and compares them.
+        let database = try Database(path: path, key: .generate())
+        try database.execute("CREATE TABLE t (x TEXT)")
+        try database.execute("INSERT INTO t VALUES (?), (?)", [composed, decomposed])
+        #expect(try database.scalarInteger("SELECT count(DISTINCT x) FROM t") == 2)
+        let rows = try database.query("SELECT x FROM t ORDER BY rowid")
+        #expect(rows.map { $0["x"] } == [composed, decomposed] && rows[0] != rows[1])
+    }
+
     @Test func aPlainFileIsUnreadable() throws {
         try SecureFileSystem.writeAtomically(Array(repeating: 0x41, count: 4096), to: path)
         let error = #expect(throws: SQLiteError.self) { try Database(path: path, key: .generate()) }

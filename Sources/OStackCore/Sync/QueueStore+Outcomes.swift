@@ -31,7 +31,7 @@ extension LocalStore {
                 }
                 let current: QueueEntry
                 if let read = asRead[entry.seq] {
-                    guard Self.sameBytes(row, read) else { continue }
+                    guard row == read else { continue }
                     current = entry
                 } else {
                     // (Entries compare texts as Swift strings, equal across Unicode normalisations:
@@ -46,19 +46,6 @@ extension LocalStore {
             }
             return claimed
         }
-    }
-
-    /// Whether two rows hold the same columns and values, texts compared byte for byte (Swift's `==`
-    /// on strings takes a decomposed "é" for a composed one).
-    static func sameBytes(_ a: Row, _ b: Row) -> Bool {
-        guard a.columns == b.columns, a.values.count == b.values.count else { return false }
-        for (x, y) in zip(a.values, b.values) {
-            switch (x, y) {
-            case (.text(let x), .text(let y)): if !x.utf8.elementsEqual(y.utf8) { return false }
-            default: if x != y { return false }
-            }
-        }
-        return true
     }
 
     /// Back to pending without counting an attempt (network errors, not attempted rows).
