@@ -208,38 +208,18 @@ final class MirrorIndex {
     }
 
     /// The rids `keys` (sorted, distinct) have in the keys map of run `run`, by position in `keys`:
-    /// the run's chunks read once, in order.
+    /// the run read once, in order, beside them.
     private func rids(ofSortedKeys keys: [[UInt8]], run: Int64) throws(OStackError) -> [Int: Int64] {
         try guarded {
-            let chunks = try store.prepared(Self.readLevelSQL)
-            chunks.reset()
-            chunks.bindInteger(run, at: 1)
-            chunks.bindInteger(Map.keys.rawValue, at: 2)
-            try chunks.checkBindings()
-            defer { chunks.reset() }
+            let cursor = try LevelCursor(
+                run: run, map: Map.keys.rawValue, statement: try store.database.prepare(Self.readLevelSQL))
+            defer { cursor.close() }
             var hits: [Int: Int64] = [:]
             var next = 0
-            var buffer: [UInt8] = []
-            while next < keys.count, try chunks.step() {
-                buffer = try chunks.withColumnBytes(at: 0) { (chunk) throws(MirrorChunk.Damaged) -> [UInt8] in
-                    var reader = MirrorChunk.Reader(chunk, reusing: buffer)
-                    entries: while next < keys.count, try reader.next() {
-                        // Past every key asked that sorts before this entry: those are not in the run.
-                        while next < keys.count {
-                            let order = reader.key.withUnsafeBytes { entry in
-                                keys[next].withUnsafeBytes { mirrorCompare(entry, $0) }
-                            }
-                            if order < 0 { continue entries }
-                            if order == 0 {
-                                hits[next] = reader.rid
-                                next += 1
-                                continue entries
-                            }
-                            next += 1
-                        }
-                    }
-                    return reader.buffer
-                }
+            while next < keys.count && !cursor.done {
+                let order = cursor.withKey { entry in keys[next].withUnsafeBytes { mirrorCompare(entry, $0) } }
+                if order <= 0 { if order == 0 { hits[next] = cursor.rid }; try cursor.advance() }
+                if order >= 0 { next += 1 }
             }
             return hits
         }
