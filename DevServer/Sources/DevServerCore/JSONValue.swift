@@ -112,19 +112,29 @@ extension JSONValue {
 
     static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// A string with JSON's escapes. The bytes between two that need one are appended as one run:
+    /// appending byte by byte took half of the server's time while it served a pull's pages.
     static func writeString(_ value: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-            case 0x0A: out.append(contentsOf: [92, 110])
-            case 0x0D: out.append(contentsOf: [92, 114])
-            case 0x09: out.append(contentsOf: [92, 116])
-            case 0..<0x20:
-                out.append(contentsOf: [92, 117, 48, 48, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
-            default: out.append(byte)
+        var value = value
+        value.withUTF8 { utf8 in
+            var start = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                start = index + 1
+                switch byte {
+                case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
+                case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
+                case 0x0A: out.append(contentsOf: [92, 110])
+                case 0x0D: out.append(contentsOf: [92, 114])
+                case 0x09: out.append(contentsOf: [92, 116])
+                default:
+                    out.append(contentsOf: [92, 117, 48, 48, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
+                }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         out.append(UInt8(ascii: "\""))
     }
