@@ -69,36 +69,16 @@ struct MirrorBatch {
         return prefix << UInt64(8 * (8 - length))
     }
 
-    /// Items before this index were put into entry order among themselves by `sortTail`.
-    private var sortedPrefix = 0
-
     /// Sorts the entries into entry order, in place (no second copy of the entries: a pull's batch
-    /// is sorted while the transaction's other memory is held). Stretches `sortTail` ordered are
-    /// runs the sort finds and merges instead of sorting them again.
+    /// is sorted while the transaction's other memory is held).
     mutating func sort() {
-        sortItems(from: 0)
-        sortedPrefix = items.count
-    }
-
-    /// Sorts the entries appended since the last call among themselves (work `sort` then has less
-    /// of): the pull calls it while it waits for the next page.
-    mutating func sortTail() {
-        sortItems(from: sortedPrefix)
-        sortedPrefix = items.count
-    }
-
-    private mutating func sortItems(from start: Int) {
-        guard items.count - start > 1 else { return }
+        guard items.count > 1 else { return }
         bytes.withUnsafeBytes { base in
-            // Through a buffer pointer: sorting `items[start...]` would copy the array first.
-            items.withUnsafeMutableBufferPointer { all in
-                var tail = UnsafeMutableBufferPointer(rebasing: all[start...])
-                tail.sort { a, b in
-                    if a.prefix != b.prefix { return a.prefix < b.prefix }
-                    return mirrorCompare(
-                        UnsafeRawBufferPointer(rebasing: base[a.offset..<a.offset + Int(a.length)]), a.rid,
-                        UnsafeRawBufferPointer(rebasing: base[b.offset..<b.offset + Int(b.length)]), b.rid) < 0
-                }
+            items.sort { a, b in
+                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                return mirrorCompare(
+                    UnsafeRawBufferPointer(rebasing: base[a.offset..<a.offset + Int(a.length)]), a.rid,
+                    UnsafeRawBufferPointer(rebasing: base[b.offset..<b.offset + Int(b.length)]), b.rid) < 0
             }
         }
     }
@@ -106,7 +86,6 @@ struct MirrorBatch {
     /// Keeps only the items `keep` accepts (in order).
     mutating func filter(_ keep: (Item) -> Bool) {
         items = items.filter(keep)
-        sortedPrefix = Swift.min(sortedPrefix, items.count)
     }
 
     func withKey<R>(_ item: Item, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {

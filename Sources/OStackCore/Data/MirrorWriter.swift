@@ -212,14 +212,6 @@ final class MirrorBulkWriter {
         }
     }
 
-    /// Uses a wait (the pull's, for its next page) for part of `finish`'s work: the keys and values
-    /// collected since the last call are sorted among themselves, and `finish` merges the stretches.
-    func prepare() {
-        guard !finished else { return }
-        keys.sortTail()
-        values.sortTail()
-    }
-
     /// Writes the collected keys and values (once, before the transaction commits).
     func finish() throws(OStackError) {
         guard !finished else { return }

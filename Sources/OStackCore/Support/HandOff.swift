@@ -82,11 +82,6 @@ final class HandOff<Item: Sendable>: Sendable {
         }
     }
 
-    /// Whether an item (or the end) is waiting: `next()` would not wait.
-    var hasWaiting: Bool {
-        state.withLock { !$0.items.isEmpty || $0.end != nil }
-    }
-
     /// Gives the room of one item taken back to the producer.
     func release() {
         room.signal()

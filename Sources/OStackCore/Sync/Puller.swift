@@ -121,9 +121,6 @@ struct Puller {
                     seen += page.count
                     progress?(.pulling(object: object, done: seen, total: total.map { Swift.max($0, seen) }))
                     if more {
-                        // Waiting for the next page (the server or the checks are behind): part of
-                        // the commit's sorting is done meanwhile.
-                        if !stream.isReady { bulk.prepare() }
                         page = try stream.next()
                         if page.count > pageSize { throw malformed("list page bigger than asked") }
                         more = page.count > 0
@@ -365,9 +362,6 @@ final class PageStream: Sendable {
             checker.async { [self] in handOff.close() }
         }
     }
-
-    /// Whether `next()` would return at once (a page or the end is waiting).
-    var isReady: Bool { handOff.hasWaiting }
 
     /// The next page, waiting for it.
     func next() throws(OStackError) -> Puller.Page {
