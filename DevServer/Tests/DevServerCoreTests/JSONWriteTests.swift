@@ -31,7 +31,8 @@ import Testing
                 #expect(try JSONValue.parse(written) == .string(value))
             }
         }
-        // A string that is not contiguous UTF-8 in memory (bridged or a substring copy) is written too.
+        // Escapes at the start, in the middle and before the last byte; the string is appended to
+        // what the buffer already holds.
         var out: [UInt8] = [1]
         JSONValue.writeString(String("x\"y\u{1}z".dropFirst()), to: &out)
         #expect(out == [1] + Array(#""\"y\u0001z""#.utf8))
