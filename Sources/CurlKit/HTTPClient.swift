@@ -88,10 +88,15 @@ public final class HTTPClient: @unchecked Sendable {
         // only be refused (and read as a signed-out session), and a body (a password, a write) must
         // not leave the origin it was meant for.
         if to.origin != from.origin { throw .tooManyRedirects }
-        if status == 303 || ((status == 301 || status == 302) && request.method == .post) {
-            next.method = .get
-            next.body = nil
-            next.headers.removeAll { $0.0.lowercased() == "content-type" }
+        // A redirect that would turn a write into a GET (303, or 301/302 after a POST) is not
+        // followed: the GET's answer says nothing of whether the write was carried out, yet read
+        // as the write's answer it could look like proof (the record, with our id). The write's
+        // outcome stays unknown instead (`tooManyRedirects`: possibly delivered). A 303 to a GET
+        // stays a GET; 307/308 repeat the same request.
+        if request.method != .get && request.method != .head
+            && (status == 303 || ((status == 301 || status == 302) && request.method == .post))
+        {
+            throw .tooManyRedirects
         }
         return next
     }

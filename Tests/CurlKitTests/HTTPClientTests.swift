@@ -181,6 +181,26 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         #expect(same.status == 200)
     }
 
+    /// Issue 14: a write is never turned into a GET by a redirect (303, or 301/302 after a POST):
+    /// the GET's answer could pass for the write's proof. Its outcome stays unknown instead. A GET
+    /// follows a 303; a PATCH follows a 302 as itself.
+    @Test func aRedirectNeverTurnsAWriteIntoAGet() throws {
+        let echo = server.url("/echo")
+        let writes: [(HTTPRequest.Method, Int)] = [(.post, 303), (.post, 302), (.post, 301), (.patch, 303), (.delete, 303)]
+        for (method, status) in writes {
+            #expect(throws: HTTPError.tooManyRedirects, "\(method) \(status)") {
+                try client.send(
+                    HTTPRequest(method: method, url: server.url("/redirect?to=\(echo)&status=\(status)"), body: [1]))
+            }
+        }
+        #expect(!HTTPError.tooManyRedirects.meansNotSent)
+        #expect(try client.send(HTTPRequest(url: server.url("/redirect?to=\(echo)&status=303"))).status == 200)
+        let patched = try client.send(
+            HTTPRequest(method: .patch, url: server.url("/redirect?to=\(echo)&status=302"), body: [1]))
+        let echoed = try json(patched)
+        #expect(echoed["method"] as? String == "PATCH", "\(echoed)")
+    }
+
     @Test func httpsToHTTPDowngradeIsRefused() throws {
         let request = HTTPRequest(url: "https://example.invalid/a", headers: [("Authorization", "Bearer x")])
         #expect(throws: HTTPError.self) {
