@@ -13,6 +13,12 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         var sessionUser: String?
         /// Whose token a rotation hands out (another user's: a mixed-up or hostile server).
         var rotatedOwner: String?
+        /// Tokens a rotation handed out. Like better-auth (a session is refreshed once per
+        /// `updateAge`), a rotated token is not rotated again on its own `get-session`, unless
+        /// `rotateAgainTo` says to whom the next one belongs: a server that rotates once more while
+        /// its new token is checked (to another user's token, when hostile). Used once.
+        var rotatedTokens: Set<String> = []
+        var rotateAgainTo: String?
         var getSessionCount = 0
         var signInCount = 0
         var signOutCount = 0
@@ -25,6 +31,9 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         var notModified = 0
         /// The status of every `GET /api/v1/data/task`, in order.
         var dataStatuses: [Int] = []
+        /// `GET /api/v1/data/task` answers one new record at a time, with a `total` it never
+        /// reaches and no `hasMore` (a server whose list never ends).
+        var endlessPages = false
     }
 
     let state = Mutex(State())
@@ -36,7 +45,8 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
     func send(_ request: TransportRequest) throws(TransportFailure) -> TransportResponse {
         if let failure = state.withLock({ $0.failure }) { throw failure }
         let afterScheme = request.url.firstRange(of: "://").map { request.url[$0.upperBound...] } ?? request.url[...]
-        let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+        let target = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+        let path = String(target.prefix { $0 != "?" })
         let bearer = request.headers.first { $0.0 == "Authorization" }?.1.replacing("Bearer ", with: "")
         switch (request.method, path) {
         case ("GET", "/api/v1/discovery"):
@@ -62,10 +72,13 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                 let userID = state.sessionUser ?? owner
                 let (email, user) = users.first { $0.value.id == userID }!
                 var token = bearer
-                if state.rotate {
+                let again = state.rotatedTokens.contains(bearer)
+                if state.rotate && (!again || state.rotateAgainTo != nil) {
                     state.tokens[bearer] = nil
                     token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
-                    state.tokens[token] = state.rotatedOwner ?? owner
+                    state.tokens[token] = again ? state.rotateAgainTo : (state.rotatedOwner ?? owner)
+                    state.rotatedTokens.insert(token)
+                    if again { state.rotateAgainTo = nil }
                 }
                 return json(
                     200,
@@ -101,6 +114,10 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                     401,
                     #"{"error":"UNAUTHENTICATED","code":"UNAUTHENTICATED","message":"Authentication is required to access this endpoint."}"#
                 )
+            }
+            if state.withLock({ $0.endlessPages }) {
+                let page = state.withLock { $0.dataStatuses.count }
+                return json(200, #"{"object":"task","records":[{"id":"r\#(page)","title":"Again"}],"total":1000000000000000}"#)
             }
             return json(200, #"{"object":"task","records":[],"total":0,"hasMore":false}"#)
         default:

@@ -168,6 +168,53 @@ import Testing
         #expect(try secrets.read(namespaces.key(relogged.id, .sessionToken)) == kept)
     }
 
+    /// Issue 14, defect 9: the check of a rotated token rotates once more, to another user's token.
+    /// That token is checked too and never adopted, at a refresh or at sign-in.
+    @Test func aSecondRotationToAnotherUsersTokenIsNeverAdopted() throws {
+        var keeper = SessionKeeper(environment: environment)
+        keeper.minimumInterval = 0
+        keeper.explicitInterval = 0
+        let account = try LoginService(environment: environment).login(request())
+        let before = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
+        server.state.withLock {
+            $0.rotate = true
+            $0.rotateAgainTo = "usr_bob"
+        }
+        let error = #expect(throws: OStackError.self) { try keeper.refreshNow(account) }
+        #expect(error?.code == .identityMismatch)
+        #expect(try secrets.read(namespaces.key(account.id, .sessionToken)) == before)
+    }
+
+    @Test func aLoginWhoseSecondRotationIsAnotherUsersRegistersNothing() throws {
+        server.state.withLock {
+            $0.rotate = true
+            $0.rotateAgainTo = "usr_bob"
+        }
+        let error = #expect(throws: OStackError.self) { try LoginService(environment: environment).login(request()) }
+        #expect(error?.code == .identityMismatch)
+        #expect(try environment.registry.accounts().isEmpty)
+        #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
+    }
+
+    /// A check that rotates once more to the same user's token: that newest token, checked, is kept
+    /// and works (the server revoked the ones before it).
+    @Test func aRotationChainOfTheSameUserKeepsTheNewestCheckedToken() throws {
+        var keeper = SessionKeeper(environment: environment)
+        keeper.minimumInterval = 0
+        keeper.explicitInterval = 0
+        let account = try LoginService(environment: environment).login(request())
+        server.state.withLock {
+            $0.rotate = true
+            $0.rotateAgainTo = "usr_alice"
+        }
+        try keeper.refreshNow(account)
+        #expect(server.state.withLock { $0.tokens.count } == 1)
+        let response = try keeper.send(account) {
+            TransportRequest(method: "GET", url: "http://127.0.0.1:9/api/v1/data/task", headers: [$0])
+        }
+        #expect(response.status == 200)
+    }
+
     @Test func aRecentRefreshByAnotherProcessIsAdoptedWithoutARequest() throws {
         let account = try LoginService(environment: environment).login(request())
         let before = server.state.withLock { $0.getSessionCount }

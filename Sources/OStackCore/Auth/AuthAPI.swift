@@ -222,6 +222,29 @@ public struct AuthAPI: Sendable {
             activeOrganizationID: json["session"]?["activeOrganizationId"]?.stringValue)
     }
 
+    /// The token to keep after the server rotated to `rotated`: the newest token of the rotation's
+    /// chain that showed, asked of the server with that token itself, to be `userID`'s session (in
+    /// `organization`, when one is given); nil when any token of the chain is someone else's or names
+    /// no session. The check of a rotated token may rotate again (a `set-auth-token` on that answer
+    /// too): that token is checked in turn, at most three in all, and one the checks did not reach
+    /// is not kept. A `set-auth-token` is not covered by the body it comes with, so no token is
+    /// adopted on the word of the answer that hands it out.
+    func verifiedRotation(_ rotated: SessionCredential, userID: String, organization: String?)
+        throws(OStackError) -> SessionCredential?
+    {
+        var candidate = rotated
+        var verified: SessionCredential?
+        for _ in 0..<3 {
+            guard let check = try getSession(token: candidate), check.user.id == userID,
+                organization == nil || check.activeOrganizationID == organization
+            else { return nil }
+            verified = candidate
+            guard let next = check.rotatedToken else { break }
+            candidate = next
+        }
+        return verified
+    }
+
     /// A time the server gave, in this machine's clock: shifted by how far the answer's `Date` header
     /// is from now. A server whose clock is days off would otherwise make a valid session look
     /// expired (or an expired one valid) in `status` and `doctor`. Unchanged within a minute, without

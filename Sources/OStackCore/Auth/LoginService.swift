@@ -143,17 +143,18 @@ public struct LoginService: Sendable {
             }
             // An API key is the user's own and does not rotate: a token a `get-session` made with it
             // hands out is not stored in its place.
-            if kind == .session, let rotated = session.rotatedToken {
+            if kind == .session, let offered = session.rotatedToken {
                 // Adopted only once the new token itself shows to be the same user's (and organization's).
-                guard let check = try api.getSession(token: rotated), check.user.id == session.user.id,
-                    request.organization == nil || check.activeOrganizationID == request.organization
+                guard
+                    let rotated = try api.verifiedRotation(
+                        offered, userID: session.user.id, organization: request.organization)
                 else {
                     try? abandonGuest(journal)
                     throw OStackError(
                         .identityMismatch, context: .init(host: request.server.authority),
                         detail: "rotated token belongs to another user")
                 }
-                try environment.secrets.write((check.rotatedToken ?? rotated).bytes, for: guestKey)
+                try environment.secrets.write(rotated.bytes, for: guestKey)
             }
             journal.phase = .migrating
             journal.accountID = try AccountID(

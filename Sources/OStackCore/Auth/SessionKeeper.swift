@@ -138,18 +138,17 @@ public struct SessionKeeper: Sendable {
                     detail: "get-session named another user on refresh")
             }
             var result = token
-            if var rotated = session.rotatedToken {
-                // A rotated token is adopted only once it shows to be this user's: asked of the server
-                // with the new token itself (a `set-auth-token` header is not covered by the body).
-                // For an organization's account, the new token's session must be in that organization.
-                guard let check = try api.getSession(token: rotated), check.user.id == latest.userID,
-                    latest.organization == nil || check.activeOrganizationID == latest.organization
+            if let offered = session.rotatedToken {
+                // A rotated token is adopted only once it shows to be this user's (and, for an
+                // organization's account, in that organization): `AuthAPI.verifiedRotation`.
+                guard
+                    let rotated = try api.verifiedRotation(
+                        offered, userID: latest.userID, organization: latest.organization)
                 else {
                     throw OStackError(
                         .identityMismatch, context: .init(account: latest.alias, host: latest.server.authority),
                         detail: "rotated token belongs to another user or organization")
                 }
-                rotated = check.rotatedToken ?? rotated
                 try storeToken(rotated, for: latest)
                 FailPoint.hit("refresh.after-rotate-write")
                 result = rotated
