@@ -115,7 +115,12 @@ import Testing
             expected: .failed(.serverError(status: 503, retryAfter: 30))),
         Whole(status: 500, body: "", operation: .delete, expected: .failed(.serverError(status: 500, retryAfter: nil))),
         // Malformed bodies: no server text, no crash; a code that is not a protocol token is dropped
-        Whole(status: 400, body: "not json", operation: .create, expected: .failed(.validation(fields: []))),
+        // A 400/422 that is not a JSON error (a proxy's page) is no refusal of the change.
+        Whole(status: 400, body: "not json", operation: .create, expected: .failed(.unexpected(status: 400, code: nil))),
+        Whole(
+            status: 422, body: "<html>Unprocessable</html>", operation: .update,
+            expected: .failed(.unexpected(status: 422, code: nil))),
+        Whole(status: 400, body: #"{"error":"refused by a hook"}"#, operation: .create, expected: .failed(.validation(fields: []))),
         Whole(
             status: 418, body: #"{"code":"\u001b]0;pwned\u0007"}"#, operation: .update,
             expected: .failed(.unexpected(status: 418, code: nil))),

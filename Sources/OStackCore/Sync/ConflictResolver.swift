@@ -9,8 +9,13 @@ struct ConflictResolver {
     func resolveConcurrent(_ entry: QueueEntry, theirs: JSONValue?, version: String?, _ report: inout PushReport)
         throws(OStackError)
     {
-        guard let theirsRecord = theirs?.objectValue.map({ visible($0, object: entry.object) }) else {
-            try store.markConflict(entry, theirs: nil, version: version)
+        // The server's copy must be this record: one without its id, or with another, is no copy of
+        // it (it would be stored under that id, or taken as proof that our change was applied), and
+        // the version that came with it is not trusted either.
+        guard let theirs, theirs["id"]?.stringValue == entry.recordID,
+            let theirsRecord = theirs.objectValue.map({ visible($0, object: entry.object) })
+        else {
+            try store.markConflict(entry, theirs: nil, version: (theirs?.isNull ?? true) ? version : nil)
             report.conflicts += 1
             return
         }

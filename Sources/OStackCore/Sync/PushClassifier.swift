@@ -139,7 +139,11 @@ public enum PushClassifier {
         // a proxy's page for a route it does not know) proves nothing about the record.
         case 404 where operation == .delete && code == "RECORD_NOT_FOUND": return .alreadyGone
         case 404: return .failed(.notFound)
-        case 400, 422: return .failed(.validation(fields: fieldNames(body)))
+        // A refusal of the change as it stands comes as a JSON error (a hook's refusal may carry no
+        // code). Any other 400/422 (a proxy's HTML page) says nothing about the change: it is
+        // not undone as refused, but kept as an unexpected answer.
+        case 400 where body?.objectValue != nil, 422 where body?.objectValue != nil:
+            return .failed(.validation(fields: fieldNames(body)))
         case 403: return .failed(.forbidden)
         case 429: return .failed(.rateLimited(retryAfter: retryAfter))
         case 500...599: return .failed(.serverError(status: status, retryAfter: retryAfter))
