@@ -27,6 +27,22 @@ import Testing
         return try AccountSession(account: account, environment: environment)
     }
 
+    /// Issue 14, defect 6: a remote list whose server gives a `total` it never reaches, one new
+    /// record per page, is cut off at its bound (a hundredth as many pages as records) instead of
+    /// asking for ever.
+    @Test func aRemoteListThatNeverEndsIsCutOff() throws {
+        let service = try signedIn()
+        server.state.withLock { $0.endlessPages = true }
+        let before = server.state.withLock { $0.dataStatuses.count }
+        var handed = 0
+        let error = #expect(throws: OStackError.self) {
+            _ = try RecordReads(session: service).listRemote(.init(object: "task"), bound: 1_000) { _ in handed += 1 }
+        }
+        #expect(error?.code == .unexpectedResponse)
+        #expect(handed == 10)
+        #expect(server.state.withLock { $0.dataStatuses.count } - before == 11)
+    }
+
     @Test func freshEntriesAreServedFromTheCacheThenRevalidatedWithAnETag() throws {
         let service = try signedIn()
         #expect(try service.metadata.object("task").schema.field("title")?.label == "Title")

@@ -76,15 +76,16 @@ public struct RecordReads {
     /// and however big a page is (docs/sync.md, "Remote lists"): a page is split into records
     /// without decoding it as a whole, and each record is decoded only when it is handed over.
     /// Stops at the request's `limit`, at a short page, or at the `total` the server gave; a page
-    /// bigger than asked, one the server sent before, or more than `remoteListBound` records
-    /// without a `total` is `unexpected-response`.
+    /// bigger than asked, one the server sent before, or more than `bound` records (or a hundredth
+    /// as many pages) is `unexpected-response`.
     /// Returns the server's `total`, when it gave one.
-    /// Records a remote list walks at most when the server gives no `total` (ObjectStack always
-    /// does unless asked not to).
-    static let remoteListBound = 10_000_000
+    /// Records a remote list walks at most (and a hundredth as many pages), whatever `total` the
+    /// server gives.
+    public static let remoteListBound = 10_000_000
 
     public func listRemote(
-        _ request: ListRequest, pageSize: Int = 1000, each: (JSONValue) throws(OStackError) -> Void
+        _ request: ListRequest, pageSize: Int = 1000, bound: Int = Self.remoteListBound,
+        each: (JSONValue) throws(OStackError) -> Void
     ) throws(OStackError) -> Int? {
         var base: [(String, String)] = []
         if let wire = request.wireFilter {
@@ -101,6 +102,7 @@ public struct RecordReads {
         var fetched = 0
         var total: Int?
         var seen = SeenPages()
+        var pages = 0
         while true {
             let want = request.limit.map { Swift.min(pageSize, $0 - fetched) } ?? pageSize
             // `--limit 0` still asks once (`top=0`): the answer's `total` is the count.
@@ -129,8 +131,11 @@ public struct RecordReads {
             }
             // A page sent before (the last one, or any earlier: a server alternating two pages).
             if !ids.isEmpty, !seen.insert(ids) { throw malformed("list: page repeated") }
-            // Without a `total` to stop at, a walk that never ends is cut off.
-            if total == nil, found.total == nil, fetched > Self.remoteListBound {
+            // A walk that never ends is cut off, whatever `total` the server gave: at
+            // `remoteListBound` records, or at a hundredth as many pages (a server that keeps saying
+            // there is more, a record at a time).
+            pages += 1
+            if fetched > bound || pages > bound / 100 {
                 throw malformed("list: pages do not end")
             }
             total = total ?? found.total
@@ -145,8 +150,10 @@ public struct RecordReads {
             fetched += found.ranges.count
             if want == 0 || found.ranges.isEmpty { break }
             // A short page ends the list unless the server says there is more (some cap pages
-            // below what was asked); `total` ends it too.
+            // below what was asked); `hasMore: false` and `total` end it too. (Without `hasMore`,
+            // which ObjectStack always sends, a `total` not reached yet keeps it going.)
             if let total, request.offset + fetched >= total { break }
+            if found.hasMore == false { break }
             if found.ranges.count < want && found.hasMore != true && total == nil { break }
         }
         return total
