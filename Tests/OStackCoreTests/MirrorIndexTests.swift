@@ -146,7 +146,7 @@ import Testing
                 guard from != to, let bytes = model[from] else { continue }
                 try store.transaction { () throws(OStackError) in try store.renameRecord("task", from: from, to: to) }
                 var record = try #require(JSONValue.parse(bytes)?.objectValue)
-                record["id"] = .string(from)  // the stored text keeps its id field as it was
+                record["id"] = .string(to)  // the stored text names the new id too
                 model[to] = JSONValue.object(record).serialized()
                 model[from] = nil
             case 8:
@@ -283,6 +283,20 @@ import Testing
             #expect(error.code == .storageFailure)
         }
         #expect(throws: OStackError.self) { try store.index.compact("task") }
+    }
+
+    /// Many levels each of the largest count a level may claim: the sums that decide how superseded
+    /// rows are found saturate instead of trapping.
+    @Test func manyHugeLevelsAreNoTrap() throws {
+        try store.putRecord("task", ["id": "t1", "title": "alpha"], version: nil)
+        for run in 0..<1_100 {
+            try store.run(
+                "INSERT INTO mirror_levels (object, run, keys, vals, supersedes) VALUES ('task', ?, ?, 0, 1)",
+                [.integer(Int64(100_000 + run)), .integer(MirrorIndex.largestCount)])
+        }
+        let levels = try store.index.levels("task")
+        #expect(levels.count > 1_000)
+        #expect(try store.index.superseded("task", levels: levels).isEmpty)
     }
 
     /// Levels that may supersede (pulls into a held object) are all merged once they hold half of

@@ -343,7 +343,12 @@ public final class LocalStore: @unchecked Sendable {
                 // Older rows of the old id (superseded) go; the current one keeps its rid and level.
                 for (older, level) in rows.dropFirst() { try remove(writer, id: oldID, rid: older, run: level) }
                 try index.renameKey(object, from: oldID, to: newID, rid: rid, run: run)
-                try self.run("UPDATE OR FAIL records SET id = ? WHERE rid = ?", [.text(newID), .integer(rid)])
+                // The stored record names its new id too (reads, filters on `id`, later edits).
+                let stored = try self.rows("SELECT data FROM records WHERE rid = ?", [.integer(rid)]).first?.text("data")
+                let data = stored.flatMap { JSONValue.parse(Array($0.utf8)) }.map { Self.renamed($0, to: newID) }
+                try self.run(
+                    "UPDATE OR FAIL records SET id = ?, data = coalesce(?, data) WHERE rid = ?",
+                    [.text(newID), data.map { .text(String(decoding: $0.serialized(), as: UTF8.self)) } ?? .null, .integer(rid)])
             }
             try renameQueuedRecord(object, from: oldID, to: newID)
             // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id
@@ -353,6 +358,13 @@ public final class LocalStore: @unchecked Sendable {
             try removeValue(Self.aliasKey(object, newID))
             try setValue(Self.aliasKey(object, oldID), newID)
         }
+    }
+
+    /// `record` with its `id` member set to `id`.
+    static func renamed(_ record: JSONValue, to id: String) -> JSONValue {
+        guard case .object(var members) = record else { return record }
+        members["id"] = .string(id)
+        return .object(members)
     }
 
     /// The id the server gave a record created here as `id`, when it assigned its own.

@@ -680,10 +680,20 @@ final class MirrorIndex {
         guard Self.maySupersede(levels) else { return [] }
         var superseded = Set<Int64>()
         let flagged = levels.indices.dropFirst().filter { levels[$0].supersedes }
-        let probes = flagged.reduce(0) { $0 + levels[$1].keys * $1 }
-        let all = levels.reduce(0) { $0 + $1.keys }
+        // Counts from a damaged file can be huge (each level's up to `largestCount`): summed and
+        // scaled saturating, never trapping.
+        func sum(_ a: Int, _ b: Int) -> Int {
+            let (total, overflow) = a.addingReportingOverflow(b)
+            return overflow ? .max : total
+        }
+        func product(_ a: Int, _ b: Int) -> Int {
+            let (total, overflow) = a.multipliedReportingOverflow(by: b)
+            return overflow ? .max : total
+        }
+        let probes = flagged.reduce(0) { sum($0, product(levels[$1].keys, $1)) }
+        let all = levels.reduce(0) { sum($0, $1.keys) }
         try guarded {
-            if probes * 16 < all {
+            if product(probes, 16) < all {
                 for position in flagged {
                     let cursor = try LevelCursor(
                         run: levels[position].run, map: Map.keys.rawValue,

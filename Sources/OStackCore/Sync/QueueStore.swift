@@ -204,9 +204,24 @@ extension LocalStore {
     /// (`OR FAIL` on several rows: a failure part-way would keep the rows already changed, so every
     /// caller runs it inside a transaction its error rolls back; no statement journal is needed.)
     func renameQueuedRecord(_ object: String, from oldID: String, to newID: String) throws(OStackError) {
-        try run(
-            "UPDATE OR FAIL queue SET record_id = ? WHERE object = ? AND record_id = ?",
-            [.text(newID), .text(object), .text(oldID)])
+        // The copies a change keeps of the record (its base, a create's payload) name the new id
+        // too: written back (`queue discard`, a merge), they must not bring the old id back.
+        let kept = try rows(
+            "SELECT seq, payload, base_snapshot FROM queue WHERE object = ? AND record_id = ?",
+            [.text(object), .text(oldID)])
+        for row in kept {
+            guard let seq = row.int("seq") else { continue }
+            func renamed(_ column: String) -> SQLValue {
+                guard let text = row.text(column) else { return .null }
+                guard let json = JSONValue.parse(Array(text.utf8)), json["id"]?.stringValue == oldID else {
+                    return .text(text)
+                }
+                return .text(String(decoding: LocalStore.renamed(json, to: newID).serialized(), as: UTF8.self))
+            }
+            try run(
+                "UPDATE OR FAIL queue SET record_id = ?, payload = ?, base_snapshot = ? WHERE seq = ?",
+                [.text(newID), renamed("payload"), renamed("base_snapshot"), .integer(seq)])
+        }
     }
 
     // MARK: Reading
