@@ -5,9 +5,12 @@
 /// of records, all of them ones asked for, and nothing more to come; any other answer (or a failed
 /// lookup) leaves the create possibly delivered, `unconfirmed`, and looked up again when due.
 struct CreateVerifier {
-    /// Set (in `account_info`) once a create came back under an id the server chose: only then are
-    /// lost creates also looked for by their fields.
+    /// Set (in `account_info`) once a create came back under an id the server chose.
     static let assignsIDsKey = "sync.server-assigns-ids"
+    /// Set once a create came back under the id ostack chose, and never on a server that assigned
+    /// one: then a create missing under its id did not arrive, and is not looked for by its fields.
+    /// Until either is known (the first creates of an account), lost creates are looked for both ways.
+    static let keepsIDsKey = "sync.server-keeps-ids"
 
     let store: LocalStore
     let api: DataAPI
@@ -51,9 +54,12 @@ struct CreateVerifier {
         // "More to come" matters only when some were not found: those cannot be called absent.
         var unknown: Set<String> =
             json["hasMore"]?.boolValue == true ? asked.filter { found[$0] == nil } : []
-        // Not there under our id: a server known to assign its own ids may hold it under another.
+        // Not there under our id: a server that assigns its own ids (known to, or not yet known to
+        // keep ours) may hold it under another.
         var assigned: [String: JSONValue] = [:]
-        if try store.value(Self.assignsIDsKey) != nil {
+        let assigns = try store.value(Self.assignsIDsKey) != nil
+        let keeps = try store.value(Self.keepsIDsKey) != nil
+        if assigns || !keeps {
             var claimed: [String: Int] = [:]
             var matches: [String: JSONValue] = [:]
             for entry in chunk where found[entry.recordID] == nil && !unknown.contains(entry.recordID) {
@@ -131,8 +137,8 @@ extension CreateVerifier {
     }
 
     /// A possibly-delivered create that is not on the server under its own id, looked for by what
-    /// it sent (docs/sync.md, "Acknowledgement") — only on a server known to assign its own ids,
-    /// which may hold it under one we never learnt. Ours is the one record that holds every scalar
+    /// it sent (docs/sync.md, "Acknowledgement") — unless the server is known to keep the ids
+    /// ostack sends: one that assigns its own may hold it under one we never learnt. Ours is the one record that holds every scalar
     /// field sent, was created by this account's user (when the server says) and is not in the
     /// mirror under its id; none, or more than one (three or more with these fields on the
     /// server), is absent (sent again). A failed lookup, or an answer that cannot prove absence

@@ -102,6 +102,10 @@ struct PushSettler {
             try store.complete(renamed, serverRecord: record)
             return true
         }
+        // Our id kept: the account learns that its server keeps them (unless it was seen to assign).
+        if record?["id"]?.stringValue == entry.recordID, try store.value(CreateVerifier.keepsIDsKey) == nil {
+            if try store.value(CreateVerifier.assignsIDsKey) == nil { try store.setValue(CreateVerifier.keepsIDsKey, "1") }
+        }
         try store.complete(entry, serverRecord: record)
         return true
     }
