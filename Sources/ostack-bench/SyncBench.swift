@@ -147,12 +147,16 @@ enum SyncBench {
                     target: "information: WITHOUT ROWID (object, id), the pre-0005 mirror", ok: true))
             // Memory stays flat however big the answer (issue 14): a remote list of 100 000 records,
             // written as JSON, and a pull of 300 000 against the 100 000 one.
-            let listed = try session.measured(
-                ["records", "list", "task", "--remote", "--all", "--json"], discardOutput: true)
+            // As JSON and as TSV (the default when stdout is not a terminal): the larger peak.
+            let listed = max(
+                try session.measured(["records", "list", "task", "--remote", "--all", "--json"], discardOutput: true)
+                    .peakMB,
+                try session.measured(["records", "list", "task", "--remote", "--all"], discardOutput: true).peakMB)
             results.append(
                 BenchResult(
-                    name: "list-remote-100k-peak-rss", value: listed.peakMB, unit: "MB", baseline: nil, ratio: nil,
-                    target: "<= 120 MB (records list --remote --json of 100 000)", ok: listed.peakMB <= 120))
+                    name: "list-remote-100k-peak-rss", value: listed, unit: "MB", baseline: nil, ratio: nil,
+                    target: "<= 120 MB (records list --remote --all of 100 000, --json and TSV: the larger)",
+                    ok: listed <= 120))
             let large = try Session(ostack: ostack)
             try large.server.control("POST", "seed", #"{"object":"task","count":300000}"#)
             try large.run(["sync", "track", "task"])

@@ -594,6 +594,16 @@ import Testing
         let limited = try ostack.run(["records", "list", "task", "--remote", "--limit", "1500", "--offset", "10"])
         #expect(limited.status == 0)
         #expect(limited.stdout.split(separator: "\n").count == 1501)  // header + rows
+        // TSV (stdout not a terminal) and CSV are written a row at a time, every record once, the
+        // header once.
+        for format in ["tsv", "csv"] {
+            let all = try ostack.run(["records", "list", "task", "--remote", "--all", "--format", format])
+            #expect(all.status == 0, "\(all.stderr)")
+            let lines = all.stdout.split(separator: format == "csv" ? "\r\n" : "\n")
+            #expect(lines.count == total + 1, "\(format)")
+            #expect(lines.first?.hasPrefix("id") == true && lines.dropFirst().allSatisfy { $0 != lines.first })
+            #expect(Set(lines).count == total + 1, "\(format): a row written twice")
+        }
 
         let big = (0..<1001).map { #"{"id":"big\#($0)"}"# }.joined(separator: ",")
         try listFault(server, text: #"{"records":[\#(big)]}"#, count: 1)

@@ -32,6 +32,17 @@ public struct Table: Sendable {
         }
     }
 
+    /// The rows alone, without the header, in a line format (`tsv`, `csv`): for a listing written a
+    /// row at a time after `render` wrote its header and first rows. Empty for the aligned formats.
+    public func renderRows(as format: OutputFormat) -> String {
+        let rows = rows.map { $0.map { Self.clean($0, maxLength: 120) } }
+        switch format {
+        case .tsv: return rows.map { $0.joined(separator: "\t") + "\n" }.joined()
+        case .csv: return rows.map { $0.map(Self.csvField).joined(separator: ",") + "\r\n" }.joined()
+        case .table, .json, .ndjson: return ""
+        }
+    }
+
     static func clean(_ text: String, maxLength: Int) -> String {
         let flattened =
             text.contains(where: { $0 == "\t" || $0.isNewline })

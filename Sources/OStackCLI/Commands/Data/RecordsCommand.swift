@@ -377,13 +377,24 @@ extension RecordsCommand.List {
             terminal.out("],\"source\":\"remote\"" + (total.map { ",\"total\":\($0)" } ?? "") + "}\n")
             return (count, total)
         }
-        // The columns come from the first records (as for a local list: the first 50).
+        // The columns come from the first records (as for a local list: the first 50). A line format
+        // (`tsv`, `csv`: the default when stdout is not a terminal) is then written row by row as
+        // the pages come; the aligned table, which needs every cell's width, keeps its cells.
+        let format = terminal.defaultFormat
+        let streams = format == .tsv || format == .csv
         var sample: [JSONValue] = []
         var columns: [String]?
         var rows: [[String]] = []
+        var written = 0
+        func emit(_ chosen: [String], _ cells: [[String]], header: Bool) {
+            let table = Table(headers: chosen, rows: cells)
+            terminal.out(header ? table.render(as: format, terminal: terminal) : table.renderRows(as: format))
+            written += cells.count
+        }
         let total = try reads.listRemote(request) { record in
             if let columns {
-                rows.append(RecordText.cells(record, columns: columns))
+                let cells = RecordText.cells(record, columns: columns)
+                if streams { emit(columns, [cells], header: false) } else { rows.append(cells) }
                 return
             }
             sample.append(record)
@@ -392,15 +403,24 @@ extension RecordsCommand.List {
                 columns = chosen
                 rows = sample.map { RecordText.cells($0, columns: chosen) }
                 sample = []
+                if streams {
+                    emit(chosen, rows, header: true)
+                    rows = []
+                }
             }
         }
         if columns == nil && !sample.isEmpty {
             let chosen = RecordText.columns(sample, fields: request.fields, schema: schema)
             columns = chosen
             rows = sample.map { RecordText.cells($0, columns: chosen) }
+            if streams {
+                emit(chosen, rows, header: true)
+                rows = []
+            }
         }
+        if streams { return (written, total) }
         guard let columns, !rows.isEmpty else {
-            if terminal.defaultFormat == .table { terminal.out("No records.\n") }
+            if format == .table { terminal.out("No records.\n") }
             return (0, total)
         }
         context.page()
