@@ -56,9 +56,13 @@ public struct RecordWrites {
 
     /// Of `ids`, those whose record is already here, also under the id a server gave it instead (an
     /// adopted id: the record was created from this one; one query per 500 for each).
+    /// On one snapshot: another process's merge committed between reading the levels and probing
+    /// them would hide records that are here.
     public func existing(_ object: String, ids: [String]) throws(OStackError) -> Set<String> {
-        let found = Set(try store.index.current(object, Set(ids), in: try store.index.levels(object)).keys)
-        return found.union(try store.adoptedIDs(object, among: ids))
+        try store.reading { () throws(OStackError) -> Set<String> in
+            let found = Set(try store.index.current(object, Set(ids), in: try store.index.levels(object)).keys)
+            return found.union(try store.adoptedIDs(object, among: ids))
+        }
     }
 
     /// Validates, then saves records and queues their creates; returns each id with the queue entry
