@@ -101,6 +101,29 @@ import Testing
         #expect(fetched.withLock { $0 } <= 5)
     }
 
+    /// Issue 14: room is counted in bytes too. Pages of 8 MiB (a server sending huge records) take
+    /// four 2 MiB units each, so a stream of depth 12 fetches three ahead of a writer that takes
+    /// none, not twelve; each page taken gives its four units back.
+    @Test func largePagesAreFetchedAheadByTheirSize() throws {
+        let fetched = Mutex(0)
+        let stream = PageStream(depth: 12, roomBytes: 2 << 20)
+        stream.start(after: nil, pageSize: 2) { (_, _) throws(OStackError) -> Puller.RawPage in
+            let index = fetched.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            let body = Array(#"{"records":[{"id":"a\#(index)"},{"id":"b\#(index)"}]}"#.utf8)
+                + [UInt8](repeating: 0x20, count: 8 << 20)
+            return Puller.RawPage(body: body, ranges: [0..<1, 1..<2], total: nil, last: ("v\(index)", "b\(index)"))
+        }
+        usleep(300_000)
+        #expect((1...3).contains(fetched.withLock { $0 }))  // twelve without the byte count
+        _ = try stream.next()
+        usleep(300_000)
+        #expect((2...4).contains(fetched.withLock { $0 }))
+        stream.cancel()
+    }
+
     /// `cancel` returns only once the fetcher has finished the request it was making: nothing of a
     /// pull (a request, a token refresh) goes on after it.
     @Test func cancelWaitsForTheRequestUnderWay() throws {

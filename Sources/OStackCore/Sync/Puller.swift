@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Pulls a tracked object (docs/sync.md, "Pull"): every change since its cursor, as a keyset over
 /// `(updated_at, id)` in pages; records with queued changes are left alone; deletions are found by
@@ -332,10 +333,25 @@ final class PageStream: Sendable {
 
     /// The fields whose values the checker finds for the writer (`Puller.Page.fields`).
     let indexed: [String]
+    /// Room is counted in bytes too: a page takes one unit of room per `roomBytes` of its body (at
+    /// least one, at most `depth`), so pages far larger than an honest one (a server sending huge
+    /// records) are fetched ahead fewer at a time: the pages waiting hold about `depth` ×
+    /// `roomBytes` (24 MB by default), not `depth` bodies of up to the transport's 64 MiB cap.
+    let roomBytes: Int
+    private let depth: Int
+    /// The units of room each page put (in order) holds; given back when the writer takes it.
+    private let units = Mutex<[Int]>([])
 
-    init(depth: Int, indexed: [String] = []) {
+    init(depth: Int, indexed: [String] = [], roomBytes: Int = 2 << 20) {
         self.indexed = indexed
+        self.depth = max(1, depth)
+        self.roomBytes = max(1, roomBytes)
         handOff = HandOff(depth: depth)
+    }
+
+    /// The units of room a page with a body of `bytes` takes.
+    func unitsOfRoom(_ bytes: Int) -> Int {
+        min(depth, max(1, (bytes + roomBytes - 1) / roomBytes))
     }
 
     func start(
@@ -349,9 +365,17 @@ final class PageStream: Sendable {
             // one asked for: the writer finds it and stops the pull.
             var seen = Set<String>()
             if let cursor { seen.insert(cursor.version + "\u{0}" + cursor.id) }
-            while handOff.reserve() {
+            fetching: while handOff.reserve() {
                 let result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(cursor, first) }
                 first = false
+                // A large page waits for the room its size takes (the unit reserved above is one).
+                let needed = (try? result.get()).map { unitsOfRoom($0.body.count) } ?? 1
+                var taken = 1
+                while taken < needed {
+                    guard handOff.reserve() else { break fetching }  // stopped meanwhile
+                    taken += 1
+                }
+                units.withLock { $0.append(needed) }
                 checker.async { [self] in handOff.put(result.map { Puller.parse($0, indexed: indexed) }) }
                 guard case .success(let page) = result, page.ranges.count == pageSize, let last = page.last,
                     let version = last.version, seen.insert(version + "\u{0}" + last.id).inserted
@@ -368,7 +392,8 @@ final class PageStream: Sendable {
         guard let page = try handOff.next() else {
             throw OStackError(.unexpectedResponse, detail: "list pages ended early")
         }
-        handOff.release()
+        let taken = units.withLock { $0.isEmpty ? 1 : $0.removeFirst() }
+        for _ in 0..<taken { handOff.release() }
         return try page.get()
     }
 
