@@ -150,8 +150,8 @@ import Testing
     /// Issue 14: a 409 `CONCURRENT_UPDATE` whose `currentRecord` is not this record (no id, or
     /// another one) is no copy of it: not proof that the change was applied, and never stored under
     /// the other id. The change becomes a conflict and arrives once the user keeps it.
-    @Test(arguments: [#"{"title":"After"}"#, #"{"id":"OTHER","title":"After"}"#])
-    func aConflictAnswerAboutAnotherRecordIsNoProof(_ current: String) throws {
+    @Test(arguments: [(#"{"title":"After"}"#, "mine"), (#"{"id":"OTHER","title":"After"}"#, "mine"), (#"{"id":"OTHER","title":"After"}"#, "theirs")])
+    func aConflictAnswerAboutAnotherRecordIsNoProof(_ current: String, _ keep: String) throws {
         let (server, ostack) = try signedIn()
         let created = try ostack.run(["records", "create", "task", "--set", "title=Before", "--json"])
         let id = try #require(recordID(in: created.stdout))
@@ -165,10 +165,14 @@ import Testing
         let list = try ostack.run(["conflicts", "list", "--json"])
         let conflict = try #require(recordID(in: list.stdout), "\(list.stdout)")
         #expect(try self.server(server, id: id).record.contains("\"title\":\"Before\""))
-        let resolve = try ostack.run(["conflicts", "resolve", conflict, "--keep", "mine"])
+        let resolve = try ostack.run(["conflicts", "resolve", conflict, "--keep", keep])
         #expect(resolve.status == 0, "\(resolve.stderr)")
+        // Keeping theirs without a server copy puts the record back as it was before the change.
+        let kept = keep == "mine" ? "After" : "Before"
+        let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+        #expect(local.stdout.contains("\"title\":\"\(kept)\""), "\(local.stdout)")
         #expect(try ostack.run(["sync"]).status == 0)
-        #expect(try self.server(server, id: id).record.contains("\"title\":\"After\""))
+        #expect(try self.server(server, id: id).record.contains("\"title\":\"\(kept)\""))
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
     }
 
@@ -604,6 +608,15 @@ import Testing
             #expect(lines.first?.hasPrefix("id") == true && lines.dropFirst().allSatisfy { $0 != lines.first })
             #expect(Set(lines).count == total + 1, "\(format): a row written twice")
         }
+
+        // `hasMore: false` ends the walk, even after a full page and short of the `total`.
+        let full = (0..<1000).map { #"{"id":"full\#($0)"}"# }.joined(separator: ",")
+        try listFault(server, text: #"{"records":[\#(full)],"total":5000,"hasMore":false}"#, count: 1)
+        let ended = try listRequests(server)
+        let endedList = try ostack.run(["records", "list", "task", "--remote", "--all", "--json"])
+        #expect(endedList.status == 0, "\(endedList.stderr)")
+        #expect(try listRequests(server) - ended == 1)
+        _ = try server.control("DELETE", "faults")
 
         let big = (0..<1001).map { #"{"id":"big\#($0)"}"# }.joined(separator: ",")
         try listFault(server, text: #"{"records":[\#(big)]}"#, count: 1)

@@ -15,8 +15,9 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
         var rotatedOwner: String?
         /// Tokens a rotation handed out. Like better-auth (a session is refreshed once per
         /// `updateAge`), a rotated token is not rotated again on its own `get-session`, unless
-        /// `rotateAgainTo` says to whom the next one belongs: a server that rotates once more while
-        /// its new token is checked (to another user's token, when hostile). Used once.
+        /// `rotateAgainTo` says to whom the next one belongs: the check of the new token then hands
+        /// out one more in a `set-auth-token` header only, its body naming the token checked (a
+        /// header mixed up from another user's answer, when hostile). Used once.
         var rotatedTokens: Set<String> = []
         var rotateAgainTo: String?
         var getSessionCount = 0
@@ -72,18 +73,26 @@ final class FakeObjectStack: HTTPTransport, @unchecked Sendable {
                 let userID = state.sessionUser ?? owner
                 let (email, user) = users.first { $0.value.id == userID }!
                 var token = bearer
+                var header: String?
                 let again = state.rotatedTokens.contains(bearer)
                 if state.rotate && (!again || state.rotateAgainTo != nil) {
                     state.tokens[bearer] = nil
-                    token = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
-                    state.tokens[token] = again ? state.rotateAgainTo : (state.rotatedOwner ?? owner)
-                    state.rotatedTokens.insert(token)
-                    if again { state.rotateAgainTo = nil }
+                    let next = "tok_" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+                    state.tokens[next] = again ? state.rotateAgainTo : (state.rotatedOwner ?? owner)
+                    state.rotatedTokens.insert(next)
+                    if again {
+                        state.rotateAgainTo = nil
+                        header = next
+                    } else {
+                        token = next
+                    }
                 }
-                return json(
+                var response = json(
                     200,
                     #"{"session":{"token":"\#(token)","expiresAt":"\#(state.expiresAt)"},"user":{"id":"\#(userID)","email":"\#(email)","name":"\#(user.name)"}}"#
                 )
+                if let header { response.headers.append(("set-auth-token", header)) }
+                return response
             }
         case ("POST", "/api/v1/auth/sign-out"):
             state.withLock {

@@ -16,6 +16,9 @@ public struct RemoteSession: Sendable {
     public var rotatedToken: SessionCredential?
     /// The session's active organization (`session.activeOrganizationId`), when it names one.
     public var activeOrganizationID: String? = nil
+    /// Whether the body names `rotatedToken` as its session's token (`session.token`, or the
+    /// header's signed form of it): then the answer that names the user names the new token too.
+    public var rotatedTokenInBody = false
 }
 
 /// The result of `sign-in/email`.
@@ -212,23 +215,35 @@ public struct AuthAPI: Sendable {
             Self.localTime($0, response: response)
         }
         var rotated: SessionCredential?
-        let candidate = response.header("set-auth-token") ?? json["session"]?["token"]?.stringValue
+        var inBody = false
+        let bodyToken = json["session"]?["token"]?.stringValue
+        let candidate = response.header("set-auth-token") ?? bodyToken
         if let candidate, Self.isPlausibleToken(candidate) {
             let bytes = SessionCredential(SecretBytes(copying: Array(candidate.utf8)))
-            if !(bytes == token) && !Self.isSameSessionInSignedForm(candidate, token: token) { rotated = bytes }
+            if !(bytes == token) && !Self.isSameSessionInSignedForm(candidate, token: token) {
+                rotated = bytes
+                inBody =
+                    bodyToken.map {
+                        $0 == candidate
+                            || Self.isSameSessionInSignedForm(
+                                candidate, token: SessionCredential(SecretBytes(copying: Array($0.utf8))))
+                    } ?? false
+            }
         }
         return RemoteSession(
             user: user, expiresAt: expiresAt, rotatedToken: rotated,
-            activeOrganizationID: json["session"]?["activeOrganizationId"]?.stringValue)
+            activeOrganizationID: json["session"]?["activeOrganizationId"]?.stringValue, rotatedTokenInBody: inBody)
     }
 
     /// The token to keep after the server rotated to `rotated`: the newest token of the rotation's
     /// chain that showed, asked of the server with that token itself, to be `userID`'s session (in
     /// `organization`, when one is given); nil when any token of the chain is someone else's or names
-    /// no session. The check of a rotated token may rotate again (a `set-auth-token` on that answer
-    /// too): that token is checked in turn, at most three in all, and one the checks did not reach
-    /// is not kept. A `set-auth-token` is not covered by the body it comes with, so no token is
-    /// adopted on the word of the answer that hands it out.
+    /// no session. The check of a rotated token may rotate again (a server that rotates on every
+    /// `get-session`): a new token the check's body names as its session's (the body that names
+    /// our user) is kept; one only in a `set-auth-token` header, which the body does not cover (a
+    /// header mixed up from another answer), is checked in turn, at most three in all. A fourth the
+    /// last check handed out only in a header is not kept unchecked: the third is, though such a
+    /// server may have replaced it already (the next request then finds the session expired).
     func verifiedRotation(_ rotated: SessionCredential, userID: String, organization: String?)
         throws(OStackError) -> SessionCredential?
     {
@@ -240,6 +255,7 @@ public struct AuthAPI: Sendable {
             else { return nil }
             verified = candidate
             guard let next = check.rotatedToken else { break }
+            if check.rotatedTokenInBody { return next }
             candidate = next
         }
         return verified

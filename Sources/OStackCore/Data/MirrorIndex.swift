@@ -728,7 +728,13 @@ final class MirrorIndex {
     /// How many records of `object` the mirror holds.
     func count(_ object: String) throws(OStackError) -> Int {
         let levels = try levels(object)
-        return levels.reduce(0) { $0 + $1.keys } - (try superseded(object, levels: levels).count)
+        var keys = 0
+        for level in levels {
+            let (sum, overflow) = keys.addingReportingOverflow(level.keys)
+            guard !overflow else { throw Self.damaged() }  // counts no mirror could hold
+            keys = sum
+        }
+        return keys - (try superseded(object, levels: levels).count)
     }
 
     /// Every entry of the values map of `object` (current or not), for tests and checks.

@@ -76,11 +76,11 @@ public struct RecordReads {
     /// and however big a page is (docs/sync.md, "Remote lists"): a page is split into records
     /// without decoding it as a whole, and each record is decoded only when it is handed over.
     /// Stops at the request's `limit`, at a short page, or at the `total` the server gave; a page
-    /// bigger than asked, one the server sent before, or more than `bound` records (or a hundredth
-    /// as many pages) is `unexpected-response`.
+    /// bigger than asked, one the server sent before, more than `bound` records without a `total`,
+    /// or more than a hundredth as many pages is `unexpected-response`.
     /// Returns the server's `total`, when it gave one.
-    /// Records a remote list walks at most (and a hundredth as many pages), whatever `total` the
-    /// server gives.
+    /// Records a remote list walks at most without a `total`; pages, a hundredth as many, whatever
+    /// `total` the server gives.
     public static let remoteListBound = 10_000_000
 
     public func listRemote(
@@ -131,11 +131,11 @@ public struct RecordReads {
             }
             // A page sent before (the last one, or any earlier: a server alternating two pages).
             if !ids.isEmpty, !seen.insert(ids) { throw malformed("list: page repeated") }
-            // A walk that never ends is cut off, whatever `total` the server gave: at
-            // `remoteListBound` records, or at a hundredth as many pages (a server that keeps saying
-            // there is more, a record at a time).
+            // A walk that never ends is cut off: without a `total` at `bound` records, and whatever
+            // `total` the server gave at a hundredth as many pages (one it never reaches, a record
+            // a page, would otherwise be followed for ever).
             pages += 1
-            if fetched > bound || pages > bound / 100 {
+            if (total == nil && found.total == nil && fetched > bound) || pages > bound / 100 {
                 throw malformed("list: pages do not end")
             }
             total = total ?? found.total

@@ -64,6 +64,11 @@ struct ConflictResolver {
                 try store.dropChanges(from: entry)
                 if let theirs = entry.theirs {
                     try store.putRecord(entry.object, .object(theirs), version: entry.theirsVersion)
+                } else if entry.operation != .create, let base = entry.baseSnapshot {
+                    // No server copy came with the conflict (none, or one that was not this record):
+                    // the record as it was before the change; the next pull brings the server's.
+                    try store.putRecord(
+                        entry.object, LocalStore.renamed(.object(base), to: entry.recordID), version: entry.baseVersion)
                 } else {
                     try store.deleteRecord(entry.object, entry.recordID)
                 }

@@ -7,9 +7,10 @@
 struct CreateVerifier {
     /// Set (in `account_info`) once a create came back under an id the server chose.
     static let assignsIDsKey = "sync.server-assigns-ids"
-    /// Set once a create came back under the id ostack chose, and never on a server that assigned
-    /// one: then a create missing under its id did not arrive, and is not looked for by its fields.
-    /// Until either is known (the first creates of an account), lost creates are looked for both ways.
+    /// Set once a create came back (or was found) under the id ostack chose, and never on a server
+    /// that assigned one: then a create missing under its id did not arrive, and is not looked for
+    /// by its fields. Until either is known (the first creates of an account), lost creates are
+    /// looked for both ways; an inconclusive lookup by fields then leaves the miss by id the answer.
     static let keepsIDsKey = "sync.server-keeps-ids"
 
     let store: LocalStore
@@ -68,7 +69,9 @@ struct CreateVerifier {
                     matches[entry.recordID] = match
                     claimed[id, default: 0] += 1
                 case .absent: break
-                case .unknown: unknown.insert(entry.recordID)
+                // Inconclusive: on a server known to assign ids the create may be there, so it is not
+                // sent again; on one not known either way, a miss under its own id stays the answer.
+                case .unknown: if assigns { unknown.insert(entry.recordID) }
                 }
             }
             // One server record is proof for at most one change: a record two of them match is neither's.
@@ -96,6 +99,7 @@ struct CreateVerifier {
                 // Ours only if it holds what we sent; a different record with the same id is a
                 // collision, never silently taken for our delivery.
                 if Self.holds(record, entry) {
+                    if !assigns && !keeps { try store.setValue(Self.keepsIDsKey, "1") }
                     try store.complete(entry, serverRecord: record)
                     report.pushed += 1
                 } else {

@@ -335,8 +335,9 @@ final class PageStream: Sendable {
     let indexed: [String]
     /// Room is counted in bytes too: a page takes one unit of room per `roomBytes` of its body (at
     /// least one, at most `depth`), so pages far larger than an honest one (a server sending huge
-    /// records) are fetched ahead fewer at a time: the pages waiting hold about `depth` ×
-    /// `roomBytes` (24 MB by default), not `depth` bodies of up to the transport's 64 MiB cap.
+    /// records) are fetched ahead fewer at a time. Pages of up to `roomBytes` each hold at most
+    /// `depth` × `roomBytes` (24 MB by default) waiting; the largest (up to the transport's 64 MiB
+    /// cap) one waiting and one fetched waiting for room, besides the writer's: not `depth` of them.
     let roomBytes: Int
     private let depth: Int
     /// The units of room each page put (in order) holds; given back when the writer takes it.
