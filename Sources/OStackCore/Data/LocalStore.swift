@@ -344,11 +344,13 @@ public final class LocalStore: @unchecked Sendable {
                 for (older, level) in rows.dropFirst() { try remove(writer, id: oldID, rid: older, run: level) }
                 try index.renameKey(object, from: oldID, to: newID, rid: rid, run: run)
                 // The stored record names its new id too (reads, filters on `id`, later edits).
-                let stored = try self.rows("SELECT data FROM records WHERE rid = ?", [.integer(rid)]).first?.text("data")
-                let data = stored.flatMap { JSONValue.parse(Array($0.utf8)) }.map { Self.renamed($0, to: newID) }
+                let stored = try self.rows("SELECT data FROM records WHERE rid = ?", [.integer(rid)]).first
+                let data = stored?.text("data").flatMap { JSONValue.parse(Array($0.utf8)) }.map {
+                    SQLValue.text(String(decoding: Self.renamed($0, to: newID).serialized(), as: UTF8.self))
+                }
                 try self.run(
                     "UPDATE OR FAIL records SET id = ?, data = coalesce(?, data) WHERE rid = ?",
-                    [.text(newID), data.map { .text(String(decoding: $0.serialized(), as: UTF8.self)) } ?? .null, .integer(rid)])
+                    [.text(newID), data ?? .null, .integer(rid)])
             }
             try renameQueuedRecord(object, from: oldID, to: newID)
             // The id the user was shown keeps working (docs/sync.md, "Acknowledgement"). The new id

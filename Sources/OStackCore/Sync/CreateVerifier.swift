@@ -140,13 +140,12 @@ extension CreateVerifier {
         }
     }
 
-    /// A possibly-delivered create that is not on the server under its own id, looked for by what
-    /// it sent (docs/sync.md, "Acknowledgement") — unless the server is known to keep the ids
-    /// ostack sends: one that assigns its own may hold it under one we never learnt. Ours is the one record that holds every scalar
-    /// field sent, was created by this account's user (when the server says) and is not in the
-    /// mirror under its id; none, or more than one (three or more with these fields on the
-    /// server), is absent (sent again). A failed lookup, or an answer that cannot prove absence
-    /// (no `records` list, a record that does not hold the fields asked for, more to come), is
+    /// A possibly-delivered create that is not on the server under its own id, looked for by what it sent
+    /// (docs/sync.md, "Acknowledgement") — unless the server is known to keep the ids ostack sends: one that assigns
+    /// its own may hold it under one we never learnt. Ours is the one record that holds every scalar field sent, was
+    /// created by this account's user (when the server says) and is not in the mirror under its id; none, or more than
+    /// one (three or more with these fields on the server), is absent (sent again). A failed lookup, or an answer that
+    /// cannot prove absence (no `records` list, a record that does not hold the fields asked for, more to come), is
     /// unknown: the create is not sent again.
     func findByFields(_ entry: QueueEntry) throws(OStackError) -> Match {
         let sent = (entry.payload ?? [:]).filter { key, value in

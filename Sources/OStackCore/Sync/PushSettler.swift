@@ -103,8 +103,10 @@ struct PushSettler {
             return true
         }
         // Our id kept: the account learns that its server keeps them (unless it was seen to assign).
-        if record?["id"]?.stringValue == entry.recordID, try store.value(CreateVerifier.keepsIDsKey) == nil {
-            if try store.value(CreateVerifier.assignsIDsKey) == nil { try store.setValue(CreateVerifier.keepsIDsKey, "1") }
+        if record?["id"]?.stringValue == entry.recordID, try store.value(CreateVerifier.keepsIDsKey) == nil,
+            try store.value(CreateVerifier.assignsIDsKey) == nil
+        {
+            try store.setValue(CreateVerifier.keepsIDsKey, "1")
         }
         try store.complete(entry, serverRecord: record)
         return true
