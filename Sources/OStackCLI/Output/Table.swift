@@ -23,10 +23,8 @@ public struct Table: Sendable {
         let headers = headers.map { Self.clean($0, maxLength: 60) }
         let rows = rows.map { $0.map { Self.clean($0, maxLength: 120) } }
         switch format {
-        case .tsv:
-            return ([headers] + rows).map { $0.joined(separator: "\t") + "\n" }.joined()
-        case .csv:
-            return ([headers] + rows).map { $0.map(Self.csvField).joined(separator: ",") + "\r\n" }.joined()
+        case .tsv, .csv:
+            return Self.lines([headers] + rows, as: format)
         case .table, .json, .ndjson:
             return aligned(headers: headers, rows: rows, width: terminal?.width, terminal: terminal)
         }
@@ -35,11 +33,15 @@ public struct Table: Sendable {
     /// The rows alone, without the header, in a line format (`tsv`, `csv`): for a listing written a
     /// row at a time after `render` wrote its header and first rows. Empty for the aligned formats.
     public func renderRows(as format: OutputFormat) -> String {
-        let rows = rows.map { $0.map { Self.clean($0, maxLength: 120) } }
+        Self.lines(rows.map { $0.map { Self.clean($0, maxLength: 120) } }, as: format)
+    }
+
+    /// Cleaned rows as `tsv` or `csv` lines (nothing for the other formats).
+    private static func lines(_ rows: [[String]], as format: OutputFormat) -> String {
         switch format {
-        case .tsv: return rows.map { $0.joined(separator: "\t") + "\n" }.joined()
-        case .csv: return rows.map { $0.map(Self.csvField).joined(separator: ",") + "\r\n" }.joined()
-        case .table, .json, .ndjson: return ""
+        case .tsv: rows.map { $0.joined(separator: "\t") + "\n" }.joined()
+        case .csv: rows.map { $0.map(csvField).joined(separator: ",") + "\r\n" }.joined()
+        case .table, .json, .ndjson: ""
         }
     }
 

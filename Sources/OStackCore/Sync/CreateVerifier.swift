@@ -99,7 +99,7 @@ struct CreateVerifier {
                 // Ours only if it holds what we sent; a different record with the same id is a
                 // collision, never silently taken for our delivery.
                 if Self.holds(record, entry) {
-                    if !assigns && !keeps { try store.setValue(Self.keepsIDsKey, "1") }
+                    if !keeps { try Self.learnServerKeepsIDs(store) }
                     try store.complete(entry, serverRecord: record)
                     report.pushed += 1
                 } else {
@@ -113,6 +113,13 @@ struct CreateVerifier {
 }
 
 extension CreateVerifier {
+    /// A create arrived under the id ostack sent: the account's server keeps ids (`keepsIDsKey`),
+    /// unless it was seen to assign its own. Read once per batch, written once per account.
+    static func learnServerKeepsIDs(_ store: LocalStore) throws(OStackError) {
+        guard try store.value(keepsIDsKey) == nil, try store.value(assignsIDsKey) == nil else { return }
+        try store.setValue(keepsIDsKey, "1")
+    }
+
     /// What a lookup by fields found.
     enum Match {
         /// The server's record, under the id it gave it.

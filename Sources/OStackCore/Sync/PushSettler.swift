@@ -17,6 +17,10 @@ struct PushSettler {
     func settle(_ chunk: [QueueEntry], _ verdict: PushVerdict, _ report: inout PushReport) throws(OStackError) {
         switch verdict {
         case .deliveredAll(let records):
+            // Ours in our order, or all the server's (`PushClassifier.acknowledged`): the first tells.
+            if let first = chunk.first, records.first?["id"]?.stringValue == first.recordID {
+                try CreateVerifier.learnServerKeepsIDs(store)
+            }
             for (index, entry) in chunk.enumerated() {
                 if try adoptCreated(entry, records.indices.contains(index) ? records[index] : nil) {
                     report.pushed += 1
@@ -54,6 +58,7 @@ struct PushSettler {
         switch verdict {
         case .delivered(let record):
             if entry.operation == .create {
+                if record?["id"]?.stringValue == entry.recordID { try CreateVerifier.learnServerKeepsIDs(store) }
                 guard try adoptCreated(entry, record) else {
                     report.unconfirmed += 1
                     return
@@ -101,12 +106,6 @@ struct PushSettler {
             renamed.recordID = serverID
             try store.complete(renamed, serverRecord: record)
             return true
-        }
-        // Our id kept: the account learns that its server keeps them (unless it was seen to assign).
-        if record?["id"]?.stringValue == entry.recordID, try store.value(CreateVerifier.keepsIDsKey) == nil,
-            try store.value(CreateVerifier.assignsIDsKey) == nil
-        {
-            try store.setValue(CreateVerifier.keepsIDsKey, "1")
         }
         try store.complete(entry, serverRecord: record)
         return true
