@@ -289,3 +289,35 @@ public func runProcess(
     }
     return ProcessResult(status: status, stdout: child.remainingStdout(), stderr: child.stderrText())
 }
+
+/// Runs the stock `secret-tool` (a test's independent view of the keyring). Unlike ostack it has
+/// no answer to kwalletd5's faulty transfer sessions (docs/keyring.md, "KWallet's transfer
+/// sessions"): about one session in 170 fails with "Can't find session …" or "Client public key
+/// size is invalid". Each run is a new process and so a new session; a run that failed with one of
+/// those two messages is run again, up to three runs in all; if all three fail that way it throws,
+/// so that a check for an item's absence never passes on a failed run. Any other outcome is
+/// returned as is.
+public func runSecretTool(
+    _ arguments: [String], environment: [String: String]? = nil, stdin: [UInt8]? = nil
+) throws -> ProcessResult {
+    var result = try runProcess(
+        executable: "/usr/bin/secret-tool", arguments: arguments, environment: environment, stdin: stdin)
+    for _ in 1..<3 where result.status != 0 && isFaultyTransferSession(result.stderr) {
+        result = try runProcess(
+            executable: "/usr/bin/secret-tool", arguments: arguments, environment: environment, stdin: stdin)
+    }
+    if result.status != 0 && isFaultyTransferSession(result.stderr) {
+        throw SecretToolFailure(stderr: result.stderr)
+    }
+    return result
+}
+
+/// `secret-tool` met a faulty transfer session on each of its three runs.
+public struct SecretToolFailure: Error, CustomStringConvertible {
+    public var stderr: String
+    public var description: String { "secret-tool failed over three transfer sessions: \(stderr)" }
+}
+
+private func isFaultyTransferSession(_ message: String) -> Bool {
+    message.contains("Can't find session") || message.contains("Client public key size is invalid")
+}

@@ -60,8 +60,7 @@ public final class OStackRunner: @unchecked Sendable {
 
     /// `secret-tool search --all namespace <ns>` output (items of one namespace).
     public func keyringItems(namespace: String) throws -> String {
-        let result = try runProcess(
-            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        let result = try runSecretTool(["search", "--all", "namespace", namespace])
         return result.stdout + result.stderr
     }
 

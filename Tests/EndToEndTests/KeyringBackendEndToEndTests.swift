@@ -104,9 +104,8 @@ import Testing
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         #expect(try ostack.run(["keyring", "migrate", "--to", "file"], passphrase: Self.passphrase).status == 0)
         // A stale db-key in the Secret Service (as an older, interrupted migration left behind).
-        let planted = try runProcess(
-            executable: "/usr/bin/secret-tool",
-            arguments: [
+        let planted = try runSecretTool(
+            [
                 "store", "--label=stale", "app", "ostack", "namespace", namespace(ostack, server), "account",
                 "127.0.0.1:\(server.port)::usr_alice", "kind", "db-key", "version", "1",
             ], stdin: Array("stale".utf8))

@@ -154,9 +154,8 @@ import Testing
         let setup = try signedIn()
         defer { setup.session.close() }
         _ = try setup.run(["auth", "refresh"])  // rewrites the token under the account's alias
-        let search = try runProcess(
-            executable: "/usr/bin/secret-tool",
-            arguments: [
+        let search = try runSecretTool(
+            [
                 "search", "--all", "namespace",
                 "\(setup.ostack.keyringPrefix):auth:127.0.0.1:\(setup.server.port)::usr_alice",
             ],

@@ -52,8 +52,7 @@ import Testing
     @Test func itemsCarryOnlyPublicAttributes() throws {
         try keyring.write(SecretBytes(copying: Array("CNRY-SECRET-VALUE".utf8)), for: address("db-key"))
         defer { try? keyring.delete(address("db-key")) }
-        let search = try runProcess(
-            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        let search = try runSecretTool(["search", "--all", "namespace", namespace])
         #expect(
             search.stdout.contains("label = ostack credential") || search.stderr.contains("label = ostack credential"))
         // A label for people, when the caller gives one (docs/keyring.md, "Labels").
@@ -61,8 +60,7 @@ import Testing
             SecretBytes(copying: [1]), for: address("session-token"), label: "ostack session token for work (h.example)"
         )
         defer { try? keyring.delete(address("session-token")) }
-        let labelled = try runProcess(
-            executable: "/usr/bin/secret-tool", arguments: ["search", "--all", "namespace", namespace])
+        let labelled = try runSecretTool(["search", "--all", "namespace", namespace])
         #expect((labelled.stdout + labelled.stderr).contains("label = ostack session token for work (h.example)"))
         #expect((search.stdout + search.stderr).contains("attribute.app = ostack"))
     }
