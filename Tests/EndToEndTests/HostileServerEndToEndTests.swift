@@ -659,6 +659,41 @@ import Testing
         #expect(counters.contains("\"POST /api/v1/auth/sign-out\":1"), "\(counters)")
     }
 
+    /// Issue 14, defect 9, against the dev server: a refresh whose `get-session` names the right
+    /// user in its body but hands out another user's real token in a header alone — at once, or in
+    /// the answer to the check of a first rotated token of the right user. The dev server answers
+    /// each check as the token's owner, so the other user's token is found out and never stored;
+    /// the account keeps working with the token it had.
+    @Test(arguments: [false, true])
+    func aRefreshNeverAdoptsAnotherUsersTokenFromAHeader(afterAFirstRotation: Bool) throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let namespace = "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+        let bobs = try server.signIn("bob@example.com", "bob-pass")
+        let alices = try server.signIn("alice@example.com", "alice-pass")
+        let alice =
+            #"{"session":{"id":"ses_x","expiresAt":"2030-01-01T00:00:00.000Z"},"user":{"id":"usr_alice","email":"alice@example.com","name":"Alice"}}"#
+        // Faults apply in the order given, one use each: the refresh's get-session, then the check.
+        for token in afterAFirstRotation ? [alices, bobs] : [bobs] {
+            _ = try server.control(
+                "POST", "faults",
+                #"{"action":"status","status":200,"body":\#(alice),"headers":{"set-auth-token":"\#(token)"},"count":1,"match":{"pathPrefix":"/api/v1/auth/get-session"}}"#
+            )
+        }
+        usleep(2_100_000)  // `auth refresh` leaves a session refreshed in the last 2 s alone
+        let refresh = try ostack.run(["auth", "refresh"])
+        #expect(refresh.status == 11, "\(refresh.stdout) \(refresh.stderr)")
+        #expect(refresh.stderr.contains("another user"), "\(refresh.stderr)")
+        let items = try ostack.keyringItems(namespace: namespace)
+        #expect(items.contains("session-token") && !items.contains(bobs) && !items.contains(alices), "\(items)")
+        _ = try server.control("DELETE", "faults")
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Still alice", "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let mine = try ostack.run(["records", "list", "task", "--remote", "--json"]).stdout
+        #expect(mine.contains("Still alice") && mine.contains("usr_alice"), "\(mine)")
+    }
+
     /// Signing in again with the other kind of credential (a password, then an API key whose owner
     /// the server names): the old session is ended and its token deleted, so `logout` and `doctor`
     /// see only the credential in use — and `logout` removes either kind.
