@@ -67,6 +67,11 @@ enum CLIBench {
         let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 0)
         let registry = AccountRegistry(layout: layout)
         let server = try ServerURL(parsing: "crm.example.com")
+        // Data directory names as ostack makes them (the registry refuses any other).
+        func directoryName(_ index: Int) -> String {
+            let hex = String(index, radix: 16)
+            return "acct-" + String(repeating: "0", count: 16 - hex.count) + hex
+        }
         try registry.update { (accounts: inout [Account]) throws(OStackError) in
             for index in 0..<50 {
                 let id = try AccountID(server: server, userID: "usr_\(index)")
@@ -75,7 +80,8 @@ enum CLIBench {
                         id: id, alias: "account\(index)", server: server, userID: "usr_\(index)",
                         email: "user\(index)@example.com", displayName: "User \(index)", createdAt: Date(),
                         lastUsedAt: Date(),
-                        keyringBackend: "secret-service", dataDirectory: "acct-\(index)", credentialKind: .session,
+                        keyringBackend: "secret-service", dataDirectory: directoryName(index),
+                        credentialKind: .session,
                         sessionState: .signedIn, sessionExpiresAt: Date().addingTimeInterval(86_400 * 7),
                         sessionRefreshedAt: Date()))
             }
@@ -83,7 +89,7 @@ enum CLIBench {
         let defaultID = try AccountID(server: server, userID: "usr_7")
         try ConfigurationStore(layout: layout).update { $0.defaultAccount = defaultID }
         // The selected account's queue counts, as its last data command left them.
-        let directory = layout.accountDirectory("acct-7")
+        let directory = layout.accountDirectory(directoryName(7))
         try SecureFileSystem.createDirectory(directory)
         try AccountStateSummary(pending: 2, failed: 1, conflict: 0, lastSyncAt: Date())
             .write(to: directory + "/state.json")

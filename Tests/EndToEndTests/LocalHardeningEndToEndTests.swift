@@ -353,6 +353,52 @@ import Testing
         #expect(try ostack.run(["status"]).status == 0)
     }
 
+    /// A registry entry whose data directory is not a name ostack makes — "..", "", another
+    /// account's — is refused with the whole registry: `accounts remove` deletes nothing (before, it
+    /// deleted the tree the name pointed at: every account's data, or the data directory itself),
+    /// and the default account is not read from such an entry either.
+    @Test func aHandEditedDataDirectoryDeletesNothing() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let path = ostack.home.path + "/data/accounts.json"
+        let saved = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+        let directory = try #require(
+            saved.firstRange(of: #""dataDirectory" : ""#).map { String(saved[$0.upperBound...].prefix { $0 != "\"" }) })
+        let canary = ostack.home.path + "/data/accounts/" + directory + "/data.db"
+        #expect(SecureFileSystem.exists(canary))
+        for name in ["..", "", ".", "acct-0123456789ABCDEF"] {
+            let edited = saved.replacingOccurrences(of: "\"\(directory)\"", with: "\"\(name)\"")
+            try SecureFileSystem.writeAtomically(Array(edited.utf8), to: path)
+            // Named, and as the default account (read through the registry's one-entry path).
+            for arguments in [["accounts", "remove", "work", "--force", "--yes"], ["status"]] {
+                let run = try ostack.run(arguments)
+                #expect(run.status == 10, "\(name) \(arguments): \(run.status) \(run.stderr)")
+                #expect(run.stderr.contains("it is damaged"), "\(name) \(arguments): \(run.stderr)")
+            }
+            #expect(SecureFileSystem.exists(canary), "\(name)")
+            #expect(SecureFileSystem.exists(path), "\(name)")
+        }
+        try SecureFileSystem.writeAtomically(Array(saved.utf8), to: path)
+        #expect(try ostack.run(["status"]).status == 0)
+    }
+
+    /// A setting's value is the user's text (or a hand-edited config.json's): `config get` and
+    /// `config set` print it through the sanitiser, so an escape sequence in a path cannot retitle
+    /// the terminal; `--json` keeps it exact, escaped.
+    @Test func aSettingsValueReachesTheTerminalSanitised() throws {
+        let ostack = OStackRunner()
+        let value = "/tmp/ca\u{1B}]2;owned\u{07}.pem"
+        let set = try ostack.run(["config", "set", "tls.ca-file", value])
+        #expect(set.status == 0, "\(set.stderr)")
+        let get = try ostack.run(["config", "get", "tls.ca-file"])
+        for output in [set.stdout, get.stdout] {
+            #expect(output.contains("/tmp/ca") && output.contains(".pem"), "\(output)")
+            #expect(!output.contains("\u{1B}") && !output.contains("\u{07}"), "\(output.debugDescription)")
+        }
+        let json = try ostack.run(["config", "get", "tls.ca-file", "--json"])
+        #expect(json.stdout.contains(#"\u001b]2;owned\u0007"#), "\(json.stdout)")
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

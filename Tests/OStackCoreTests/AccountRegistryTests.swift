@@ -5,6 +5,13 @@ import PlatformKit
 import Testing
 
 @Suite struct AccountRegistryTests {
+    /// A data directory name as ostack makes them (`acct-` and 16 hex digits), one per alias of up to
+    /// eight bytes.
+    static func directoryName(_ alias: String) -> String {
+        let hex = alias.utf8.map { String($0, radix: 16) }.joined()
+        return "acct-" + String((hex + String(repeating: "0", count: 16)).prefix(16))
+    }
+
     static func makeAccount(_ alias: String, user: String, server: String = "crm.example.com") throws -> Account {
         let url = try ServerURL(parsing: server)
         return Account(
@@ -12,7 +19,7 @@ import Testing
             email: "\(alias)@example.com", displayName: alias.capitalized,
             createdAt: Date(timeIntervalSince1970: 1_767_225_600),
             lastUsedAt: Date(timeIntervalSince1970: 1_767_225_600),
-            keyringBackend: "secret-service", dataDirectory: "acct-\(alias)", credentialKind: .session,
+            keyringBackend: "secret-service", dataDirectory: directoryName(alias), credentialKind: .session,
             sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
     }
 
@@ -133,6 +140,56 @@ import Testing
         try SecureFileSystem.writeAtomically(broken, to: layout.registryFile)
         #expect(throws: OStackError.self) { try AccountRegistry(layout: layout).accounts() }
         #expect(try SecureFileSystem.readFile(layout.registryFile) == broken)
+    }
+
+    /// Entries ostack never writes are refused with the whole registry (`unsupported-format`,
+    /// damaged), by `accounts()` and by `account(withID:)` alike: a data directory that is not
+    /// `acct-` and 16 lowercase hex digits, or that another entry has (`accounts remove` deletes the
+    /// directory), an alias that login would refuse, an id with control characters.
+    @Test(arguments: [
+        #""dataDirectory" : "..""#, #""dataDirectory" : """#, #""dataDirectory" : "acct-0123456789ABCDEF""#,
+        #""dataDirectory" : "acct-01234567/9abcdef""#, #""alias" : "w\u001b]0;x\u0007""#,
+        #""alias" : "-work""#,
+    ])
+    func anEntryOstackNeverWritesIsRefused(_ replacement: String) throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let registry = AccountRegistry(layout: layout)
+        let work = try Self.makeAccount("work", user: "u1")
+        try registry.update { $0.append(work) }
+        var text = String(decoding: try #require(try SecureFileSystem.readFile(layout.registryFile)), as: UTF8.self)
+        let key = String(replacement.prefix { $0 != ":" })
+        let line = try #require(text.split(separator: "\n").first { $0.contains(key) })
+        text = text.replacingOccurrences(of: line, with: "      " + replacement + ",")
+        try SecureFileSystem.writeAtomically(Array(text.utf8), to: layout.registryFile)
+        let error = #expect(throws: OStackError.self) { try registry.accounts() }
+        #expect(error?.code == .unsupportedFormat)
+        #expect(try registry.account(withID: work.id) == nil)
+    }
+
+    @Test func twoEntriesWithOneDataDirectoryAreRefused() throws {
+        let home = TemporaryDirectory()
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let registry = AccountRegistry(layout: layout)
+        var home2 = try Self.makeAccount("home", user: "u2")
+        home2.dataDirectory = Self.directoryName("work")
+        try registry.update { $0 += [try! Self.makeAccount("work", user: "u1"), home2] }
+        let error = #expect(throws: OStackError.self) { try registry.accounts() }
+        #expect(error?.code == .unsupportedFormat)
+    }
+
+    /// A queue summary (`state.json`) with counts no queue holds is unreadable, not a trap when
+    /// `status --short` adds them up at the next prompt.
+    @Test func aStateSummaryWithImpossibleCountsIsUnreadable() throws {
+        let home = TemporaryDirectory()
+        let path = home.path + "/state.json"
+        try SecureFileSystem.writeAtomically(
+            Array(#"{"pending":9223372036854775807,"failed":1,"conflict":0}"#.utf8), to: path)
+        #expect(AccountStateSummary.read(path) == nil)
+        try SecureFileSystem.writeAtomically(Array(#"{"pending":-1,"failed":0,"conflict":0}"#.utf8), to: path)
+        #expect(AccountStateSummary.read(path) == nil)
+        try AccountStateSummary(pending: 2, failed: 1, conflict: 0, lastSyncAt: nil).write(to: path)
+        #expect(AccountStateSummary.read(path)?.pending == 2)
     }
 
     static func fixturePath(_ name: String) -> String {

@@ -43,7 +43,10 @@ struct ConfigGet: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let (value, isDefault) = try context.configuration.value(of: key)
-            context.emit(json: ConfigEntry(key: key, value: value, isDefault: isDefault), human: value)
+            // A value is text the user (or a hand-edited config.json) gave: shown through the sanitiser.
+            context.emit(
+                json: ConfigEntry(key: key, value: value, isDefault: isDefault),
+                human: ErrorPresenter.sanitize(value, maxLength: Int.max))
         }
     }
 }
@@ -65,7 +68,8 @@ struct ConfigSet: AsyncParsableCommand {
             try context.configuration.set(key, to: unset ? nil : value)
             let (current, isDefault) = try context.configuration.value(of: key)
             context.emit(
-                json: ConfigEntry(key: key, value: current, isDefault: isDefault), human: "\(key) = \(current)")
+                json: ConfigEntry(key: key, value: current, isDefault: isDefault),
+                human: ErrorPresenter.sanitize("\(key) = \(current)", maxLength: Int.max))
         }
     }
 }

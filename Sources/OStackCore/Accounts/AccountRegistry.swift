@@ -41,8 +41,11 @@ public struct AccountRegistry: Sendable {
             // Exactly one entry (a hand-edited registry with the id twice takes the full path).
             return matching.count == 1 ? matching[0] : nil
         }
+        // An entry the whole registry would refuse (RegistryFormat.Document) is not answered here
+        // either: the caller's `accounts()` then says why.
         guard let range, let account = try? RegistryFormat.decoder().decode(Account.self, from: Data(bytes[range])),
-            account.id == id
+            account.id == id, RegistryFormat.isDataDirectoryName(account.dataDirectory),
+            (try? AccountsService.validateAlias(account.alias)) != nil, RegistryFormat.isPrintable(id.rawValue)
         else { return nil }
         return account
     }

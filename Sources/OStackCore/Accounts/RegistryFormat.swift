@@ -84,10 +84,35 @@ public enum RegistryFormat {
     static func decode(_ bytes: [UInt8]) throws(OStackError) -> Document {
         do {
             return try decoder().decode(Document.self, from: Data(bytes))
+        } catch let error as UnsafeEntry {
+            throw OStackError(.unsupportedFormat, context: Self.damaged, detail: error.detail)
         } catch {
             throw OStackError(
                 .unsupportedFormat, context: Self.damaged,
                 detail: "the registry does not match format \(currentVersion)")
+        }
+    }
+
+    /// An entry that decodes but that ostack must not act on: its files would be another account's,
+    /// or outside the accounts' directory (`accounts remove` deletes an account's directory).
+    struct UnsafeEntry: Error {
+        var detail: String
+    }
+
+    /// Whether `name` is a data directory name ostack makes (`acct-` and 16 lowercase hex digits):
+    /// nothing else is ever joined to the accounts' directory.
+    static func isDataDirectoryName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        return bytes.count == 21 && bytes.starts(with: Array("acct-".utf8))
+            && bytes.dropFirst(5).allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// No C0 or C1 control, DEL, or bidirectional control in `text`.
+    static func isPrintable(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy { scalar in
+            let value = scalar.value
+            return value >= 0x20 && !(0x7F...0x9F).contains(value) && !(0x200E...0x200F).contains(value)
+                && !(0x202A...0x202E).contains(value) && !(0x2066...0x2069).contains(value)
         }
     }
 
@@ -162,6 +187,33 @@ public enum RegistryFormat {
                         sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil))
             }
             return Document(version: currentVersion, accounts: accounts)
+        }
+    }
+}
+
+extension RegistryFormat.Document {
+    /// Decodes, then refuses entries whose data directory is not a name ostack made, or is another
+    /// entry's (a hand-edited `"dataDirectory": ".."` would make `accounts remove` delete far more
+    /// than the account).
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decode(Int.self, forKey: .version)
+        accounts = try container.decode([Account].self, forKey: .accounts)
+        var seen = Set<String>()
+        for account in accounts {
+            // Aliases and ids are printed by many commands: one that login or rename would refuse, or
+            // an id with control characters, is not one ostack wrote.
+            guard (try? AccountsService.validateAlias(account.alias)) != nil,
+                RegistryFormat.isPrintable(account.id.rawValue)
+            else {
+                throw RegistryFormat.UnsafeEntry(detail: "an account's alias or id is not one ostack makes")
+            }
+            guard RegistryFormat.isDataDirectoryName(account.dataDirectory) else {
+                throw RegistryFormat.UnsafeEntry(detail: "an account's data directory is not a name ostack makes")
+            }
+            guard seen.insert(account.dataDirectory).inserted else {
+                throw RegistryFormat.UnsafeEntry(detail: "two accounts share a data directory")
+            }
         }
     }
 }

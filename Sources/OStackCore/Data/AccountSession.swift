@@ -152,6 +152,14 @@ public struct AccountStateSummary: Codable, Sendable, Equatable {
         guard let bytes = try? SecureFileSystem.readFile(path) else { return nil }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = Timestamp.decodingStrategy
-        return try? decoder.decode(AccountStateSummary.self, from: Data(bytes))
+        guard let summary = try? decoder.decode(AccountStateSummary.self, from: Data(bytes)) else { return nil }
+        // Counts no queue can hold (a hand-edited or damaged file) make the file unreadable, so sums
+        // of them (`status --short` runs at every prompt) cannot overflow.
+        let plausible = 0...Self.largestCount
+        guard [summary.pending, summary.failed, summary.conflict].allSatisfy(plausible.contains) else { return nil }
+        return summary
     }
+
+    /// The largest count a summary may carry.
+    static let largestCount = 1 << 40
 }
