@@ -230,6 +230,45 @@ import Testing
         #expect(rerun.stdout.contains(#""queued":0"#) && rerun.stdout.contains(#""existing":17"#), "\(rerun.stdout)")
     }
 
+    /// An export that stops half-way (here a page the server fails) leaves no file under the name
+    /// asked for — a truncated CSV reads as a whole one and could be imported as the full set — and
+    /// nothing beside it; the same command then writes the file whole. A CSV in another encoding
+    /// (Latin-1) is refused with its line, never imported with U+FFFD in place of its letters.
+    @Test func anExportThatStopsLeavesNoFileAndANonUTF8ImportIsRefused() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":3000}"#)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("tasks.csv")
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":404,"body":{"error":"gone"},"skip":1,"count":1000,"match":{"method":"GET","pathPrefix":"/api/v1/data/task"}}"#
+        )
+        let stopped = try ostack.run(["records", "export", "task", "--remote", "--output", file])
+        #expect(stopped.status != 0, "\(stopped.stderr)")
+        #expect(try SecureFileSystem.contentsOfDirectory(scratch.path).isEmpty)
+        _ = try server.control("DELETE", "faults")
+        let whole = try ostack.run(["records", "export", "task", "--remote", "--output", file])
+        #expect(whole.status == 0 && whole.stderr.contains("Exported 3000 task records"), "\(whole.stderr)")
+        #expect(try SecureFileSystem.contentsOfDirectory(scratch.path) == ["tasks.csv"])
+        #expect(SecureFileSystem.mode(of: file) == 0o600)
+        let lines = try #require(try SecureFileSystem.readFile(file)).split(separator: 10)
+        #expect(lines.count == 3001)
+        // The name is never taken over: a file that exists stays as it was.
+        #expect(try ostack.run(["records", "export", "task", "--remote", "--output", file]).status == 9)
+        #expect(try SecureFileSystem.readFile(file)?.split(separator: 10).count == 3001)
+
+        let latin1 = scratch.appending("latin1.csv")
+        try SecureFileSystem.writeAtomically(
+            Array("title,amount,status\nCafe,1,open\n".utf8) + Array("Caf".utf8) + [0xE9] + Array(",2,open\n".utf8),
+            to: latin1)
+        let refused = try ostack.run(["records", "import", "task", latin1, "--key", "title"])
+        #expect(refused.status == 9, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("Line 3 is not UTF-8"), "\(refused.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
+
     /// An import queues each batch while the push sends the one before (`PushFeed`). A push that
     /// stops part-way leaves every row queued, and one `sync` then delivers each exactly once; an
     /// import killed while a batch is in flight, run again, also leaves exactly one copy of each row.

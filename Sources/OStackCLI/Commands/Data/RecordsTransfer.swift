@@ -87,11 +87,18 @@ extension RecordsCommand {
 /// Where an export goes: stdout or a new private file, written in 64 KiB blocks. CSV gets its header
 /// from the first record (or `--fields`); what goes to a terminal is sanitised, what goes to a file
 /// or a pipe is exact.
+///
+/// A file appears under its name only complete: the records go to `<path>.partial-<random>` beside
+/// it, which `finish` links to the name (a link never replaces a file that exists) and a failure
+/// removes. An export that stops half-way (a failed page, a full disk) leaves no file that looks
+/// whole and could be imported as if it were.
 final class ExportSink {
     let fd: Int32
     let format: OutputFormat
     let sanitize: Bool
     let ownsFile: Bool
+    /// The name asked for and the file written meanwhile (nil for stdout).
+    let destination: (path: String, partial: String)?
     var columns: [String]?
     var buffer: [UInt8] = []
     var count = 0
@@ -100,24 +107,31 @@ final class ExportSink {
         self.format = format
         self.columns = columns
         if let path {
-            let opened = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            guard opened >= 0 else {
-                throw OStackError(
-                    .invalidInput,
-                    context: .init(
-                        suggestion: .text(
-                            "Cannot create \(ErrorPresenter.sanitize(path, maxLength: 200)): it exists or the directory is not writable. Nothing was overwritten."
-                        )),
-                    detail: "export file errno \(errno)")
-            }
+            let partial = path + ".partial-" + RandomID.make(prefix: "", count: 8, alphabet: RandomID.hexDigits)
+            var exists = stat()
+            let opened =
+                lstat(path, &exists) == 0 ? -1 : open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard opened >= 0 else { throw Self.cannotCreate(path, errno: errno) }
             fd = opened
             ownsFile = true
             sanitize = false
+            destination = (path, partial)
         } else {
             fd = STDOUT_FILENO
             ownsFile = false
             sanitize = ProcessEnvironment.isTerminal(STDOUT_FILENO)
+            destination = nil
         }
+    }
+
+    static func cannotCreate(_ path: String, errno: Int32) -> OStackError {
+        OStackError(
+            .invalidInput,
+            context: .init(
+                suggestion: .text(
+                    "Cannot create \(ErrorPresenter.sanitize(path, maxLength: 200)): it exists or the directory is not writable. Nothing was overwritten."
+                )),
+            detail: "export file errno \(errno)")
     }
 
     /// A record from its stored JSON text, without decoding it: as it is for `json` and `ndjson`
@@ -275,10 +289,31 @@ final class ExportSink {
         if format == .json { append(count == 0 ? "[]\n" : "]\n") }
         if format == .csv && count == 0, let columns { append(header(columns)) }
         try flush()
+        guard let destination else { return }
+        guard fsync(fd) == 0 else { throw OStackError(.storageFailure, detail: "export fsync errno \(errno)") }
+        // Under its name only now, and never over a file that appeared meanwhile (EEXIST). Where the
+        // file system has no hard links, the name is taken first (O_EXCL) and the file renamed over
+        // that empty placeholder.
+        if link(destination.partial, destination.path) == 0 { return }
+        let linkError = errno
+        guard [EPERM, EOPNOTSUPP, EMLINK, EXDEV].contains(linkError) else {
+            throw Self.cannotCreate(destination.path, errno: linkError)
+        }
+        let placeholder = open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard placeholder >= 0 else { throw Self.cannotCreate(destination.path, errno: errno) }
+        Glibc.close(placeholder)
+        guard rename(destination.partial, destination.path) == 0 else {
+            let renameError = errno
+            unlink(destination.path)
+            throw OStackError(.storageFailure, detail: "export rename errno \(renameError)")
+        }
     }
 
+    /// Closes the file; the partial one is removed whether or not it was linked to its name.
     func close() {
-        if ownsFile { Glibc.close(fd) }
+        guard ownsFile else { return }
+        Glibc.close(fd)
+        if let destination { unlink(destination.partial) }
     }
 
     /// The CSV header line: field names (from the server when there is no metadata), sanitised for a terminal.
@@ -550,6 +585,20 @@ extension RecordsCommand {
             }
             switch format {
             case .csv:
+                // Text in another encoding (Latin-1, Windows-1252) would be read with U+FFFD in
+                // place of each byte it does not decode, and pushed so: refused, with the line. (A line
+                // break never falls inside a UTF-8 sequence, so lines are checked one by one.)
+                if let bad = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).firstIndex(where: {
+                    String(validating: $0, as: UTF8.self) == nil
+                }) {
+                    throw OStackError(
+                        .invalidInput,
+                        context: .init(
+                            suggestion:
+                                "Line \(bad + 1) is not UTF-8 text. Save the file as UTF-8 and import it again; nothing was imported."
+                        ),
+                        detail: "import csv: not UTF-8")
+                }
                 let records = CSVReader.records(String(decoding: bytes, as: UTF8.self))
                 guard let header = records.first?.fields else { return [] }
                 return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty) }.map { record in
