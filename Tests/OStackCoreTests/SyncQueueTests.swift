@@ -341,6 +341,55 @@ private struct Fixture {
         try enqueue(.update, "r1", ["done": true])
         #expect(try only().payload == ["title": "a", "done": true])
     }
+
+    /// A 409 merged three ways while a later change of the record is queued (another command's edit
+    /// or delete while the first was in flight): the mirror keeps showing that later change, as
+    /// `complete` leaves it, instead of the merged record that drops it (or brings a deleted record
+    /// back) until it is pushed.
+    @Test(arguments: [false, true])
+    func aMergeLeavesTheMirrorToALaterQueuedChange(laterIsDelete: Bool) throws {
+        let base: [String: JSONValue] = ["id": "r1", "title": "a", "amount": 1, "updated_at": "v1"]
+        try store.putRecord("task", .object(base), version: "v1")
+        try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: base)
+        try store.claim(try store.entries())  // in flight: the next change is queued after it
+        if laterIsDelete {
+            try store.deleteRecord("task", "r1")
+            try enqueue(.delete, "r1", base: "v1", snapshot: base)
+        } else {
+            try store.putRecord(
+                "task", ["id": "r1", "title": "b", "amount": 5, "updated_at": "v1"], version: "v1")
+            try enqueue(.update, "r1", ["amount": 5], base: "v1", snapshot: base)
+        }
+        let first = try #require(try store.entries().first)
+        var report = PushReport()
+        try ConflictResolver(store: store).resolveConcurrent(
+            first, theirs: ["id": "r1", "title": "a", "amount": 1, "status": "done", "updated_at": "v2"],
+            version: "v2", &report)
+        #expect(report.merged == 1)
+        #expect(try store.entries().count == 2)
+        if laterIsDelete {
+            #expect(try store.record("task", "r1") == nil)
+        } else {
+            #expect(try store.record("task", "r1")?.data["amount"] == 5)
+        }
+    }
+
+    /// Undoing a change the server refused (`records update` whose own entry failed validation) is
+    /// decided inside the transaction that drops it: a change another process queued on top of it
+    /// meanwhile is never dropped with it.
+    @Test func aRefusedChangeIsUndoneOnlyWhileItIsTheRecordsLatest() throws {
+        let base: [String: JSONValue] = ["id": "r1", "title": "a", "updated_at": "v1"]
+        try store.putRecord("task", .object(base), version: "v1")
+        let id = try #require(try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: base))
+        try store.fail(try only(), .serverError(status: 500, retryAfter: nil))
+        try enqueue(.update, "r1", ["amount": 2], base: "v1", snapshot: base)  // another process's
+        #expect(try store.discardIfLatest(id) == false)
+        #expect(try store.entries().map(\.status) == [.failed, .pending])
+        try store.removeEntry(try store.entries()[1])
+        #expect(try store.discardIfLatest(id))
+        #expect(try store.entries().isEmpty)
+        #expect(try store.record("task", "r1")?.data["title"] == "a")
+    }
 }
 
 // MARK: - Three-way merge

@@ -213,15 +213,14 @@ public struct RecordWrites {
 
     /// The server refused a change as it stands: only the entry this command added on its own is
     /// undone (an older queued change of the record is never dropped by a newer command).
+    /// Decided and done in one transaction (`discardIfLatest`): another process may queue a change
+    /// of the same record on top of this one until the moment it is dropped.
     func undoRefused(_ pending: QueueEntry, ownEntry: String?, object: String) throws(OStackError) {
-        guard let own = ownEntry, let entry = try store.entry(own), entry.status == .failed,
-            try store.laterEntryCount(entry) == 0
-        else {
+        guard let own = ownEntry, try store.discardIfLatest(own) else {
             throw OStackError(
                 .validation, context: .init(object: object, suggestion: .see(.queueList)),
                 detail: "server validation of an older queued change")
         }
-        try store.discard(entry)
     }
 
     /// Why some of `ids` are still queued after a push (nil: none is): the most serious reason.

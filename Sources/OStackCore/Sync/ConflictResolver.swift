@@ -32,7 +32,12 @@ struct ConflictResolver {
                 try store.rebase(
                     entry, payload: merge.localChanges, operation: .update, baseVersion: version,
                     baseSnapshot: theirsRecord)
-                try store.putRecord(entry.object, .object(merge.merged), version: version)
+                // With later changes of the record queued (an edit, a delete), the mirror holds them
+                // on top of this one and stays as it is (as `complete` leaves it): the merged record
+                // would drop them, or bring a deleted record back, until they are pushed.
+                if try store.laterEntryCount(entry) == 0 {
+                    try store.putRecord(entry.object, .object(merge.merged), version: version)
+                }
                 report.merged += 1
             } else {
                 try store.markConflict(entry, theirs: theirsRecord, version: version)

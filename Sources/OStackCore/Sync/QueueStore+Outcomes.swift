@@ -164,6 +164,20 @@ extension LocalStore {
         }
     }
 
+    /// Discards the failed entry `id` only while it is still the record's latest change, deciding
+    /// that inside the transaction that drops it: a change another process queued on top of it
+    /// meanwhile (a failed entry is never merged into) is never dropped with it. False when it is not
+    /// there, not failed, or no longer the latest.
+    public func discardIfLatest(_ id: String) throws(OStackError) -> Bool {
+        try transaction { () throws(OStackError) -> Bool in
+            guard let entry = try entry(id), entry.status == .failed, try laterEntryCount(entry) == 0 else {
+                return false
+            }
+            try discard(entry)
+            return true
+        }
+    }
+
     public func removeEntry(_ entry: QueueEntry) throws(OStackError) {
         try run("DELETE FROM queue WHERE seq = ?", [.integer(entry.seq)])
     }

@@ -16,19 +16,26 @@ struct AccountsRemove: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
             guard let account = try context.accounts(target: target, all: false).first else { return }
-            var pending = 0
             // An interrupted removal already deleted the keys: its data cannot be counted or kept.
-            if !force && !LogoutService.removalPending(environment, account) {
+            func unsynced() throws(OStackError) -> Int {
+                guard !force && !LogoutService.removalPending(environment, account) else { return 0 }
                 guard let counted = try context.unsyncedChanges(account) else {
                     throw OStackError(
                         .locked, context: .init(account: account.alias),
                         detail: "cannot count unsynced changes while locked")
                 }
-                pending = counted
+                return counted
+            }
+            // Counted before the question (no question for a removal that is refused anyway) and
+            // again after it: the answer may take minutes, and another shell may queue a change
+            // meanwhile, which the first count did not see.
+            let before = try unsynced()
+            if before > 0 {
+                throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: before))
             }
             try context.confirm(
                 "Remove account \(account.alias): its keyring items, local database and audit trail?", yes: yes)
-            try LogoutService(environment: environment).remove(account, unsyncedChanges: pending, force: force)
+            try LogoutService(environment: environment).remove(account, unsyncedChanges: try unsynced(), force: force)
             struct Document: Encodable { var removed: String }
             context.emit(json: Document(removed: account.id.rawValue), human: "Removed account \(account.alias).")
         }
