@@ -169,4 +169,26 @@ import Testing
         #expect(try trail.entries()[1].outcome == "failed")
         #expect(!SecureFileSystem.exists(buffer.path))
     }
+
+    /// The global trail: a line whose anchor was never written (a `kill -9` between the two, a
+    /// keyring write that failed) is the head the next append extends — numbering a second line the
+    /// same made `verify` report a gap for good — and a verify reads the anchor before the lines.
+    @Test func aGlobalLineWithoutItsAnchorIsExtendedNotNumberedAgain() throws {
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        try SecureFileSystem.createDirectory(layout.dataDirectory)
+        let global = GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test"))
+        global.append("account.remove")
+        global.append("keyring.migrate")
+        let anchored = try #require(try secrets.read(global.item))
+        global.append("sign-in", outcome: "failed")
+        try secrets.write(anchored, for: global.item)  // the third line's anchor never written
+        global.append("account.remove")
+        #expect(global.entries().map(\.seq) == [1, 2, 3, 4])
+        #expect(try global.verify() == .init(intact: true, events: 4))
+        // A line past the anchor that does not chain (written by no one with the key) is no head:
+        // the append goes after the anchor, and verify reports the damage.
+        try SecureFileSystem.appendLine(Array(#"{"seq":5,"time":"t","event":"x","outcome":"ok","details":{},"mac":"00"}"#.utf8), to: global.path)
+        global.append("after-damage")
+        #expect(try global.verify().intact == false)
+    }
 }

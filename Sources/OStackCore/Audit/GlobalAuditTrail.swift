@@ -50,10 +50,11 @@ public struct GlobalAuditTrail: Sendable {
         do throws(OStackError) {
             let current = try state()
             let key = current?.key ?? SecureRandom.bytes(32)
-            let seq = (current?.seq ?? 0) + 1
+            let head = try current.map { current throws(OStackError) in try self.head(after: current) }
+            let seq = (head?.seq ?? 0) + 1
             var line = Line(
                 seq: seq, time: AuditTrail.timestamp(Date()), event: event, outcome: outcome, details: details, mac: "")
-            let mac = try self.mac(line, key: key, previous: current?.mac ?? [UInt8](repeating: 0, count: 32))
+            let mac = try self.mac(line, key: key, previous: head?.mac ?? [UInt8](repeating: 0, count: 32))
             line.mac = Hex.encode(mac)
             guard let data = try? JSONEncoder().encode(line) else { return }
             try? SecureFileSystem.appendLine(Array(data), to: path)
@@ -62,6 +63,34 @@ public struct GlobalAuditTrail: Sendable {
         } catch {
             return
         }
+    }
+
+    /// The trail's head: the anchored one, or the last line past it when the lines after the anchor
+    /// chain from it under the key — a line written whose anchor was not (a `kill -9` between the
+    /// two, a keyring write that failed). Appending after the anchor instead would number a second
+    /// line the same, and `verify` would report a gap that no one made.
+    func head(after anchor: (key: [UInt8], seq: Int, mac: [UInt8])) throws(OStackError) -> (seq: Int, mac: [UInt8]) {
+        let lines = lines()
+        guard lines.count > anchor.seq else { return (anchor.seq, anchor.mac) }
+        var previous = [UInt8](repeating: 0, count: 32)
+        if anchor.seq > 0 {
+            let anchored = lines[anchor.seq - 1]
+            guard anchored.seq == anchor.seq, let stored = Hex.decode(anchored.mac),
+                BLAKE2b.constantTimeEqual(stored, anchor.mac)
+            else { return (anchor.seq, anchor.mac) }
+            previous = stored
+        }
+        var head = (seq: anchor.seq, mac: anchor.seq > 0 ? anchor.mac : previous)
+        for line in lines[anchor.seq...] {
+            var unsigned = line
+            unsigned.mac = ""
+            guard line.seq == head.seq + 1, let stored = Hex.decode(line.mac),
+                BLAKE2b.constantTimeEqual(try mac(unsigned, key: anchor.key, previous: previous), stored)
+            else { break }
+            previous = stored
+            head = (line.seq, stored)
+        }
+        return head
     }
 
     /// The key that authenticates an account's buffered audit lines (`audit-pending.jsonl`,
@@ -111,8 +140,11 @@ public struct GlobalAuditTrail: Sendable {
     }
 
     public func verify() throws(OStackError) -> AuditTrail.Verification {
+        // The anchor before the lines (an append between the two reads leaves the lines ahead of
+        // the anchor, which is sound; the other order would see an anchor past the lines read).
+        let state = try state()
         let lines = lines()
-        guard let state = try state() else {
+        guard let state else {
             return lines.isEmpty
                 ? .init(intact: true, events: 0)
                 : .init(intact: false, events: lines.count, firstBadSeq: 1, problem: "anchor-missing")
