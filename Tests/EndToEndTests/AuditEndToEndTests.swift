@@ -39,6 +39,29 @@ import Testing
             try ostack.run(["audit", "--event", "sync", "--json"]).stdout.contains("\"event\":\"sign-in\"") == false)
     }
 
+    /// A `queue discard` and its event are one transaction (docs/audit.md): killed (`-9`) between
+    /// the two, neither is there — the change is still queued, no event says it was dropped — and
+    /// the discard run again is recorded once.
+    @Test func aDiscardKilledBeforeItsEventLeavesNeither() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let create = try ostack.run(["records", "create", "task", "--set", "title=Kept", "--offline", "--json"])
+        #expect(create.status == 0, "\(create.stderr)")
+        let queued = try ostack.run(["queue", "list", "--json"]).stdout
+        let id = try #require(
+            queued.firstRange(of: #""id":""#).map { String(queued[$0.upperBound...].prefix { $0 != "\"" }) })
+        let killed = try ostack.run(
+            ["queue", "discard", id], environment: ["OSTACK_FAILPOINT": "queue-discard.before-event"])
+        #expect(killed.status == 137, "\(killed.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(id))
+        #expect(!(try ostack.run(["audit", "--json"]).stdout.contains("queue.discard")))
+        #expect(try ostack.run(["queue", "discard", id]).status == 0)
+        #expect(!(try ostack.run(["queue", "list", "--json"]).stdout.contains(id)))
+        let events = try ostack.run(["audit", "--event", "queue.discard", "--json"]).stdout
+        #expect(events.ranges(of: "\"event\":\"queue.discard\"").count == 1, "\(events)")
+        #expect(try ostack.run(["audit", "verify"]).status == 0)
+    }
+
     @Test func restoringAnOlderCopyOfTheAccountsFilesIsDetected() throws {
         let (server, ostack) = try signedIn()
         defer { withExtendedLifetime(server) {} }  // the dev server lives as long as the test

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import KeyringKit
 @testable import OStackCore
 import OStackTestSupport
@@ -133,6 +134,35 @@ import Testing
         #expect(try trail.verify().intact)
     }
 
+    /// Buffered events appended while several connections flush the buffer at once (as several
+    /// commands of a locked account do): each event joins the chain exactly once. Flushes and appends
+    /// take the buffer's lock (an `flock` on its own open file, so threads exclude each other as
+    /// processes do); without it a flush could chain lines another had already moved, or remove a
+    /// file another had just taken.
+    @Test func concurrentFlushesChainEachBufferedEventOnce() throws {
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        let account = Account(
+            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
+            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
+            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
+            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        try layout.createDirectories()
+        try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
+        let signer = GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test"))
+        let buffer = AuditBuffer(layout: layout, account: account, signer: signer)
+        _ = try trail()  // the database and its schema, before the threads open theirs
+        let events = 300
+        let flushers = (0..<3).map { _ in Thread.startFlushing(try! self.trail(), buffer, until: events) }
+        for index in 0..<events { buffer.append("lock", details: ["n": String(index)]) }
+        for flusher in flushers { flusher.join() }
+        let trail = try trail()
+        try trail.flush(buffer)
+        let numbers = try trail.entries().filter { $0.event == "lock" }.compactMap { $0.details["n"] }
+        #expect(numbers.count == events, "\(numbers.count) chained")
+        #expect(Set(numbers).count == events)
+        #expect(try trail.verify().intact)
+    }
+
     /// docs/security.md#aud-6: a line without a valid MAC under the keyring-held buffer key is not
     /// chained; the number of such lines is recorded.
     @Test func forgedBufferedLinesAreNotChainedButCounted() throws {
@@ -191,4 +221,32 @@ import Testing
         global.append("after-damage")
         #expect(try global.verify().intact == false)
     }
+}
+
+/// A thread that flushes `buffer` into `trail` again and again until the trail holds `count` events
+/// or three seconds have passed.
+private final class Thread: @unchecked Sendable {
+    private var handle = pthread_t()
+    private let body: () -> Void
+
+    private init(_ body: @escaping () -> Void) { self.body = body }
+
+    static func startFlushing(_ trail: AuditTrail, _ buffer: AuditBuffer, until count: Int) -> Thread {
+        let thread = Thread {
+            let start = Date()
+            while Date().timeIntervalSince(start) < 3 {
+                try? trail.flush(buffer)
+                if ((try? trail.entries())?.count ?? 0) >= count { return }
+            }
+        }
+        let box = Unmanaged.passRetained(thread).toOpaque()
+        pthread_create(&thread.handle, nil, { raw in
+            let thread = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
+            thread.body()
+            return nil
+        }, box)
+        return thread
+    }
+
+    func join() { pthread_join(handle, nil) }
 }

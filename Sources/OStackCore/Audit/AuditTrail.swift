@@ -34,8 +34,14 @@ public struct AuditBuffer: Sendable {
     /// Where the buffer key comes from (nil: lines are written without a MAC — and rejected later).
     let signer: GlobalAuditTrail?
 
+    /// Serialises appends and flushes across processes (`locks/audit-buffer-<dir>.lock`): a flush
+    /// reads the renamed file, chains it and removes it while no other process appends to it or
+    /// flushes it.
+    let lockPath: String
+
     public init(layout: FileLayout, account: Account, signer: GlobalAuditTrail? = nil) {
         path = layout.accountDirectory(account.dataDirectory) + "/audit-pending.jsonl"
+        lockPath = layout.locksDirectory + "/audit-buffer-\(account.dataDirectory).lock"
         accountID = account.id.rawValue
         self.signer = signer
     }
@@ -77,7 +83,24 @@ public struct AuditBuffer: Sendable {
         guard SecureFileSystem.isDirectory(directory, followLinks: false) else { return }
         if let key = given ?? (try? signer?.bufferKey(create: true)) { line.mac = mac(line, key: key).map(Hex.encode) }
         guard let data = try? JSONEncoder().encode(line) else { return }
+        // Under the buffer's lock when it comes within 2 s (best effort: never stops the command).
+        let lock = try? FileLock(path: lockPath, timeout: 2)
+        defer { withExtendedLifetime(lock) {} }
         try? SecureFileSystem.appendLine(Array(data), to: path)
+    }
+
+    /// The buffer's lock for a flush, waited for up to 10 s: `.success(nil)` when there is no lock
+    /// file to take (the flush goes on, as it would alone), a failure when another process holds it
+    /// all that time (the flush is left for a later open).
+    func lockForFlush() -> Result<FileLock?, PlatformError> {
+        try? SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: lockPath))
+        do {
+            return .success(try FileLock(path: lockPath, timeout: 10))
+        } catch let error where error.operation == .lock {
+            return .failure(error)
+        } catch {
+            return .success(nil)
+        }
     }
 
     var flushingPath: String { path + ".flushing" }
@@ -215,6 +238,11 @@ public struct AuditTrail: Sendable {
         } catch {
             return
         }
+        // One flush at a time, and no append into the file while it is read and removed: two
+        // processes flushing at once could chain the same lines twice, or remove a file the other
+        // had just taken.
+        guard case .success(let lock) = buffer.lockForFlush() else { return }
+        defer { withExtendedLifetime(lock) {} }
         let (taken, unreadable) = buffer.take()
         guard !taken.isEmpty || unreadable > 0 else {
             buffer.clear()

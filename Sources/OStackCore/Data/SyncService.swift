@@ -173,14 +173,19 @@ public struct SyncService {
     public func discard(_ id: String) throws(OStackError) {
         guard let entry = try store.entry(id) else { throw OStackError(.notFound, detail: "no such queue entry") }
         try session.withSyncLock { () throws(OStackError) in
-            guard let current = try store.entry(id), current.status != .inProgress else {
-                throw OStackError(.notFound, detail: "entry gone or being pushed")
+            // The event in the same transaction as the change it records (docs/audit.md): a
+            // `kill -9` leaves both or neither.
+            try store.transaction { () throws(OStackError) in
+                guard let current = try store.entry(id), current.status != .inProgress else {
+                    throw OStackError(.notFound, detail: "entry gone or being pushed")
+                }
+                try store.discard(current)
+                FailPoint.hit("queue-discard.before-event")
+                try session.audit.append(
+                    "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
             }
-            try store.discard(current)
         }
         session.reads.refreshMirror(entry.object, id: entry.recordID)
-        try session.audit.append(
-            "queue.discard", details: ["object": entry.object, "operation": entry.operation.rawValue])
         session.didChange()
     }
 
@@ -203,14 +208,16 @@ public struct SyncService {
         let entry = try store.entry(id)
         guard let entry, entry.status == .conflict else { throw OStackError(.notFound, detail: "no such conflict") }
         try session.withSyncLock { () throws(OStackError) in
-            guard let current = try store.entry(id), current.status == .conflict else {
-                throw OStackError(.notFound, detail: "no such conflict")
+            try store.transaction { () throws(OStackError) in  // with its event, as `discard`
+                guard let current = try store.entry(id), current.status == .conflict else {
+                    throw OStackError(.notFound, detail: "no such conflict")
+                }
+                try session.engine().resolve(current, keepMine: keepMine)
+                try session.audit.append(
+                    "conflict.resolved", details: ["object": entry.object, "keep": keepMine ? "mine" : "theirs"])
             }
-            try session.engine().resolve(current, keepMine: keepMine)
         }
         if !keepMine { session.reads.refreshMirror(entry.object, id: entry.recordID) }
-        try session.audit.append(
-            "conflict.resolved", details: ["object": entry.object, "keep": keepMine ? "mine" : "theirs"])
         session.didChange()
         guard keepMine else { return (false, nil) }
         let report = try sync(push: true, pull: false)
