@@ -439,6 +439,34 @@ import Testing
         #expect(queue.stdout.components(separatedBy: "\"operation\"").count - 1 == writers * rounds, "\(queue.stdout)")
     }
 
+    /// Two commands change different fields of one record at once: the one that read the record
+    /// first (and waits 2 s before its transaction, `pause:` fail point) reads it again inside its
+    /// transaction, so the mirror shows both changes — it used to write its stale copy over the
+    /// other command's field until a push. Both changes join the queued create and reach the server.
+    @Test func aWriteOverAConcurrentWriteOfTheSameRecordKeepsBoth() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Shared", "--offline", "--json"])
+        let id = try #require(
+            created.stdout.firstRange(of: #""id":""#).map {
+                String(created.stdout[$0.upperBound...].prefix { $0 != "\"" })
+            })
+        let slow = try ostack.start(
+            ["records", "update", "task", id, "--set", "notes=from the slow one", "--offline"],
+            environment: ["OSTACK_FAILPOINT": "pause:record-write.before-transaction"])
+        usleep(600_000)  // the slow one has read the record and waits
+        let fast = try ostack.run(["records", "update", "task", id, "--set", "owner=fast", "--offline"])
+        #expect(fast.status == 0, "\(fast.stderr)")
+        #expect(try slow.waitForExit(timeout: 60) == 0, "\(slow.stderrText())")
+        let record = try ostack.run(["records", "get", "task", id, "--local", "--json"]).stdout
+        #expect(record.contains("from the slow one") && record.contains(#""owner":"fast""#), "\(record)")
+        let queue = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queue.ranges(of: #""operation":"create""#).count == 1, "\(queue)")  // both merged into it
+        #expect(try ostack.run(["sync"]).status == 0)
+        let remote = try ostack.run(["records", "get", "task", id, "--remote", "--json"]).stdout
+        #expect(remote.contains("from the slow one") && remote.contains(#""owner":"fast""#), "\(remote)")
+    }
+
     // MARK: 7. Planted symbolic links are refused
 
     @Test func plantedSymbolicLinksAreRefused() throws {

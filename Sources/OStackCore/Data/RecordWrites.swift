@@ -126,18 +126,34 @@ public struct RecordWrites {
             context.recordIDs = [id]
             throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
-        let snapshot = base.data.objectValue ?? [:]
-        let updated = snapshot.merging(changes) { _, new in new }
+        FailPoint.hit("record-write.before-transaction")
         var own: String?
+        var written = id
         try store.transaction { () throws(OStackError) in
-            try store.putRecord(object, .object(updated), version: base.version)
+            // The record as it is now, inside the write transaction: another process may have
+            // changed it (a write, a pull), or renamed it to the id its server assigned, since the
+            // reads above, which only decided that it exists.
+            let (now, current) = try current(object, id, else: base)
+            written = now
+            let snapshot = current.data.objectValue ?? [:]
+            let updated = snapshot.merging(changes) { _, new in new }
+            try store.putRecord(object, .object(updated), version: current.version)
             let entry = try store.enqueueReporting(
-                object: object, recordID: id, operation: .update, payload: changes, baseVersion: base.version,
+                object: object, recordID: now, operation: .update, payload: changes, baseVersion: current.version,
                 baseSnapshot: snapshot)
             own = entry.isNew ? entry.id : nil
             try session.audit.append("record.update", details: ["object": object])
         }
-        return try pushAfterWrite(object, id, offline: offline, ownEntry: own)
+        return try pushAfterWrite(object, written, offline: offline, ownEntry: own)
+    }
+
+    /// The record's current id and local copy, read inside the write transaction; `fetched` (the
+    /// server's copy, or the local one read before) when there is no local copy.
+    private func current(_ object: String, _ id: String, else fetched: LocalStore.StoredRecord) throws(OStackError)
+        -> (String, LocalStore.StoredRecord)
+    {
+        let now = try store.currentID(object, id)
+        return (now, try store.record(object, now) ?? fetched)
     }
 
     public func delete(_ object: String, id: String, offline: Bool) throws(OStackError) -> WriteResult {
@@ -149,16 +165,20 @@ public struct RecordWrites {
             context.recordIDs = [id]
             throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
+        FailPoint.hit("record-write.before-transaction")
         var own: String?
+        var written = id
         try store.transaction { () throws(OStackError) in
-            try store.deleteRecord(object, id)
+            let (now, current) = try current(object, id, else: base)  // as `update`
+            written = now
+            try store.deleteRecord(object, now)
             let entry = try store.enqueueReporting(
-                object: object, recordID: id, operation: .delete, payload: nil, baseVersion: base.version,
-                baseSnapshot: base.data.objectValue)
+                object: object, recordID: now, operation: .delete, payload: nil, baseVersion: current.version,
+                baseSnapshot: current.data.objectValue)
             own = entry.isNew ? entry.id : nil
             try session.audit.append("record.delete", details: ["object": object])
         }
-        var result = try pushAfterWrite(object, id, offline: offline, ownEntry: own)
+        var result = try pushAfterWrite(object, written, offline: offline, ownEntry: own)
         result.record = nil
         return result
     }
