@@ -25,6 +25,9 @@ public struct PlatformError: Error, Equatable, Sendable, CustomStringConvertible
         "\(operation.rawValue) failed (errno \(errno): \(String(cString: strerror(errno)))) at \(path)"
     }
 
+    /// `true` when the call failed because the path exists (`EEXIST`).
+    public var isExisting: Bool { errno == EEXIST }
+
     /// `true` when the path itself is unsafe: a planted symbolic link (`O_NOFOLLOW` or `lstat`), or a
     /// directory that is not this user's private directory.
     public var isUnsafePath: Bool { operation == .verify || errno == ELOOP }

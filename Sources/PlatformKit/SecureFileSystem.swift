@@ -211,6 +211,26 @@ public enum SecureFileSystem {
 
     /// Creates an empty file with mode 0600 if it does not exist yet (used before SQLCipher opens
     /// a new database, so the file is never briefly world-readable).
+    /// Gives the complete file `partial` the name `path`, never over a file that exists there
+    /// (EEXIST): a hard link, or where the file system has none, the name taken with `O_EXCL` and
+    /// `partial` renamed over that empty placeholder. `partial` keeps its own name as well after a
+    /// link; the caller removes it.
+    public static func publish(_ partial: String, as path: String) throws(PlatformError) {
+        if link(partial, path) == 0 { return }
+        let error = errno
+        guard [EPERM, EOPNOTSUPP, EMLINK, EXDEV].contains(error) else {
+            throw PlatformError(.open, errno: error, path: path)
+        }
+        let placeholder = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, fileMode)
+        guard placeholder >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        close(placeholder)
+        guard rename(partial, path) == 0 else {
+            let renameError = errno
+            unlink(path)
+            throw PlatformError(.rename, errno: renameError, path: path)
+        }
+    }
+
     public static func createFileIfMissing(_ path: String) throws(PlatformError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, fileMode)
         guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }

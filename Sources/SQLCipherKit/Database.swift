@@ -251,23 +251,39 @@ public final class Database: @unchecked Sendable {
         guard !SecureFileSystem.exists(path) else {
             throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "backup", message: "file exists")
         }
+        // Written beside the name and linked to it only when complete (a link never replaces a file):
+        // an export that fails or is interrupted leaves nothing under the name that looks like a copy.
+        let partial = path + ".partial-" + SecureRandom.bytes(4).map { String(Int($0) | 0x100, radix: 16).dropFirst() }.joined()
         do {
-            try SecureFileSystem.createFileIfMissing(path)
+            try SecureFileSystem.createFileIfMissing(partial)
         } catch {
             throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "backup", message: "cannot create")
         }
-        if let passphrase {
-            let attach = try prepare("ATTACH DATABASE ? AS backup KEY ?")
-            try attach.bind(.text(path), at: 1)
-            try attach.bindSecretText(passphrase, at: 2)
-            try attach.step()
-        } else {
-            try execute("ATTACH DATABASE ? AS backup KEY ''", [.text(path)])
+        defer {
+            try? SecureFileSystem.removeFile(partial)
+            try? SecureFileSystem.removeFile(partial + "-journal")
         }
-        defer { try? execute("DETACH DATABASE backup") }
-        _ = try query("SELECT sqlcipher_export('backup')")
-        for name in functionIndexes where name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
-            try execute("DROP INDEX IF EXISTS backup.\"\(name)\"")
+        do {
+            if let passphrase {
+                let attach = try prepare("ATTACH DATABASE ? AS backup KEY ?")
+                try attach.bind(.text(partial), at: 1)
+                try attach.bindSecretText(passphrase, at: 2)
+                try attach.step()
+            } else {
+                try execute("ATTACH DATABASE ? AS backup KEY ''", [.text(partial)])
+            }
+            defer { try? execute("DETACH DATABASE backup") }
+            _ = try query("SELECT sqlcipher_export('backup')")
+            for name in functionIndexes where name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+                try execute("DROP INDEX IF EXISTS backup.\"\(name)\"")
+            }
+        }
+        do {
+            try SecureFileSystem.publish(partial, as: path)
+        } catch {
+            throw SQLiteError(
+                kind: .other, code: 14, extendedCode: 14, operation: "backup",
+                message: error.isExisting ? "file exists" : "cannot create")
         }
     }
 

@@ -1,3 +1,4 @@
+import PlatformKit
 import OStackTestSupport
 import Testing
 
@@ -39,8 +40,10 @@ import Testing
         #expect(read.stdout.contains("ok\n3"), "\(read.stdout) \(read.stderr)")
         let wrong = try sqlcipher(file, "PRAGMA key = 'wrong horse';\nSELECT count(*) FROM records;\n")
         #expect(wrong.stderr.contains("not a database") || wrong.status != 0, "\(wrong.stdout)")
-        // Never overwritten.
+        // Never overwritten; the copy was written beside the name and nothing of that is left.
         #expect(try ostack.run(["export-database", file, "--passphrase-stdin"], stdin: "another one\n").status == 9)
+        let beside = try SecureFileSystem.contentsOfDirectory(ostack.home.path)
+        #expect(!beside.contains { $0.contains(".partial-") }, "\(beside)")
         // A plaintext copy opens without a key.
         let plain = ostack.home.path + "/plain.db"
         #expect(try ostack.run(["export-database", plain, "--plaintext"]).status == 0)

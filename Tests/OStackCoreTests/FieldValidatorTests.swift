@@ -257,6 +257,24 @@ import Testing
         #expect(try validator.typedValue(field: "title", text: "null") == .null)
     }
 
+    /// Lists and objects as `records export` writes them into CSV cells (JSON) come back as the same
+    /// values on import: a CSV round trip no longer turns `["a","b"]` into the list `["[\"a\"",
+    /// "\"b\"]"]` or an object into text. Anything that is not such JSON is typed as before.
+    @Test func exportedListsAndObjectsAreTypedBack() throws {
+        #expect(try validator.typedValue(field: "tags", text: #"["red","green"]"#) == ["red", "green"])
+        #expect(try validator.typedValue(field: "tags", text: "[red") == ["[red"])
+        let structured = try #require(
+            ObjectSchema(
+                item: try Self.item(
+                    #"{"name":"place","fields":{"where":{"type":"location","label":"Where"},"extra":{"type":"json","label":"Extra"}}}"#
+                )))
+        let typed = FieldValidator(schema: structured)
+        #expect(try typed.typedValue(field: "where", text: #"{"lat":1.5,"lng":2}"#) == .object(["lat": .number(1.5), "lng": .number(2)]))
+        #expect(try typed.typedValue(field: "extra", text: #"[1,{"a":true}]"#) == [1, ["a": true]])
+        #expect(try typed.typedValue(field: "extra", text: "plain words") == .string("plain words"))
+        #expect(try typed.typedValue(field: "extra", text: "{broken") == .string("{broken"))
+    }
+
     @Test(arguments: [
         ("amount", "twelve", "Amount must be a number."), ("amount", "1e400", "Amount must be a number."),
         ("estimate", "12,5", "Estimate (hours) must be a number."), ("done", "maybe", "Done must be true or false."),

@@ -164,7 +164,9 @@ public struct FieldValidator: Sendable {
 
     // MARK: Typing `--set field=value`
 
-    /// Types a `--set` value by the field's type: numbers, booleans, lists for multi-value fields,
+    /// Types a `--set` value (or a CSV cell) by the field's type: numbers, booleans, lists for
+    /// multi-value fields (comma-separated, or a JSON array as `records export` writes lists), a JSON
+    /// object or array for structured fields (json, composite, location, …) as export writes them,
     /// `null` for an empty value; everything else stays text. Unknown fields get a suggestion.
     public func typedValue(field name: String, text: String) throws(OStackError) -> JSONValue {
         guard let field = schema.field(name) else {
@@ -196,7 +198,15 @@ public struct FieldValidator: Sendable {
                     detail: "--set boolean")
             }
         case "multiselect", "checkboxes", "tags":
+            if text.hasPrefix("["), case .array(let items)? = JSONValue.parse(Array(text.utf8)) { return .array(items) }
             return .array(text.split(separator: ",").map { .string(String($0).trimmingWhitespace()) })
+        case "json", "composite", "repeater", "record", "location", "address", "vector":
+            if text.hasPrefix("{") || text.hasPrefix("["), let value = JSONValue.parse(Array(text.utf8)),
+                value.objectValue != nil || value.arrayValue != nil
+            {
+                return value
+            }
+            return .string(text)
         default:
             return .string(text)
         }

@@ -291,21 +291,11 @@ final class ExportSink {
         try flush()
         guard let destination else { return }
         guard fsync(fd) == 0 else { throw OStackError(.storageFailure, detail: "export fsync errno \(errno)") }
-        // Under its name only now, and never over a file that appeared meanwhile (EEXIST). Where the
-        // file system has no hard links, the name is taken first (O_EXCL) and the file renamed over
-        // that empty placeholder.
-        if link(destination.partial, destination.path) == 0 { return }
-        let linkError = errno
-        guard [EPERM, EOPNOTSUPP, EMLINK, EXDEV].contains(linkError) else {
-            throw Self.cannotCreate(destination.path, errno: linkError)
-        }
-        let placeholder = open(destination.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard placeholder >= 0 else { throw Self.cannotCreate(destination.path, errno: errno) }
-        Glibc.close(placeholder)
-        guard rename(destination.partial, destination.path) == 0 else {
-            let renameError = errno
-            unlink(destination.path)
-            throw OStackError(.storageFailure, detail: "export rename errno \(renameError)")
+        // Under its name only now, and never over a file that appeared meanwhile.
+        do {
+            try SecureFileSystem.publish(destination.partial, as: destination.path)
+        } catch {
+            throw Self.cannotCreate(destination.path, errno: error.errno)
         }
     }
 
@@ -442,9 +432,12 @@ extension RecordsCommand {
                 let here = try session.writes.existing(object, ids: valid.map { $0.fields["id"]!.stringValue! })
                 let fresh = valid.filter { !here.contains($0.fields["id"]!.stringValue!) }
                 let existing = valid.count - fresh.count
+                // Rows that could not even be read are problems without a row: counted once each (a
+                // set of lines, not a search of every row per problem, for a million-line file).
+                let rowLines = Set(rows.map(\.line))
                 var document = Document(
                     object: object,
-                    rows: rows.count + invalid.filter { row in !rows.contains { $0.line == row.line } }.count,
+                    rows: rows.count + invalid.filter { !rowLines.contains($0.line) }.count,
                     queued: 0, existing: existing, invalid: invalid, pushed: nil, dryRun: dryRun)
                 if !invalid.isEmpty && !skipInvalid || dryRun {
                     Self.report(document, context: context, refused: !dryRun)
