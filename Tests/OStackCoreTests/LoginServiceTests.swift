@@ -142,6 +142,22 @@ import Testing
         #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
     }
 
+    /// An alias made from an e-mail address passes the rule for aliases given by hand (letters,
+    /// digits, '.', '_', '-', no leading '-', at most 64), whatever the address and the host.
+    @Test(arguments: [
+        ("-bob@example.com", "crm.example.com"), ("bob@example.com", "[::1]"),
+        ("bob@example.com", String(repeating: "h", count: 63) + ".example.com"), ("@example.com", "localhost"),
+        ("--@example.com", "127.0.0.1"), (String(repeating: "x", count: 80) + "@example.com", "a.b"),
+    ])
+    func aMadeAliasPassesTheAliasRule(email: String, host: String) throws {
+        for taken in [[], ["bob", "account", String(repeating: "x", count: 40)]] as [Set<String>] {
+            let local = String(email.prefix { $0 != "@" }.filter { $0 != "-" })
+            let alias = try LoginService.uniqueAlias(
+                preferred: nil, email: email, host: host, taken: taken.union(local.isEmpty ? [] : [local]))
+            #expect((try? AccountsService.validateAlias(alias)) != nil, "\(alias)")
+        }
+    }
+
     /// A refresh whose get-session (and rotated token) is another user's adopts nothing.
     @Test func aRefreshNamingAnotherUserAdoptsNothing() throws {
         let keeper = refreshingKeeper()

@@ -45,7 +45,7 @@ public struct AccountRegistry: Sendable {
         // either: the caller's `accounts()` then says why.
         guard let range, let account = try? RegistryFormat.decoder().decode(Account.self, from: Data(bytes[range])),
             account.id == id, RegistryFormat.isDataDirectoryName(account.dataDirectory),
-            (try? AccountsService.validateAlias(account.alias)) != nil, RegistryFormat.isPrintable(id.rawValue)
+            RegistryFormat.isPrintable(account.alias), RegistryFormat.isPrintable(id.rawValue)
         else { return nil }
         return account
     }

@@ -394,11 +394,16 @@ public struct LoginService: Sendable {
             }
             return preferred
         }
+        // Made to pass `AccountsService.validateAlias` as an alias given by hand must: letters,
+        // digits, '.', '_', '-', not starting with '-', at most 64 characters.
         let local = email.split(separator: "@").first.map(String.init) ?? "account"
-        let base = String(local.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }.prefix(40))
+        let base = String(
+            local.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }.drop { $0 == "-" }
+                .prefix(40))
         let start = base.isEmpty ? "account" : base
         if !taken.contains(start) { return start }
-        let withHost = "\(start)-\(host.split(separator: ".").first.map(String.init) ?? "server")"
+        let label = String((host.split(separator: ".").first ?? "").filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(20))
+        let withHost = "\(start)-\(label.isEmpty ? "server" : label)"
         if !taken.contains(withHost) { return withHost }
         var counter = 2
         while taken.contains("\(start)-\(counter)") { counter += 1 }
