@@ -245,15 +245,16 @@ public final class Database: @unchecked Sendable {
     /// `PRAGMA key = '…'`), or plain SQLite when `passphrase` is nil. Indexes whose definition
     /// calls a function of this process (`functionIndexes`) are dropped from the copy, so stock tools
     /// can check and query it. The file must not exist; it is created with mode 0600.
-    public func backup(to path: String, passphrase: SecretBytes?, dropping functionIndexes: [String] = [])
-        throws(SQLiteError)
+    public func backup(
+        to path: String, through partial: String, passphrase: SecretBytes?, dropping functionIndexes: [String] = []
+    ) throws(SQLiteError)
     {
         guard !SecureFileSystem.exists(path) else {
             throw SQLiteError(kind: .other, code: 14, extendedCode: 14, operation: "backup", message: "file exists")
         }
-        // Written beside the name and linked to it only when complete (a link never replaces a file):
-        // an export that fails or is interrupted leaves nothing under the name that looks like a copy.
-        let partial = path + ".partial-" + SecureRandom.bytes(4).map { String(Int($0) | 0x100, radix: 16).dropFirst() }.joined()
+        // Written to `partial` (beside the name) and linked to the name only when complete (a link
+        // never replaces a file): an export that fails leaves nothing under the name that looks like
+        // a copy, and removes `partial`.
         do {
             try SecureFileSystem.createFileIfMissing(partial)
         } catch {

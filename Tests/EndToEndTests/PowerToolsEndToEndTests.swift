@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import OStackTestSupport
 import PlatformKit
 import Testing
@@ -247,6 +248,24 @@ import Testing
         )
         let stopped = try ostack.run(["records", "export", "task", "--remote", "--output", file])
         #expect(stopped.status != 0, "\(stopped.stderr)")
+        #expect(try SecureFileSystem.contentsOfDirectory(scratch.path).isEmpty)
+        _ = try server.control("DELETE", "faults")
+        // Ctrl-C while the second page is slow to come: exit 130, and the partial file is gone too
+        // (for `export-database --plaintext` that file would be a readable copy of the data).
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"delay","delayMs":4000,"skip":1,"count":1,"match":{"method":"GET","pathPrefix":"/api/v1/data/task"}}"#
+        )
+        let interrupted = try ostack.start(["records", "export", "task", "--remote", "--output", file])
+        var partialSeen = false
+        for _ in 0..<200 where !partialSeen {
+            partialSeen = try SecureFileSystem.contentsOfDirectory(scratch.path).contains { $0.contains(".partial-") }
+            usleep(10_000)
+        }
+        #expect(partialSeen)
+        usleep(300_000)
+        kill(interrupted.pid, SIGINT)
+        #expect(try interrupted.waitForExit(timeout: 30) == 130)
         #expect(try SecureFileSystem.contentsOfDirectory(scratch.path).isEmpty)
         _ = try server.control("DELETE", "faults")
         let whole = try ostack.run(["records", "export", "task", "--remote", "--output", file])

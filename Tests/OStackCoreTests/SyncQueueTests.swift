@@ -381,12 +381,18 @@ private struct Fixture {
         let base: [String: JSONValue] = ["id": "r1", "title": "a", "updated_at": "v1"]
         try store.putRecord("task", .object(base), version: "v1")
         let id = try #require(try enqueue(.update, "r1", ["title": "b"], base: "v1", snapshot: base))
+        // Another process's update merged into it while it was still pending: it holds more than
+        // this command queued, and stays.
+        try enqueue(.update, "r1", ["done": true], base: "v1", snapshot: base)
         try store.fail(try only(), .serverError(status: 500, retryAfter: nil))
-        try enqueue(.update, "r1", ["amount": 2], base: "v1", snapshot: base)  // another process's
-        #expect(try store.discardIfLatest(id) == false)
+        #expect(try store.discardIfLatest(id, payload: ["title": "b"]) == false)
+        #expect(try only().payload == ["title": "b", "done": true])
+        // On top of it once it failed (a failed entry is never merged into): it stays too.
+        try enqueue(.update, "r1", ["amount": 2], base: "v1", snapshot: base)
+        #expect(try store.discardIfLatest(id, payload: ["title": "b", "done": true]) == false)
         #expect(try store.entries().map(\.status) == [.failed, .pending])
         try store.removeEntry(try store.entries()[1])
-        #expect(try store.discardIfLatest(id))
+        #expect(try store.discardIfLatest(id, payload: ["title": "b", "done": true]))
         #expect(try store.entries().isEmpty)
         #expect(try store.record("task", "r1")?.data["title"] == "a")
     }

@@ -83,19 +83,20 @@ public struct AuditBuffer: Sendable {
         guard SecureFileSystem.isDirectory(directory, followLinks: false) else { return }
         if let key = given ?? (try? signer?.bufferKey(create: true)) { line.mac = mac(line, key: key).map(Hex.encode) }
         guard let data = try? JSONEncoder().encode(line) else { return }
-        // Under the buffer's lock when it comes within 2 s (best effort: never stops the command).
-        let lock = try? FileLock(path: lockPath, timeout: 2)
+        // Under the buffer's lock when it comes within half a second (best effort: never holds up
+        // the command for long; a flush holds the lock while its transaction waits for the database).
+        let lock = try? FileLock(path: lockPath, timeout: 0.5)
         defer { withExtendedLifetime(lock) {} }
         try? SecureFileSystem.appendLine(Array(data), to: path)
     }
 
-    /// The buffer's lock for a flush, waited for up to 10 s: `.success(nil)` when there is no lock
+    /// The buffer's lock for a flush, waited for up to 3 s: `.success(nil)` when there is no lock
     /// file to take (the flush goes on, as it would alone), a failure when another process holds it
     /// all that time (the flush is left for a later open).
     func lockForFlush() -> Result<FileLock?, PlatformError> {
         try? SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: lockPath))
         do {
-            return .success(try FileLock(path: lockPath, timeout: 10))
+            return .success(try FileLock(path: lockPath, timeout: 3))
         } catch let error where error.operation == .lock {
             return .failure(error)
         } catch {

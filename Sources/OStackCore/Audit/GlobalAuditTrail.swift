@@ -48,13 +48,21 @@ public struct GlobalAuditTrail: Sendable {
         guard let lock = try? FileLock(path: path + ".lock", timeout: 10) else { return }
         defer { withExtendedLifetime(lock) {} }
         do throws(OStackError) {
-            let current = try state()
-            let key = current?.key ?? SecureRandom.bytes(32)
-            let head = try current.map { current throws(OStackError) in try self.head(after: current) }
-            let seq = (head?.seq ?? 0) + 1
+            var current = try state()
+            if current == nil {
+                // A new trail's key is anchored at 0 before its first line, so that a first line
+                // whose anchor is never written is found by `head(after:)` like any other.
+                let text = Hex.encode(SecureRandom.bytes(32)) + "|0:" + Hex.encode([UInt8](repeating: 0, count: 32))
+                try secrets.write(SecretBytes(copying: Array(text.utf8)), for: item)
+                current = try state()
+            }
+            guard let current else { return }
+            let key = current.key
+            let head = try self.head(after: current)
+            let seq = head.seq + 1
             var line = Line(
                 seq: seq, time: AuditTrail.timestamp(Date()), event: event, outcome: outcome, details: details, mac: "")
-            let mac = try self.mac(line, key: key, previous: head?.mac ?? [UInt8](repeating: 0, count: 32))
+            let mac = try self.mac(line, key: key, previous: head.mac)
             line.mac = Hex.encode(mac)
             guard let data = try? JSONEncoder().encode(line) else { return }
             try? SecureFileSystem.appendLine(Array(data), to: path)

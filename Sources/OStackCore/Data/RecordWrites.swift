@@ -67,15 +67,19 @@ public struct RecordWrites {
 
     /// Validates, then saves records and queues their creates; returns each id with the queue entry
     /// the create added on its own (nil when it was merged into an older one).
+    /// The queue entry a command added on its own, with the payload it queued: a refusal undoes it
+    /// only while it still holds just that (another command's update may have merged into it).
+    typealias OwnEntry = (id: String, payload: [String: JSONValue]?)
+
     func createLocally(_ object: String, _ items: [[String: JSONValue]], validate: Bool = true) throws(OStackError)
-        -> [(id: String, ownEntry: String?)]
+        -> [(id: String, ownEntry: OwnEntry?)]
     {
         guard ObjectSchema.isIdentifier(object) else { throw OStackError(.unknownObject, detail: "bad object name") }
         if validate, let schema = try session.schemaIfAvailable(object) {
             let validator = FieldValidator(schema: schema)
             for data in items { try validator.validate(data, complete: true) }
         }
-        var created: [(id: String, ownEntry: String?)] = []
+        var created: [(id: String, ownEntry: OwnEntry?)] = []
         var ids = Set<String>()
         try store.transaction { () throws(OStackError) in
             // Inside the transaction: the writer's indexed fields are the ones this transaction sees.
@@ -104,7 +108,7 @@ public struct RecordWrites {
                 let entry = try store.enqueueReporting(
                     object: object, recordID: id, operation: .create, payload: record, baseVersion: nil,
                     baseSnapshot: nil, serializedPayload: json)
-                created.append((id, entry.isNew ? entry.id : nil))
+                created.append((id, entry.isNew ? entry.id.map { ($0, record) } : nil))
             }
             try bulk.finish()
             try session.audit.append("record.create", details: ["object": object, "count": String(items.count)])
@@ -127,7 +131,7 @@ public struct RecordWrites {
             throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
         FailPoint.hit("record-write.before-transaction")
-        var own: String?
+        var own: OwnEntry?
         var written = id
         try store.transaction { () throws(OStackError) in
             // The record as it is now, inside the write transaction: another process may have
@@ -141,7 +145,7 @@ public struct RecordWrites {
             let entry = try store.enqueueReporting(
                 object: object, recordID: now, operation: .update, payload: changes, baseVersion: current.version,
                 baseSnapshot: snapshot)
-            own = entry.isNew ? entry.id : nil
+            own = entry.isNew ? entry.id.map { ($0, changes) } : nil
             try session.audit.append("record.update", details: ["object": object])
         }
         return try pushAfterWrite(object, written, offline: offline, ownEntry: own)
@@ -166,7 +170,7 @@ public struct RecordWrites {
             throw OStackError(.notFound, context: context, detail: "no local copy and offline")
         }
         FailPoint.hit("record-write.before-transaction")
-        var own: String?
+        var own: OwnEntry?
         var written = id
         try store.transaction { () throws(OStackError) in
             let (now, current) = try current(object, id, else: base)  // as `update`
@@ -175,7 +179,7 @@ public struct RecordWrites {
             let entry = try store.enqueueReporting(
                 object: object, recordID: now, operation: .delete, payload: nil, baseVersion: current.version,
                 baseSnapshot: current.data.objectValue)
-            own = entry.isNew ? entry.id : nil
+            own = entry.isNew ? entry.id.map { ($0, nil) } : nil
             try session.audit.append("record.delete", details: ["object": object])
         }
         var result = try pushAfterWrite(object, written, offline: offline, ownEntry: own)
@@ -184,7 +188,7 @@ public struct RecordWrites {
     }
 
     /// Pushes at once unless `offline`; reports whether the change is still queued, and why.
-    func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: String?) throws(OStackError)
+    func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: OwnEntry?) throws(OStackError)
         -> WriteResult
     {
         session.audit.anchor()  // the head as committed; written to the keyring while the push runs
@@ -235,8 +239,8 @@ public struct RecordWrites {
     /// undone (an older queued change of the record is never dropped by a newer command).
     /// Decided and done in one transaction (`discardIfLatest`): another process may queue a change
     /// of the same record on top of this one until the moment it is dropped.
-    func undoRefused(_ pending: QueueEntry, ownEntry: String?, object: String) throws(OStackError) {
-        guard let own = ownEntry, try store.discardIfLatest(own) else {
+    func undoRefused(_ pending: QueueEntry, ownEntry: OwnEntry?, object: String) throws(OStackError) {
+        guard let own = ownEntry, try store.discardIfLatest(own.id, payload: own.payload) else {
             throw OStackError(
                 .validation, context: .init(object: object, suggestion: .see(.queueList)),
                 detail: "server validation of an older queued change")

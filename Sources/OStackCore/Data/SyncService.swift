@@ -208,11 +208,14 @@ public struct SyncService {
         let entry = try store.entry(id)
         guard let entry, entry.status == .conflict else { throw OStackError(.notFound, detail: "no such conflict") }
         try session.withSyncLock { () throws(OStackError) in
+            // Made before the transaction: it may ask the server for its discovery document, which
+            // must not happen while the database's write lock is held.
+            let engine = session.engine()
             try store.transaction { () throws(OStackError) in  // with its event, as `discard`
                 guard let current = try store.entry(id), current.status == .conflict else {
                     throw OStackError(.notFound, detail: "no such conflict")
                 }
-                try session.engine().resolve(current, keepMine: keepMine)
+                try engine.resolve(current, keepMine: keepMine)
                 try session.audit.append(
                     "conflict.resolved", details: ["object": entry.object, "keep": keepMine ? "mine" : "theirs"])
             }

@@ -164,13 +164,16 @@ extension LocalStore {
         }
     }
 
-    /// Discards the failed entry `id` only while it is still the record's latest change, deciding
-    /// that inside the transaction that drops it: a change another process queued on top of it
-    /// meanwhile (a failed entry is never merged into) is never dropped with it. False when it is not
-    /// there, not failed, or no longer the latest.
-    public func discardIfLatest(_ id: String) throws(OStackError) -> Bool {
+    /// Discards the failed entry `id` only while it is still the record's latest change and holds
+    /// just `payload` (what the command that added it queued), deciding that inside the transaction
+    /// that drops it: a change another process queued meanwhile — on top of it, or merged into it
+    /// while it was pending — is never dropped with it. False when it is not there, not failed, no
+    /// longer the latest, or holds more.
+    public func discardIfLatest(_ id: String, payload: [String: JSONValue]?) throws(OStackError) -> Bool {
         try transaction { () throws(OStackError) -> Bool in
-            guard let entry = try entry(id), entry.status == .failed, try laterEntryCount(entry) == 0 else {
+            guard let entry = try entry(id), entry.status == .failed, entry.payload == payload,
+                try laterEntryCount(entry) == 0
+            else {
                 return false
             }
             try discard(entry)

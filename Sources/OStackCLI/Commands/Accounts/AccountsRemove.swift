@@ -16,26 +16,34 @@ struct AccountsRemove: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
             guard let account = try context.accounts(target: target, all: false).first else { return }
-            // An interrupted removal already deleted the keys: its data cannot be counted or kept.
-            func unsynced() throws(OStackError) -> Int {
-                guard !force && !LogoutService.removalPending(environment, account) else { return 0 }
-                guard let counted = try context.unsyncedChanges(account) else {
+            // Unsynced changes are counted before the question (no question for a removal that is
+            // refused anyway) and again after it: the answer may take minutes, and another shell may
+            // queue a change meanwhile. One open database counts both times, so an account that
+            // locks itself while the question waits is still counted. (An interrupted removal
+            // already deleted the keys: its data cannot be counted or kept.)
+            var counter: AccountSession?
+            if !force && !LogoutService.removalPending(environment, account) {
+                do {
+                    counter = try context.session(account)
+                } catch let error as OStackError where error.code == .locked || error.code == .pinLockedOut {
                     throw OStackError(
                         .locked, context: .init(account: account.alias),
                         detail: "cannot count unsynced changes while locked")
                 }
-                return counted
             }
-            // Counted before the question (no question for a removal that is refused anyway) and
-            // again after it: the answer may take minutes, and another shell may queue a change
-            // meanwhile, which the first count did not see.
+            func unsynced() throws(OStackError) -> Int {
+                guard let counts = try counter?.store.counts() else { return 0 }
+                return counts.pending + counts.failed + counts.conflict
+            }
             let before = try unsynced()
             if before > 0 {
                 throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: before))
             }
             try context.confirm(
                 "Remove account \(account.alias): its keyring items, local database and audit trail?", yes: yes)
-            try LogoutService(environment: environment).remove(account, unsyncedChanges: try unsynced(), force: force)
+            let pending = try unsynced()
+            counter = nil  // closed before its files are removed
+            try LogoutService(environment: environment).remove(account, unsyncedChanges: pending, force: force)
             struct Document: Encodable { var removed: String }
             context.emit(json: Document(removed: account.id.rawValue), human: "Removed account \(account.alias).")
         }

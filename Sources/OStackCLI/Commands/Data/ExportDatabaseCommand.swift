@@ -46,7 +46,10 @@ struct ExportDatabaseCommand: AsyncParsableCommand {
                         .invalidInput, context: .init(suggestion: "Use a passphrase of at least 8 characters."))
                 }
             }
-            try session.exportDatabase(to: file, passphrase: passphrase)
+            let partial = PartialFile.name(for: file)
+            PartialFile.guardUntilReleased(partial)
+            defer { PartialFile.release() }
+            try session.exportDatabase(to: file, partial: partial, passphrase: passphrase)
             struct Document: Encodable {
                 var exported: String
                 var encrypted: Bool

@@ -89,8 +89,8 @@ extension RecordsCommand {
 /// or a pipe is exact.
 ///
 /// A file appears under its name only complete: the records go to `<path>.partial-<random>` beside
-/// it, which `finish` links to the name (a link never replaces a file that exists) and a failure
-/// removes. An export that stops half-way (a failed page, a full disk) leaves no file that looks
+/// it, which `finish` links to the name (a link never replaces a file that exists) and a failure or
+/// an interrupt removes (`PartialFile`). An export that stops half-way (a failed page, a full disk) leaves no file that looks
 /// whole and could be imported as if it were.
 final class ExportSink {
     let fd: Int32
@@ -107,7 +107,7 @@ final class ExportSink {
         self.format = format
         self.columns = columns
         if let path {
-            let partial = path + ".partial-" + RandomID.make(prefix: "", count: 8, alphabet: RandomID.hexDigits)
+            let partial = PartialFile.name(for: path)
             var exists = stat()
             let opened =
                 lstat(path, &exists) == 0 ? -1 : open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -116,6 +116,7 @@ final class ExportSink {
             ownsFile = true
             sanitize = false
             destination = (path, partial)
+            PartialFile.guardUntilReleased(partial)
         } else {
             fd = STDOUT_FILENO
             ownsFile = false
@@ -303,7 +304,10 @@ final class ExportSink {
     func close() {
         guard ownsFile else { return }
         Glibc.close(fd)
-        if let destination { unlink(destination.partial) }
+        if let destination {
+            unlink(destination.partial)
+            PartialFile.release()
+        }
     }
 
     /// The CSV header line: field names (from the server when there is no metadata), sanitised for a terminal.
