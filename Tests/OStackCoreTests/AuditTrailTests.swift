@@ -22,6 +22,16 @@ import Testing
         return try AuditTrail(store: store, databaseKey: key, anchorKey: anchorKey, secrets: secrets)
     }
 
+    /// An account whose buffered events (`AuditBuffer`) go to `accounts/acct`.
+    static func bufferedAccount() throws -> Account {
+        let server = try ServerURL(parsing: "crm.example.com")
+        return Account(
+            id: try AccountID(server: server, userID: "u"), alias: "a", server: server, userID: "u",
+            email: "a@example.com", displayName: "A", createdAt: Date(), lastUsedAt: Date(),
+            keyringBackend: "secret-service", dataDirectory: "acct", credentialKind: .session,
+            sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+    }
+
     /// Five events, anchored.
     func filled() throws -> AuditTrail {
         let trail = try trail()
@@ -107,11 +117,7 @@ import Testing
 
     @Test func bufferedEventsJoinTheChainOnceInOrder() throws {
         let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
-        let account = Account(
-            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
-            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
-            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
-            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        let account = try Self.bufferedAccount()
         try SecureFileSystem.createDirectory(layout.dataDirectory)
         try SecureFileSystem.createDirectory(layout.accountsDirectory)
         try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
@@ -141,11 +147,7 @@ import Testing
     /// file another had just taken.
     @Test func concurrentFlushesChainEachBufferedEventOnce() throws {
         let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
-        let account = Account(
-            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
-            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
-            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
-            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        let account = try Self.bufferedAccount()
         try layout.createDirectories()
         try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
         let signer = GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test"))
@@ -167,11 +169,7 @@ import Testing
     /// chained; the number of such lines is recorded.
     @Test func forgedBufferedLinesAreNotChainedButCounted() throws {
         let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
-        let account = Account(
-            id: try AccountID(server: try ServerURL(parsing: "crm.example.com"), userID: "u"), alias: "a",
-            server: try ServerURL(parsing: "crm.example.com"), userID: "u", email: "a@example.com", displayName: "A",
-            createdAt: Date(), lastUsedAt: Date(), keyringBackend: "secret-service", dataDirectory: "acct",
-            credentialKind: .session, sessionState: .signedIn, sessionExpiresAt: nil, sessionRefreshedAt: nil)
+        let account = try Self.bufferedAccount()
         try SecureFileSystem.createDirectory(layout.accountDirectory("acct"))
         let buffer = AuditBuffer(
             layout: layout, account: account,
