@@ -374,6 +374,26 @@ private struct Fixture {
         }
     }
 
+    /// The server's copy fetched outside a transaction (`records get --remote`, the refresh after a
+    /// discard) is stored only while no change of the record is queued — decided when it is written,
+    /// so a change queued during the request stays in the mirror — and only when it is this record.
+    @Test func aFetchedCopyNeverOverwritesAQueuedChange() throws {
+        let base: [String: JSONValue] = ["id": "r1", "title": "a", "updated_at": "v1"]
+        try store.putRecord("task", .object(base), version: "v1")
+        try store.putRecord("task", ["id": "r1", "title": "mine", "updated_at": "v1"], version: "v1")
+        try enqueue(.update, "r1", ["title": "mine"], base: "v1", snapshot: base)
+        try store.storeFetched("task", id: "r1", ["id": "r1", "title": "server", "updated_at": "v2"])
+        try store.storeFetched("task", id: "r1", nil)
+        #expect(try store.record("task", "r1")?.data["title"] == "mine")
+        try store.removeEntry(try only())
+        try store.storeFetched("task", id: "r1", ["id": "r2", "title": "another record", "updated_at": "v2"])
+        #expect(try store.record("task", "r2") == nil && store.record("task", "r1")?.data["title"] == "mine")
+        try store.storeFetched("task", id: "r1", ["id": "r1", "title": "server", "updated_at": "v2"])
+        #expect(try store.record("task", "r1")?.version == "v2")
+        try store.storeFetched("task", id: "r1", nil)
+        #expect(try store.record("task", "r1") == nil)
+    }
+
     /// Undoing a change the server refused (`records update` whose own entry failed validation) is
     /// decided inside the transaction that drops it: a change another process queued on top of it
     /// meanwhile is never dropped with it.

@@ -309,6 +309,23 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// The server's copy of a record fetched outside any transaction (`records get --remote`, the
+    /// refresh after a discard): stored — or, with `data` nil (the server has none), the local copy
+    /// deleted — only if no change of the record is queued, decided in the transaction that writes
+    /// it. A change another command queued during the request stays what the mirror shows. A copy
+    /// that names another id is no copy of this record and is not stored.
+    public func storeFetched(_ object: String, id: String, _ data: JSONValue?) throws(OStackError) {
+        if let data, data["id"]?.stringValue != id { return }
+        try transaction { () throws(OStackError) in
+            guard try !hasQueuedChange(object, recordID: id) else { return }
+            if let data {
+                try putRecord(object, data, version: data["updated_at"]?.stringValue)
+            } else {
+                try deleteRecord(object, id)
+            }
+        }
+    }
+
     /// Flags a mirrored record as not valid (its server version could not be taken: it is stale).
     public func markInvalid(_ object: String, _ id: String) throws(OStackError) {
         guard let (rid, _) = try index.current(object, id) else { return }

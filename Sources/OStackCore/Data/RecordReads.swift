@@ -189,7 +189,7 @@ public struct RecordReads {
             throw OStackError(
                 .unexpectedResponse, context: .init(host: session.account.server.authority), detail: "get: no record")
         }
-        if tracked && !pending { try store.putRecord(object, record, version: record["updated_at"]?.stringValue) }
+        if tracked && !pending { try store.storeFetched(object, id: id, record) }
         return (record, .remote, pending)
     }
 
@@ -214,11 +214,9 @@ public struct RecordReads {
         else { return }
         do {
             let json = try session.api.call(.getRecord(object: object, id: id))
-            if let record = json["record"] {
-                try store.putRecord(object, record, version: record["updated_at"]?.stringValue)
-            }
+            if let record = json["record"] { try store.storeFetched(object, id: id, record) }
         } catch  where error.code == .notFound {
-            try? store.deleteRecord(object, id)
+            try? store.storeFetched(object, id: id, nil)
         } catch {
             return  // offline: the next reconciliation or edit corrects it
         }
