@@ -77,6 +77,10 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     }
 
     public func validate() throws {
+        // `--account "$ACCT"` with an empty variable must not act on another account.
+        if let account, account.trimmingWhitespace().isEmpty {
+            throw ValidationError("--account needs an account: an alias, an id or an e-mail address.")
+        }
         if json, let format, format != .json, format != .ndjson {
             throw ValidationError("Pass --json or --format \(format), not both.")
         }

@@ -35,6 +35,13 @@ import Testing
         #expect(try status(env: "bob").selectedBy == "env")
         #expect(try status(["--account", "staging"], env: "bob").selectedBy == "flag")
         #expect(try status(["--account", "staging"], env: "bob").account.alias == "staging")
+        // An empty --account (a script's unset variable) is refused, not read as "no flag": it once
+        // fell back to OSTACK_ACCOUNT or the default account and acted there.
+        for arguments in [["status", "--account", ""], ["records", "list", "task", "--account", " "]] {
+            let empty = try ostack.run(arguments, environment: ["OSTACK_ACCOUNT": "bob"])
+            #expect(empty.status == 64 && empty.stdout.isEmpty, "\(arguments): \(empty.status) \(empty.stdout)")
+            #expect(empty.stderr.contains("--account needs an account"), "\(empty.stderr)")
+        }
 
         #expect(try ostack.run(["switch", "bob"]).status == 0)
         #expect(try status().account.alias == "bob")

@@ -106,6 +106,19 @@ import Testing
         // The sign-in routes answer with credentials: not through ostack api.
         let session = try ostack.run(["api", "/auth/get-session"])
         #expect(session.status == 9 && session.stdout.isEmpty && session.stderr.contains("sign-in routes"))
+        // Nor spelled so that the check and the server's router read it differently (the server
+        // decodes escapes and empty segments): each of these once printed the session token.
+        for spelling in [
+            "/%61uth/get-session", "/auth%2Fget-session", "//auth/get-session", "/AUTH/get-session",
+            "/data/%2e%2e/auth/get-session", "/data/%2E%2E/%61uth/get-session", "\(server.url)//api/v1/auth/get-session",
+            "\(server.url)/api/v1//%61uth//get-session",
+        ] {
+            let other = try ostack.run(["api", spelling])
+            #expect(other.status == 9 && other.stdout.isEmpty, "\(spelling): \(other.status) \(other.stdout)")
+        }
+        // Escapes of ordinary characters still reach the same data route.
+        let escaped = try ostack.run(["api", "/%64ata/task?top=1", "--jq", ".records | length"])
+        #expect(escaped.status == 0 && escaped.stdout == "1\n", "\(escaped.stdout) \(escaped.stderr)")
         let linkInQuery = try ostack.run(["api", #"/data/task?top=1&filter=["title","=","https://elsewhere.example"]"#])
         #expect(linkInQuery.status == 0, "\(linkInQuery.stderr)")
         #expect(try ostack.run(["api", "/data/task?top=0", "--paginate"]).status == 9)

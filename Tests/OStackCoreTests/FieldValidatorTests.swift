@@ -275,6 +275,17 @@ import Testing
         #expect(try typed.typedValue(field: "extra", text: "{broken") == .string("{broken"))
     }
 
+    /// Export writes null as an empty cell, so in a CSV cell the word null of a text field is text
+    /// (an exported "null" title once came back as no title); `--set title=null` still clears.
+    @Test func theWordNullInACSVTextCellIsText() throws {
+        #expect(try validator.typedValue(field: "title", text: "null", nullWord: false) == .string("null"))
+        #expect(try validator.typedValue(field: "title", text: "null") == .null)
+        #expect(try validator.typedValue(field: "title", text: "", nullWord: false) == .null)
+        #expect(try validator.typedValue(field: "amount", text: "null", nullWord: false) == .null)
+        #expect(try validator.typedValue(field: "done", text: "null", nullWord: false) == .null)
+        #expect(try validator.typedValue(field: "tags", text: "null", nullWord: false) == .null)
+    }
+
     @Test(arguments: [
         ("amount", "twelve", "Amount must be a number."), ("amount", "1e400", "Amount must be a number."),
         ("estimate", "12,5", "Estimate (hours) must be a number."), ("done", "maybe", "Done must be true or false."),

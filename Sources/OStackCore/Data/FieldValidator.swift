@@ -168,7 +168,9 @@ public struct FieldValidator: Sendable {
     /// multi-value fields (comma-separated, or a JSON array as `records export` writes lists), a JSON
     /// object or array for structured fields (json, composite, location, …) as export writes them,
     /// `null` for an empty value; everything else stays text. Unknown fields get a suggestion.
-    public func typedValue(field name: String, text: String) throws(OStackError) -> JSONValue {
+    /// The word `null` is null too, except where `nullWord` is false (a CSV cell: export writes null
+    /// as an empty cell, so there `null` in a text field is the text "null").
+    public func typedValue(field name: String, text: String, nullWord: Bool = true) throws(OStackError) -> JSONValue {
         guard let field = schema.field(name) else {
             throw OStackError(
                 .validation,
@@ -178,7 +180,8 @@ public struct FieldValidator: Sendable {
                         ?? "See \(command: .objectsShow(object: schema.name)) for its fields."),
                 detail: "unknown field in --set")
         }
-        if text.isEmpty || text == "null" { return .null }
+        if text.isEmpty { return .null }
+        if text == "null" && (nullWord || !Self.isText(field.type)) { return .null }
         switch field.type {
         case "number", "currency", "percent", "rating", "slider", "progress":
             guard let number = Double(text), number.isFinite else {
@@ -210,5 +213,14 @@ public struct FieldValidator: Sendable {
         default:
             return .string(text)
         }
+    }
+
+    /// Whether `typedValue` keeps a value of this type as text (no number, boolean, list or
+    /// structure is read from it).
+    static func isText(_ type: String) -> Bool {
+        ![
+            "number", "currency", "percent", "rating", "slider", "progress", "boolean", "toggle", "multiselect",
+            "checkboxes", "tags", "json", "composite", "repeater", "record", "location", "address", "vector",
+        ].contains(type)
     }
 }

@@ -52,7 +52,10 @@ struct APICommand: AsyncParsableCommand {
             var request = try APIRequest(words: words, server: session.account.server, base: routes.base)
             // The sign-in routes answer with credentials (get-session carries the session token):
             // ostack keeps those to itself (login, logout and auth refresh use them).
-            if request.path == routes.auth || request.path.hasPrefix(routes.auth + "/") {
+            // (Compared without case: a server may route `/AUTH/…` as `/auth/…`.)
+            let path = request.path.lowercased()
+            let auth = routes.auth.lowercased()
+            if path == auth || path.hasPrefix(auth + "/") {
                 throw OStackError(
                     .invalidInput,
                     context: .init(
@@ -228,14 +231,60 @@ struct APIRequest {
             }
         }
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~/%:@!$'()*+,;=")
-        guard pathPart.allSatisfy({ allowed.contains($0) }),
-            !pathPart.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
-        else {
+        guard pathPart.allSatisfy({ allowed.contains($0) }), let canonical = Self.canonicalPath(pathPart) else {
             throw OStackError(
-                .invalidInput, context: .init(suggestion: "The path has characters a URL path cannot hold, or `..`."),
+                .invalidInput,
+                context: .init(
+                    suggestion: "The path has characters a URL path cannot hold, `..`, or an encoded / or \\."),
                 detail: "api: bad path")
         }
-        path = String(pathPart)
+        path = canonical
+    }
+
+    /// The path as the server routes it, so that what is checked (the sign-in routes are refused) is
+    /// what is sent: `%XX` of a letter, digit or `-._~` decoded (RFC 3986 §6.2.2.2: the same path),
+    /// other escapes upper-cased, empty segments (`//`) dropped. Nil for a `.` or `..` segment (also
+    /// encoded), an encoded `/` or `\\`, or a `%` not followed by two hex digits.
+    static func canonicalPath(_ path: Substring) -> String? {
+        let bytes = Array(path.utf8)
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            guard byte == UInt8(ascii: "%") else {
+                decoded.append(byte)
+                index += 1
+                continue
+            }
+            guard index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) else {
+                return nil
+            }
+            let value = high << 4 | low
+            if value == UInt8(ascii: "/") || value == UInt8(ascii: "\\") { return nil }
+            let unreserved =
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(value)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(value)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(value) || "-._~".utf8.contains(value)
+            if unreserved {
+                decoded.append(value)
+            } else {
+                let digits = Array("0123456789ABCDEF".utf8)
+                decoded += [UInt8(ascii: "%"), digits[Int(value >> 4)], digits[Int(value & 0xF)]]
+            }
+            index += 3
+        }
+        let segments = String(decoding: decoded, as: UTF8.self).split(separator: "/")
+        guard !segments.contains(where: { $0 == ".." || $0 == "." }) else { return nil }
+        return "/" + segments.joined(separator: "/")
     }
 
     var pathWithQuery: String {

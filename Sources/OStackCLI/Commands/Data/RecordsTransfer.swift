@@ -614,7 +614,10 @@ extension RecordsCommand {
                         } else if system.contains(name) {
                             continue
                         } else {
-                            do { fields[name] = try validator.typedValue(field: name, text: text) } catch {
+                            do {
+                                // Export writes null as an empty cell: the word null is text here.
+                                fields[name] = try validator.typedValue(field: name, text: text, nullWord: false)
+                            } catch {
                                 problems.append("\(name): not a valid value")
                             }
                         }
