@@ -1,7 +1,8 @@
 internal import CPlatform
 import Glibc
 
-/// Starts a detached background process (its own session, stdio on /dev/null).
+/// Starts a detached background process (its own session, stdio on /dev/null, no other inherited
+/// file, `/` as its working directory).
 public enum Daemon {
     public static func spawn(executable: String, arguments: [String], environment: [String: String])
         throws(PlatformError)
@@ -12,6 +13,11 @@ public enum Daemon {
         for fd: Int32 in 0...2 {
             posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
         }
+        // Nothing of the caller's beyond that: no other open file (a pipe's reader would wait for an
+        // end of file for as long as the daemon lives) and not its working directory (a mounted
+        // stick could not be unmounted). The executable is an absolute path.
+        cplatform_spawn_addclosefrom(&actions, 3)
+        if executable.hasPrefix("/") { cplatform_spawn_addchdir(&actions, "/") }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -93,6 +93,85 @@ import Testing
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "8642\n").status == 0)
     }
 
+    /// A lockout killed between its two deletions leaves an account the recovery key and a new
+    /// PIN bring back. (It deleted the ring first: a kill there left an envelope nothing could
+    /// open, and `pin set`, `pin remove`, `unlock` and `login` all refused for good.)
+    @Test func aLockoutKilledHalfWayIsStillALockout() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        let recovery = try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        for _ in 0..<4 { #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "2468\n").status == 4) }
+        let killed = try ostack.run(
+            ["unlock", "--pin-stdin"], stdin: "2468\n",
+            environment: ["OSTACK_FAILPOINT": "pin-lockout.after-envelope"])
+        #expect(killed.status == 137, "\(killed.status) \(killed.stderr)")
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"pinLockedOut\":true"))
+        #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery + "\n").status == 0)
+        let newPIN = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "8642\n", environment: Self.fast)
+        #expect(newPIN.status == 0, "\(newPIN.stderr)")
+        #expect(try ostack.run(["lock"]).status == 0)
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "8642\n").status == 0)
+    }
+
+    /// `lock` that cannot reach the agent safely says so instead of "Locked"; `lock --all` is
+    /// audited; `accounts remove` makes the agent forget the removed account's key.
+    @Test func lockingIsTrueOrRefusedAndRemovalForgetsTheKey() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        try setPIN(ostack)
+        let run = ostack.home.appending("run")
+        #expect(chmod(run, 0o750) == 0)
+        let unsafe = try ostack.run(["lock"])
+        #expect(unsafe.status == 10 && !unsafe.stdout.contains("Locked"), "\(unsafe.status) \(unsafe.stdout)")
+        #expect(try ostack.run(["lock", "--all"]).status == 10)
+        #expect(chmod(run, 0o700) == 0)
+        #expect(try ostack.run(["agent", "status"]).stdout.contains("unlocked"))  // it was never forgotten
+        #expect(try ostack.run(["lock", "--all"]).status == 0)
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        let trail = try ostack.run(["audit", "--json"])
+        #expect(trail.stdout.contains("\"lock\""), "\(trail.stdout) \(trail.stderr)")
+
+        #expect(try ostack.run(["agent", "status"]).stdout.contains("unlocked"))
+        #expect(try ostack.run(["accounts", "remove", "work", "--force"]).status == 0)
+        let after = try ostack.run(["agent", "status"])
+        #expect(!after.stdout.contains("unlocked"), "\(after.stdout)")
+    }
+
+    /// The agent an unlock starts keeps none of the unlocking command's files or working
+    /// directory: it held a caller's pipe (whose reader then waited hours for its end) and its
+    /// directory (a stick that could not be unmounted).
+    @Test func theAgentKeepsNothingOfItsCaller() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        try setPIN(ostack)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)
+        let directory = TemporaryDirectory(prefix: "ostack-agent-cwd")
+        // fd 3 of the unlocking command is a pipe, its working directory a directory of its own.
+        let unlock = try ChildProcess(
+            executable: OStackBinary.path, arguments: ["unlock", "--pin-stdin"], environment: ostack.baseEnvironment,
+            workingDirectory: directory.path, stdin: Array("7319\n".utf8), fd3: Array("x".utf8))
+        #expect(try unlock.waitForExit(timeout: 60) == 0, "\(unlock.stderrText())")
+        let status = try ostack.run(["agent", "status"]).stdout
+        let pid = try #require(
+            status.split(separator: " ").drop { $0 != "(pid" }.dropFirst().first.flatMap { Int32($0.trimmingCharacters(in: .punctuationCharacters)) },
+            "\(status)")
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/\(pid)/cwd", &buffer, buffer.count - 1)
+        #expect(length > 0 && String(cString: buffer) == "/", "the agent's working directory")
+        let descriptors = try runProcess(executable: "/bin/ls", arguments: ["-l", "/proc/\(pid)/fd"]).stdout
+        #expect(!descriptors.contains("pipe:") && !descriptors.contains(directory.path), "\(descriptors)")
+    }
+
     @Test func aFreshSignInRebuildsLocalDataOnlyWhenConfirmed() throws {
         let (server, ostack) = try signedIn()
         defer { withExtendedLifetime(server) {} }

@@ -96,6 +96,8 @@ public struct LogoutService: Sendable {
             throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
         }
         FailPoint.hit("remove.after-keyring")
+        // The agent's unlocked copy of the DEK goes too: it would open a copy of the database.
+        environment.agent?.forget(account.id)
         do {
             try SecureFileSystem.removeTree(environment.layout.accountDirectory(account.dataDirectory))
             try SecureFileSystem.removeFile(environment.sessionLockPath(account))

@@ -236,11 +236,16 @@ public struct LockService: Sendable {
                 .invalidInput,
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
-        agent.forget(account.id)
+        // An agent that cannot be reached safely has not forgotten anything: said, not "Locked".
+        try agent.forgetChecked(account.id)
         environment.audit(account, "lock")
     }
 
-    public func lockAll() { agent.forgetAll() }
+    /// `lock --all`: the agent forgets every key; each of `accounts` with a PIN records a lock.
+    public func lockAll(_ accounts: [Account]) throws(OStackError) {
+        try agent.forgetAllChecked()
+        for account in accounts where environment.hasPIN(account) { environment.audit(account, "lock") }
+    }
 
     /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,
     /// reset on success; the fifth consecutive failure crypto-erases the PIN path (#pin-4).
@@ -294,12 +299,16 @@ public struct LockService: Sendable {
     func erasePINPath(_ account: Account) throws(OStackError) {
         environment.audit(account, "pin.lockout")
         agent.forget(account.id)
-        try secrets.delete(key(account, .pinRing))
+        // The envelope first: every reader decides "has a PIN" by it, so a kill between the two
+        // steps leaves a locked-out account (recovery key, `pin set`), not one whose ring is gone
+        // while its envelope still asks for a PIN nothing can open.
         do {
             try SecureFileSystem.removeFile(environment.pinEnvelopePath(account))
         } catch {
             throw OStackError(.storageFailure, detail: "removing pin.env: \(error)")
         }
+        FailPoint.hit("pin-lockout.after-envelope")
+        try secrets.delete(key(account, .pinRing))
     }
 
     func deletePlainKey(_ account: Account) throws(OStackError) {

@@ -17,8 +17,9 @@ struct Lock: AsyncParsableCommand {
                 var locked = true
             }
             if all {
-                service.lockAll()
-                let accounts = try context.registry.accounts().map(AccountReference.init)
+                let registered = try context.registry.accounts()
+                try service.lockAll(registered)
+                let accounts = registered.map(AccountReference.init)
                 context.emit(json: Document(accounts: accounts), human: "Locked every account.")
                 return
             }
