@@ -105,6 +105,26 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
                 defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
                 var length = 0
                 guard let bytes = secret_value_get(value, &length) else { return SecretBytes(zeroedCount: 0) }
+                // A session with the wrong key (KWallet, about one in 170) usually leaves libsecret
+                // nothing it can decrypt (below), but now and then garbage whose padding happens to
+                // be valid: a value, and a wrong one. Outside gnome-keyring (libsecret's own DH code)
+                // a value is read again over a new session and must be the same; a mismatch is
+                // retried with new sessions (`call`), never returned.
+                if self.provider() != .gnomeKeyring {
+                    csecret_reset_service()
+                    guard
+                        let again = secret_password_lookupv_binary_sync(
+                            csecret_schema(), attributes, cancellable, &error)
+                    else { throw error.map(Self.classify) ?? KeyringError.other(Self.staleSession) }
+                    defer { secret_value_unref(UnsafeMutableRawPointer(again)) }
+                    var againLength = 0
+                    let againBytes = secret_value_get(again, &againLength)
+                    let same =
+                        againLength == length && againBytes != nil
+                        && UnsafeRawBufferPointer(start: againBytes, count: againLength).elementsEqual(
+                            UnsafeRawBufferPointer(start: bytes, count: length))
+                    if !same { throw KeyringError.other(Self.staleSession) }
+                }
                 return bytes.withMemoryRebound(to: UInt8.self, capacity: length) {
                     SecretBytes(copying: UnsafeBufferPointer(start: $0, count: length))
                 }

@@ -206,6 +206,9 @@ import Testing
         #expect(!(try ostack.keyringItems(namespace: namespace)).contains("attribute"))
         #expect(!(try ostack.run(["accounts", "list"])).stdout.contains("work"))
         #expect(try ostack.run(["status", "--account", "home"]).status == 0)
+        // Signing out of the default account leaves it the default, and the document says so.
+        let out = try ostack.run(["logout", "home", "--json"])
+        #expect(out.status == 0 && out.stdout.contains("\"isDefault\":true"), "\(out.stdout)")
     }
 
     func refreshes(_ server: DevServerProcess) throws -> Int {

@@ -84,6 +84,9 @@ import Testing
         #expect(asked.status == 4 && asked.stderr.contains("Too many wrong PINs"), "\(asked.stderr)")
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"pinLockedOut\":true"))
         #expect(try ostack.run(["status"]).stdout.contains("the PIN is locked out (use the recovery key)"))
+        // `lock` of a locked-out account is no mistake (it said the account had no PIN).
+        let relock = try ostack.run(["lock"])
+        #expect(relock.status == 0 && !relock.stderr.contains("no PIN"), "\(relock.stderr)")
         #expect(try ostack.run(["unlock", "--recovery-key-stdin"], stdin: recovery.lowercased() + "\n").status == 0)
         let afterRecovery = try ostack.run(["auth", "refresh"])
         let agentStatus = try ostack.run(["agent", "status"]).stdout

@@ -30,6 +30,13 @@ import Testing
     }
 
     /// A damaged file keyring is named as such, not as a missing Secret Service.
+    /// An unknown object the error does not name reads as a sentence ("Unknown object that." before).
+    @Test func anUnknownObjectIsNamedWhenKnown() {
+        #expect(presenter.present(OStackError(.unknownObject), referenceID: "R").message == "Unknown object.")
+        let named = presenter.present(OStackError(.unknownObject, context: .init(object: "nosuch")), referenceID: "R")
+        #expect(named.message == "Unknown object 'nosuch'.")
+    }
+
     @Test func aDamagedFileKeyringIsNamed() {
         let error = OStackError(
             .keyringDamaged, context: .init(suggestion: "Restore it from a backup."))

@@ -109,7 +109,7 @@ public struct ErrorPresenter: Sendable {
                     ? "Run `ostack login` to add one." : "Run `ostack switch ACCOUNT` or pass --account.", 7)
         case .unknownObject:
             return make(
-                "Unknown object \(Self.quoted(context.object.map { Self.sanitize($0) })).",
+                context.object.map { "Unknown object '\(Self.sanitize($0))'." } ?? "Unknown object.",
                 "Run `ostack objects list` to see objects.", 7)
         case .forbidden:
             return make("Account\(named) is not allowed to do this.", nil, 8)

@@ -231,7 +231,8 @@ public struct LockService: Sendable {
     }
 
     public func lock(_ account: Account) throws(OStackError) {
-        guard environment.hasPIN(account) || agent.isUnlocked(account.id) else {
+        // A locked-out PIN is still a PIN (the key is sealed): locking it is no mistake.
+        guard pinState(account) != .none || agent.isUnlocked(account.id) else {
             throw OStackError(
                 .invalidInput,
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))

@@ -22,10 +22,12 @@ struct Logout: AsyncParsableCommand {
             let accounts = try context.accounts(target: selection.target, all: all)
             var documents: [AccountDocument] = []
             var lines: [String] = []
+            // Signing out keeps the account the default: the document says so (it said false).
+            let defaultAccount = try context.accountsService().configuration.load().defaultAccount
             for account in accounts where account.sessionState != .signedOut || all == false {
                 let outcome = try LogoutService(environment: environment).logout(account)
                 let service = context.accountsService()
-                documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: nil)))
+                documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: defaultAccount)))
                 // A confirmation, on stdout like every other command's.
                 lines.append(
                     ErrorPresenter.sanitize("Signed out of \(outcome.account.alias).", maxLength: 200)
