@@ -79,6 +79,11 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         if try read(address) != nil { throw KeyringError.other("item still present after delete") }
     }
 
+    /// Opens the file (its passphrase), or creates it empty (a new passphrase, asked twice).
+    public func prepareForWriting() throws(KeyringError) {
+        try withLockedFile(writing: false, create: true) { _ in }
+    }
+
     public func list(namespace: String) throws(KeyringError) -> [KeyringAddress] {
         try withLockedFile { items in items.map(\.address).filter { $0.namespace == namespace } }
     }
@@ -95,8 +100,9 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         return result!
     }
 
-    private func withLockedFile(writing: Bool, _ body: (inout [Item]) throws(KeyringError) -> Void) throws(KeyringError)
-    {
+    private func withLockedFile(
+        writing: Bool, create: Bool = false, _ body: (inout [Item]) throws(KeyringError) -> Void
+    ) throws(KeyringError) {
         let lock: FileLock
         do {
             try SecureFileSystem.createDirectory(SecureFileSystem.parentDirectory(of: path))
@@ -110,6 +116,7 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
             // No file and nothing to put in one: nothing to create, and no passphrase to ask for
             // (reading or deleting in a keyring that does not exist yet).
             if writing && (parameters != nil || !items.isEmpty) { try save(items, parameters: parameters) }
+            if create && parameters == nil { try save(items, parameters: nil) }
         }
     }
 

@@ -17,6 +17,8 @@ public protocol KeyringStore: Sendable {
     func list(namespace: String) throws(KeyringError) -> [KeyringAddress]
     /// Whether the store can be used now: reachable, its collection present and unlocked.
     func checkAvailable() throws(KeyringError)
+    /// Ready for writes, with whatever that needs asked now (the file backend's passphrase).
+    func prepareForWriting() throws(KeyringError)
 }
 
 extension KeyringStore {
@@ -27,6 +29,10 @@ extension KeyringStore {
     public func checkAvailable() throws(KeyringError) {
         _ = try list(namespace: "ostack-availability-probe")
     }
+
+    /// Makes the store ready to take writes, asking whatever that needs now (the file backend's
+    /// passphrase), so that a caller can find out before it starts work that needs writes.
+    public func prepareForWriting() throws(KeyringError) { try checkAvailable() }
 
     /// A real write, read-back and delete of a probe item: a connection alone proves nothing.
     public func probe(namespace: String) throws(KeyringError) {

@@ -1,3 +1,4 @@
+import Glibc
 import OStackTestSupport
 import Testing
 
@@ -61,6 +62,15 @@ import Testing
         let items = try ostack.keyringItems(namespace: namespace(ostack, server))
         #expect(items.contains("session-token") && items.contains("db-key"))
         #expect(try ostack.run(["auth", "refresh"]).status == 0)  // no passphrase needed any more
+        // Without a passphrase (no terminal, no fd) the migration stops before it begins: no
+        // journal that every later command would try to finish (they all failed in scripts).
+        _ = try ostack.run(["agent", "stop"])  // it may hold the file keyring's key
+        let refused = try ostack.run(["keyring", "migrate", "--to", "file"])
+        #expect(refused.status == 9, "\(refused.stderr)")
+        #expect(access(ostack.home.appending("state/keyring-migration.json"), F_OK) != 0)
+        let after = try ostack.run(["auth", "refresh"])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(!(try ostack.run(["doctor"]).stdout.contains("interrupted")))
     }
 
     /// Issue 15 (6): `kill -9` at every step; then OTHER commands run first (they change the token and

@@ -98,6 +98,10 @@ public struct KeyringMigration: Sendable {
         var moved = 0
         let source = account.keyringBackend
         if source != target {
+            // Before the journal: a destination that cannot be opened (no passphrase without a
+            // terminal, Ctrl-C at its prompt) stops the migration before it has begun, instead of
+            // leaving a journal every later command would try to finish.
+            try destination.prepareForWriting()
             var journal = Journal(account: account.id.rawValue, from: source, to: target, phase: .copying)
             try journal.save(environment.layout)
             FailPoint.hit("keyring-migrate.after-journal")

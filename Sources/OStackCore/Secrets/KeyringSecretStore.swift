@@ -101,4 +101,8 @@ public struct KeyringSecretStore: SecretStore {
     public func checkAvailable() throws(OStackError) {
         do { try keyring.checkAvailable() } catch { throw Self.map(error) }
     }
+
+    public func prepareForWriting() throws(OStackError) {
+        do { try keyring.prepareForWriting() } catch { throw Self.map(error) }
+    }
 }

@@ -17,6 +17,8 @@ public protocol SecretStore: Sendable {
     func list(namespace: String) throws(OStackError) -> [SecretKey]
     /// Whether the store can be used now (reachable, its collection present and unlocked).
     func checkAvailable() throws(OStackError)
+    /// Ready for writes, with whatever that needs asked now (the file backend's passphrase).
+    func prepareForWriting() throws(OStackError)
 }
 
 extension SecretStore {
@@ -27,6 +29,8 @@ extension SecretStore {
     public func checkAvailable() throws(OStackError) {
         _ = try list(namespace: "ostack-availability-probe")
     }
+
+    public func prepareForWriting() throws(OStackError) { try checkAvailable() }
 }
 
 /// The kinds of keyring items (docs/storage.md, "Keyring items").
