@@ -97,17 +97,17 @@ public struct AgentClient: Sendable {
         }
     }
 
-    public func forget(_ account: AccountID) { _ = call(AgentMessage.request(.forget, account: account.rawValue)) }
-    public func forgetAll() { _ = call(AgentMessage.request(.forgetAll)) }
-
-    /// `forget` for `lock`: throws when the runtime directory or the agent's peer is not safe
-    /// (the key may still be held there); no agent at all holds nothing.
+    /// Makes the agent forget `account`'s key. Throws when the runtime directory or the agent's
+    /// peer is not safe (the key may still be held there); no agent at all holds nothing.
     public func forgetChecked(_ account: AccountID) throws(OStackError) {
         _ = try exchange(AgentMessage.request(.forget, account: account.rawValue))
     }
 
-    /// `forgetAll` for `lock --all`, checked as `forgetChecked`.
+    /// `forgetChecked` of every key.
     public func forgetAllChecked() throws(OStackError) { _ = try exchange(AgentMessage.request(.forgetAll)) }
+
+    /// `forgetChecked` for callers to whom an unsafe agent is the same as none.
+    public func forget(_ account: AccountID) { try? forgetChecked(account) }
     public func stop() -> Bool { call(AgentMessage.request(.stop))?.0 == .ok }
 
     /// The agent's status JSON, or nil when no agent runs.

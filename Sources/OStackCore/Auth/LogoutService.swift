@@ -75,6 +75,9 @@ public struct LogoutService: Sendable {
         AnchorWrites.settle()  // no anchor this process still writes comes back after the erase
         // A certain listing (a locked or missing collection throws: nothing is deleted).
         let items = try environment.secrets.list(namespace: namespace)
+        // The agent's unlocked copy of the DEK goes first (it would open a copy of the database); an
+        // agent that cannot be reached safely stops the removal before anything is deleted.
+        try environment.agent?.forgetChecked(account.id)
         // Marked first, so that an interrupted removal is told apart from damage (`doctor`) and the
         // next `accounts remove` finishes it without counting changes it can no longer read.
         let directory = environment.layout.accountDirectory(account.dataDirectory)
@@ -96,8 +99,6 @@ public struct LogoutService: Sendable {
             throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
         }
         FailPoint.hit("remove.after-keyring")
-        // The agent's unlocked copy of the DEK goes too: it would open a copy of the database.
-        environment.agent?.forget(account.id)
         do {
             try SecureFileSystem.removeTree(environment.layout.accountDirectory(account.dataDirectory))
             try SecureFileSystem.removeFile(environment.sessionLockPath(account))

@@ -245,7 +245,7 @@ public struct LockService: Sendable {
     /// `lock --all`: the agent forgets every key; each of `accounts` with a PIN records a lock.
     public func lockAll(_ accounts: [Account]) throws(OStackError) {
         try agent.forgetAllChecked()
-        for account in accounts where environment.hasPIN(account) { environment.audit(account, "lock") }
+        for account in accounts where pinState(account) != .none { environment.audit(account, "lock") }
     }
 
     /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,

@@ -250,14 +250,7 @@ struct APIRequest {
         var decoded: [UInt8] = []
         decoded.reserveCapacity(bytes.count)
         var index = 0
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
+        let digits = Array("0123456789ABCDEF".utf8)
         while index < bytes.count {
             let byte = bytes[index]
             guard byte == UInt8(ascii: "%") else {
@@ -265,7 +258,7 @@ struct APIRequest {
                 index += 1
                 continue
             }
-            guard index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) else {
+            guard index + 2 < bytes.count, let high = Hex.nibble(bytes[index + 1]), let low = Hex.nibble(bytes[index + 2]) else {
                 return nil
             }
             let value = high << 4 | low
@@ -277,7 +270,6 @@ struct APIRequest {
             if unreserved {
                 decoded.append(value)
             } else {
-                let digits = Array("0123456789ABCDEF".utf8)
                 decoded += [UInt8(ascii: "%"), digits[Int(value >> 4)], digits[Int(value & 0xF)]]
             }
             index += 3
