@@ -402,7 +402,9 @@ import Testing
         let refused = try ostack.run(["records", "import", "task", file, "--key", "title", "--json"])
         #expect(
             refused.stdout.contains(#""queued":30"#) && refused.stdout.contains(#""pushed":0"#), "\(refused.stdout)")
-        #expect(refused.status != 0, "\(refused.stderr)")
+        // Refused rows are the user's to fix: exit 9 `refused`, saved and queued (not exit 11, "the
+        // server had a problem").
+        #expect(refused.status == 9 && refused.stderr.contains(#""code":"refused""#), "\(refused.stderr)")
         try server.control("DELETE", "faults")
         // Once the server takes them, a second file of new rows counts only its own.
         let more = scratch.appending("more.csv")
@@ -410,6 +412,11 @@ import Testing
         try TemporaryDirectory.writeLines(next, to: more)
         let taken = try ostack.run(["records", "import", "task", more, "--key", "title", "--json"])
         #expect(taken.stdout.contains(#""queued":20"#) && taken.stdout.contains(#""pushed":20"#), "\(taken.stdout)")
+        // Every row of it delivered: it succeeds; the 30 older refused changes are a warning (they
+        // used to fail every later import with exit 11).
+        #expect(taken.status == 0, "\(taken.stderr)")
+        #expect(taken.stderr.contains(#""warning":{"code":"refused""#), "\(taken.stderr)")
+        #expect(try ostack.run(["sync"]).status == 9)
     }
 
     /// A server that assigns its own ids (`--assign-ids`: tsk_1, tsk_2, …) names the first batch

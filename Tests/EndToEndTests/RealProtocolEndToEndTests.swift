@@ -74,6 +74,41 @@ import Testing
         #expect(try requests(server, "POST /api/v1/data/contact") - before <= 7)
     }
 
+    /// `records create --data '[…]'` whose rows the server partly refuses (here the last, a taken
+    /// e-mail): the others are created and listed, the refused row is named by its place and undone
+    /// (nothing of it stays queued), and the command exits 9 `refused` — so running it again with
+    /// only that row, fixed, creates nothing twice. Before: exit 9 "an older queued change" with no
+    /// word of the two created, and the refused row left queued.
+    @Test func aBatchCreateNamesTheRowsTheServerRefused() throws {
+        let (server, ostack) = try signedIn()
+        #expect(
+            try ostack.run(["records", "create", "contact", "--set", "name=First", "--set", "email=taken@example.com"])
+                .status == 0)
+        let rows = [#"{"name":"A","email":"a@example.com"}"#, #"{"name":"B","email":"b@example.com"}"#,
+                    #"{"name":"C","email":"taken@example.com"}"#]
+        let created = try ostack.run(["records", "create", "contact", "--data", "[" + rows.joined(separator: ",") + "]"])
+        #expect(created.status == 9, "\(created.stderr)")
+        #expect(created.stdout.contains("Created 2 contact records."), "\(created.stdout)")
+        #expect(created.stderr.contains("Row 3 was not created:"), "\(created.stderr)")
+        #expect(created.stderr.contains("The server refused 1 change"), "\(created.stderr)")
+        #expect(created.stderr.contains("2 of 3 rows were created"), "\(created.stderr)")
+        #expect(try count(server, "contact") == 3)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[]"))
+        // The same in JSON: the records created, the refused row with its code.
+        let again = try ostack.run([
+            "records", "create", "contact", "--json", "--data",
+            #"[{"name":"D","email":"taken@example.com"},{"name":"E","email":"e@example.com"}]"#,
+        ])
+        #expect(again.status == 9)
+        #expect(
+            again.stdout.contains(#""refused":[{"code":"validation","message":"The data is not valid: E-mail.","row":1}]"#),
+            "\(again.stdout)")
+        #expect(again.stdout.contains(#""name":"E""#) && !again.stdout.contains(#""name":"D""#), "\(again.stdout)")
+        #expect(try count(server, "contact") == 4)
+        // A sync has nothing left to send.
+        #expect(try ostack.run(["sync"]).status == 0)
+    }
+
     /// The same on an object whose `bulk` API method is disabled (405): single writes, remembered;
     /// a unique violation that names no field is looked up once and then is the change's own failure.
     @Test func anObjectWithoutBulkWritesTakesThemOneByOne() throws {
@@ -95,7 +130,10 @@ import Testing
                 "records", "create", "note", "--data", #"[{"title":"A","task_id":"t2"},{"title":"B","task_id":"t2"}]"#,
                 "--offline",
             ]).status == 0)
-        #expect(try ostack.run(["sync"]).status == 11)  // the failed duplicate is still there
+        // The refused duplicate is still queued: `sync` says so (exit 9 `refused`, not "the server
+        // had a problem", exit 11).
+        let refused = try ostack.run(["sync", "--json"])
+        #expect(refused.status == 9 && refused.stderr.contains("\"code\":\"refused\""), "\(refused.stderr)")
         #expect(try requests(server, "POST /api/v1/data/note") == 7 + 2)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"lastError\":\"validation\""))
     }

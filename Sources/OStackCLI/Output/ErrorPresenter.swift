@@ -116,6 +116,12 @@ public struct ErrorPresenter: Sendable {
         case .validation:
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
             return make("The data is not valid\(list).", suggestion, 9)
+        case .refused:
+            let count = context.count ?? 1
+            let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
+            return make(
+                "The server refused \(count) change\(count == 1 ? "" : "s")\(list).",
+                suggestion ?? "Run `ostack queue list` to see them; `ostack queue discard ID` drops one.", 9)
         case .invalidFilter:
             return make("The filter is not valid.", suggestion, 9)
         case .invalidInput:

@@ -15,6 +15,9 @@ public struct RecordWrites {
         public var queued: Bool
         /// Why it is still queued (offline, server error, conflict), when it is.
         public var reason: OStackError?
+        /// The server refused this create as it stands and it was undone: nothing of it is kept
+        /// (`createMany` only; a single write throws the refusal instead).
+        public var refusal: OStackError? = nil
     }
 
     public func create(_ object: String, data: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
@@ -23,25 +26,57 @@ public struct RecordWrites {
     }
 
     /// Several creates in one local transaction (`--data` with a JSON array); all are checked first,
-    /// so an invalid one saves none. Pushed at once unless `offline`; `reason` says why some are
-    /// still queued (nil when none is, or when `offline` asked for it).
+    /// so an invalid one saves none. Pushed at once unless `offline`. A row the server refused as it
+    /// stands is undone, like a single create, and reported in its `refusal`: the command says which
+    /// rows were created and which were not, so nothing is created twice by running it again.
+    /// `reason` says why some are still queued (nil when none is, or when `offline` asked for it).
     public func createMany(_ object: String, data: [[String: JSONValue]], offline: Bool) throws(OStackError)
         -> (results: [WriteResult], reason: OStackError?)
     {
-        let ids = try createLocally(object, data).map(\.id)
+        let created = try createLocally(object, data)
         if offline {
             session.didChange()
-        } else if let last = ids.last {
-            _ = try pushAfterWrite(object, last, offline: false, ownEntry: nil)
+            var results: [WriteResult] = []
+            for row in created {
+                results.append(
+                    WriteResult(object: object, id: row.id, record: try store.record(object, row.id)?.data, queued: true))
+            }
+            return (results, nil)
+        }
+        let stopped: OStackError?
+        switch try pushNow() {
+        case .ran(let error): stopped = error
+        case .notStarted(let error):
+            let results = created.map { row in
+                WriteResult(object: object, id: row.id, record: try? store.record(object, row.id)?.data, queued: true)
+            }
+            return (results, error)
         }
         var results: [WriteResult] = []
-        for id in try ids.map({ (id) throws(OStackError) in try store.currentID(object, id) }) {
-            let queued = try store.hasQueuedChange(object, recordID: id) || offline
-            results.append(
-                WriteResult(object: object, id: id, record: try store.record(object, id)?.data, queued: queued))
+        for row in created {
+            // A server that assigned its own id: the record, and what the command prints, follow it.
+            let id = try store.currentID(object, row.id)
+            var result = WriteResult(object: object, id: id, record: nil, queued: false)
+            if let pending = try store.firstEntry(object, recordID: id) {
+                result.queued = true
+                if pending.status == .failed, let failure = pending.failure, failure.isRefusal, let own = row.ownEntry,
+                    try store.discardIfLatest(own.id, payload: own.payload)
+                {
+                    let schema = try session.schemaIfAvailable(object)
+                    result.queued = false
+                    result.refusal = failure.userError(account: nil, object: object) { schema?.field($0)?.label ?? $0 }
+                }
+            }
+            if result.refusal == nil { result.record = try store.record(object, id)?.data }
+            results.append(result)
         }
         let stillQueued = results.filter(\.queued).map(\.id)
-        let reason = offline || stillQueued.isEmpty ? nil : try queuedReason(object, ids: stillQueued)
+        var reason = stopped
+        if stillQueued.isEmpty {
+            reason = nil
+        } else if reason == nil {
+            reason = try queuedReason(object, ids: stillQueued)
+        }
         return (results, reason)
     }
 
@@ -191,20 +226,17 @@ public struct RecordWrites {
     func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: OwnEntry?) throws(OStackError)
         -> WriteResult
     {
-        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
-        defer { try? session.writeStateSummary() }
         var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
         if offline {
+            session.audit.anchor()
+            defer { try? session.writeStateSummary() }
             result.record = try store.record(object, id)?.data
             return result
         }
-        // The change is committed and queued already: a push that cannot even start (the sync lock
-        // or the store refusing) is a reason it is still queued, not a failed command — a script
-        // that retried a failed create would create it twice.
-        let report: PushReport
-        do {
-            report = try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
-        } catch  where [.storageFailure, .unsafeStorage].contains(error.code) {
+        let stopped: OStackError?
+        switch try pushNow() {
+        case .ran(let error): stopped = error
+        case .notStarted(let error):
             result.record = try? store.record(object, id)?.data
             result.reason = error
             return result
@@ -218,8 +250,8 @@ public struct RecordWrites {
             result.queued = false
             return result
         }
-        if let stop = report.stoppedError {
-            result.reason = stop
+        if let stopped {
+            result.reason = stopped
         } else if pending.status == .conflict {
             result.reason = OStackError(
                 .conflict, context: .init(account: session.account.alias, object: object), detail: "push conflict")
@@ -233,6 +265,28 @@ public struct RecordWrites {
             result.reason = failure.userError(account: session.account.alias, object: nil)
         }
         return result
+    }
+
+    enum PushOutcome {
+        /// The push ran; why it stopped early (offline, signed out, …), nil when it ran to its end.
+        case ran(stopped: OStackError?)
+        /// It could not even start (the sync lock, the store refusing).
+        case notStarted(OStackError)
+    }
+
+    /// Pushes the account's queue now (the write is committed and queued already).
+    private func pushNow() throws(OStackError) -> PushOutcome {
+        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
+        defer { try? session.writeStateSummary() }
+        // A push that cannot even start is a reason the change is still queued, not a failed
+        // command: a script that retried a failed create would create it twice.
+        do {
+            return .ran(
+                stopped: try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
+                    .stoppedError)
+        } catch where [.storageFailure, .unsafeStorage].contains(error.code) {
+            return .notStarted(error)
+        }
     }
 
     /// The server refused a change as it stands: only the entry this command added on its own is

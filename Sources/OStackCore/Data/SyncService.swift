@@ -13,8 +13,10 @@ public struct SyncService {
         public var failed = 0
         public var conflicts = 0
         public var merged = 0
-        /// Whether every failed entry failed because the server does not have its record.
-        public var failedAreGone = false
+        /// Failed entries whose records the server does not have.
+        public var gone = 0
+        /// Failed entries the server refused as they stand (validation, a taken unique value).
+        public var refused = 0
         /// Pulled records that could not be stored, by object (ids; nil when unusable).
         public var rejected: [(object: String, id: String?)] = []
         /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
@@ -31,11 +33,18 @@ public struct SyncService {
                 return OStackError(.conflict, context: .init(account: account), detail: "sync conflicts")
             }
             if failed > 0 {
-                if failedAreGone {
+                if gone == failed {
                     // Not a server problem: the records were deleted there (docs/sync.md, "Push").
                     return OStackError(
                         .notFound, context: .init(account: account, count: failed, suggestion: .see(.queueList)),
                         detail: "failed entries: records gone")
+                }
+                // A refusal needs the user (fix or discard the change); any other failure is the
+                // server's, retried later: that one is named while there is one.
+                if refused > 0 && refused + gone == failed {
+                    return OStackError(
+                        .refused, context: .init(account: account, count: refused, suggestion: .see(.queueList)),
+                        detail: "failed entries: refused")
                 }
                 return OStackError(
                     .serverError, context: .init(account: account, count: failed), detail: "failed entries")
@@ -87,7 +96,9 @@ public struct SyncService {
             let counts = try store.counts()
             report.failed = counts.failed
             if counts.failed > 0 {
-                report.failedAreGone = try store.entries(statuses: [.failed]).allSatisfy { $0.failure == .notFound }
+                let failed = try store.entries(statuses: [.failed])
+                report.gone = failed.filter { $0.failure == .notFound }.count
+                report.refused = failed.filter { $0.failure?.isRefusal == true }.count
             }
             report.conflicts = counts.conflict
             try store.transaction { () throws(OStackError) in

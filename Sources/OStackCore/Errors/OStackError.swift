@@ -26,6 +26,9 @@ public struct OStackError: Error, Sendable {
         case unknownObject = "unknown-object"
         case forbidden = "forbidden"
         case validation = "validation"
+        /// The server refused changes as they stand (a validation or unique-value refusal);
+        /// `context.count` says how many. Those a command undid are gone; queued ones stay failed.
+        case refused = "refused"
         case invalidFilter = "invalid-filter"
         case invalidInput = "invalid-input"
         case invalidServerURL = "invalid-server-url"

@@ -269,16 +269,54 @@ struct RecordsCommand: AsyncParsableCommand {
                         () throws(OStackError) in
                         try session.writes.createMany(object, data: batch, offline: write.offline)
                     }
-                    let queued = results.filter(\.queued).count
-                    struct Document: Encodable { var records: [WriteDocument] }
+                    // Rows the server refused were undone: not listed as records, each named by its
+                    // place in the input (1-based) with the presenter's words for its refusal.
+                    let refused = results.enumerated().compactMap { row, result in
+                        result.refusal.map { (row: row + 1, error: $0) }
+                    }
+                    let kept = results.filter { $0.refusal == nil }
+                    let queued = kept.filter(\.queued).count
+                    struct Refusal: Encodable {
+                        var row: Int
+                        var code: String
+                        var message: String
+                    }
+                    struct Document: Encodable {
+                        var records: [WriteDocument]
+                        var refused: [Refusal]
+                    }
+                    let presenter = ErrorPresenter()
+                    let refusals = refused.map { row, error in
+                        let shown = presenter.present(error, referenceID: "-")
+                        return Refusal(row: row, code: shown.code, message: shown.message)
+                    }
                     context.emit(
                         json: Document(
-                            records: results.map {
+                            records: kept.map {
                                 WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued)
-                            }),
+                            }, refused: refusals),
                         human:
-                            "Created \(results.count) \(object) record\(results.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
+                            "Created \(kept.count) \(object) record\(kept.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
+                    for refusal in refusals.prefix(50) {
+                        context.note("Row \(refusal.row) was not created: \(refusal.message)")
+                    }
+                    if refusals.count > 50 { context.note("… and \(refusals.count - 50) more rows were not created.") }
+                    if !refused.isEmpty {
+                        var fields: [String] = []
+                        for field in refused.flatMap({ $0.error.context.fields }) where !fields.contains(field) {
+                            fields.append(field)
+                        }
+                        let rows = refused.count == 1 ? "that row" : "those rows"
+                        throw OStackError(
+                            .refused,
+                            context: .init(
+                                object: object, fields: fields, count: refused.count,
+                                suggestion:
+                                    "\(kept.count) of \(results.count) rows were created; run the command again with only \(rows), fixed."
+                            ),
+                            detail: "bulk create: rows refused")
+                    }
                     if var reason {
                         reason.context.savedAndQueued = true
                         try RecordsCommand.settleQueued(reason, context: context, requireOnline: write.requireOnline)

@@ -512,6 +512,12 @@ extension RecordsCommand {
                 if document.queued > 0 { session.didChange() }
                 if pushing, let left = try? session.store.createsQueued(since: mark, object: object) {
                     document.pushed = max(0, document.queued - left)
+                    // Every row of this import delivered: older queued changes that failed are not its
+                    // failure (`sync` and `status` report them); a warning names them.
+                    if left == 0, stopped == nil, unqueued == nil, let older = failure {
+                        context.warn(older)
+                        failure = nil
+                    }
                 }
                 Self.report(document, context: context)
                 if var unqueued {
