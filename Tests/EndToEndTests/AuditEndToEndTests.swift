@@ -1,5 +1,6 @@
 import Glibc
 import OStackTestSupport
+import PlatformKit
 import Testing
 
 /// `audit`, `audit verify` and `doctor` through the real binary, keyring and dev server (issue 7).
@@ -140,6 +141,24 @@ import Testing
         #expect(
             healthy.stdout.contains("\"name\":\"clock\",\"status\":\"ok\"")
                 || healthy.stdout.contains("\"name\":\"clock\""))
+
+        // The agent check connects instead of looking for the socket path: a directory there is
+        // named (unlock could not start the agent), a runtime directory open to others fails. (It
+        // used to say "The agent is running." for both.)
+        let run = ostack.home.appending("run")
+        let socket = run + "/agent-\(ostack.keyringPrefix).sock"
+        try SecureFileSystem.createPrivateDirectory(run)
+        try SecureFileSystem.createPrivateDirectory(socket)
+        let blocked = try ostack.run(["doctor", "--json"])
+        #expect(blocked.status == 0, "\(blocked.stdout)")
+        #expect(blocked.stdout.contains("Something that is not a socket is at the agent's socket path"), "\(blocked.stdout)")
+        try SecureFileSystem.removeTree(socket)
+        chmod(run, 0o755)
+        let open = try ostack.run(["doctor", "--json"])
+        #expect(open.status == 1, "\(open.stdout)")
+        #expect(open.stdout.contains("The agent's runtime directory or socket is unsafe"), "\(open.stdout)")
+        chmod(run, 0o700)
+        #expect(try ostack.run(["doctor", "--json"]).stdout.contains("The agent is not running"))
 
         let directory = try accountDirectory(ostack)
         chmod(directory + "/data.db", 0o644)

@@ -220,6 +220,11 @@ import Testing
         try SecureFileSystem.removeFile(database)
         let list = try ostack.run(["queue", "list"])
         #expect(list.status == 10 && list.stderr.contains("missing or empty"), "\(list.stderr)")
+        // doctor fails on it, with the fix (it used to warn "could not check" and exit 0).
+        let doctor = try ostack.run(["doctor"])
+        #expect(doctor.status == 1, "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("The database is missing or empty"), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("ostack login --account work"), "\(doctor.stdout)")
         #expect(!SecureFileSystem.exists(database))
         // The fix it names: signing in again starts a new local database.
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)

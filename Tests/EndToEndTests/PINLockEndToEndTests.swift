@@ -56,6 +56,10 @@ import Testing
         #expect(status.status == 0)
         #expect(status.stdout.contains("\"locked\":true"))
         #expect(try ostack.run(["accounts", "list"]).status == 0)
+        // doctor works (the database unchecked: a warning, exit 0); the trail is in the database.
+        let doctor = try ostack.run(["doctor", "--json"])
+        #expect(doctor.status == 0 && doctor.stdout.contains("the account is locked"), "\(doctor.stdout)")
+        #expect(try ostack.run(["audit"]).status == 4)
 
         let wrong = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
         #expect(wrong.status == 4)
@@ -270,10 +274,15 @@ import Testing
                 socket,
             ])
         #expect(other.stdout.contains("refused"), "\(other.stdout) \(other.stderr)")
-        // `status` does not count as use; after the idle timeout the key is gone.
+        // `status`, `audit`, `audit verify` and `doctor` do not count as use; after the idle timeout
+        // the key is gone. (Each of the last three used to reset the agent's idle timer.)
         usleep(1_000_000)
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":false"))
-        usleep(1_600_000)
+        #expect(try ostack.run(["audit"]).status == 0)
+        #expect(try ostack.run(["audit", "verify"]).status == 0)
+        let doctor = try ostack.run(["doctor", "--json"])
+        #expect(doctor.stdout.contains("The agent is running."), "\(doctor.stdout)")
+        usleep(1_200_000)
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
         #expect(try ostack.run(["auth", "refresh"]).status == 4)
     }

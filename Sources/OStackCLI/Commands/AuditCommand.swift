@@ -67,6 +67,8 @@ struct AuditCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
+                var context = context
+                context.countsAsUse = false  // reading the trail is not using the account (LOCK-2)
                 var events: [EventDocument] = []
                 for account in try context.accounts(target: selection.target, all: all) {
                     let service = try context.session(account)
@@ -131,6 +133,8 @@ struct AuditCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
+                var context = context
+                context.countsAsUse = false  // checking the trail is not using the account (LOCK-2)
                 var results: [Result] = []
                 for account in try context.accounts(target: selection.target, all: all) {
                     let verification = try context.session(account).audit.verify()

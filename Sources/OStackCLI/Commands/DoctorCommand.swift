@@ -14,7 +14,8 @@ struct DoctorCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let environment = try context.makeAuthEnvironment(context)
+            var environment = try context.makeAuthEnvironment(context)
+            environment.agent?.countsAsUse = false  // checking an account is not using it (LOCK-2)
             var doctor = Doctor(environment: environment)
             let transport = environment.transport
             doctor.probeServerDate = { account in AuthAPI(account: account, transport: transport).serverDate() }

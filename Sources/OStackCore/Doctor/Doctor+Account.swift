@@ -230,6 +230,13 @@ extension Doctor {
                 fix:
                     "Check the disk and the permissions of the account's directory, then run \(command: .doctor) again.",
                 checked: false)
+        case .storageMissing:
+            return check(
+                "database", account, .fail,
+                "The database is missing or empty (nothing was recreated): this account's local data and queued changes are not there.",
+                fix:
+                    "Restore the account's data.db from a backup; without one, \(command: .login(account: account.alias)) starts a new local database (changes only in the old one are lost)."
+            )
         case .unsupportedFormat:
             return check(
                 "database", account, .fail, "The database was written by a newer ostack.",

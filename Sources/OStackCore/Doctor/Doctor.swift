@@ -59,6 +59,12 @@ public struct Doctor: Sendable {
         return free < 1 << 20
     }
 
+    /// Whether `path` itself (not a link's target) is a socket.
+    static func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
+    }
+
     func check(
         _ name: String, _ account: Account?, _ status: Check.Status, _ message: Wording, fix: Wording? = nil,
         checked: Bool = true
@@ -187,8 +193,39 @@ public struct Doctor: Sendable {
                 )
         )
         // The agent (only matters with PIN-protected accounts).
-        if let agent = environment.agent, agent.mightBeRunning {
-            checks.append(check("agent", nil, .ok, "The agent is running."))
+        // Connected to, not only looked for: a socket path left by an agent that died, or a
+        // directory or another user's agent there, is not "running". Nothing is sent, so the
+        // agent's idle timer is not reset.
+        if let agent = environment.agent {
+            do {
+                if try agent.connect() != nil {
+                    checks.append(check("agent", nil, .ok, "The agent is running."))
+                } else if agent.mightBeRunning, !Self.isSocket(agent.socketPath) {
+                    checks.append(
+                        check(
+                            "agent", nil, .warn,
+                            "Something that is not a socket is at the agent's socket path: the agent cannot start (\(command: .unlock(account: nil)) fails).",
+                            fix: "Remove \(agent.socketPath), then run \(command: .doctor) again."))
+                } else if agent.mightBeRunning {
+                    checks.append(
+                        check(
+                            "agent", nil, .ok,
+                            "The agent is not running; the socket it left is replaced when it starts (on \(command: .unlock(account: nil)))."
+                        ))
+                } else {
+                    checks.append(
+                        check(
+                            "agent", nil, .ok, "The agent is not running (it starts on \(command: .unlock(account: nil)))."))
+                }
+            } catch {
+                checks.append(
+                    check(
+                        "agent", nil, .fail,
+                        "The agent's runtime directory or socket is unsafe (a link, another user's, or open to others): PINs are not entered and keys not handed over there.",
+                        fix:
+                            "Remove \(agent.runtimeDirectory), or set XDG_RUNTIME_DIR to a private directory, then run \(command: .doctor) again."
+                    ))
+            }
         } else {
             checks.append(
                 check("agent", nil, .ok, "The agent is not running (it starts on \(command: .unlock(account: nil)))."))
