@@ -251,6 +251,48 @@ import Testing
         #expect(result.stderr.contains("too easy"))
     }
 
+    /// An agent socket path no agent could listen on — longer than a Unix socket address, or taken
+    /// by a directory — is refused before a PIN is asked for, staged or tried. (Before: `pin set` with
+    /// a deep home ended in "Something went wrong" after staging; `unlock` with a directory there
+    /// counted the attempt first.)
+    @Test func anAgentSocketPathThatCannotWorkIsRefusedBeforeAnyPIN() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let deep = ostack.home.appending(String(repeating: "d", count: 100))
+        try #require(mkdir(deep, 0o700) == 0)
+        let inDeep: [String: String?] = ["OSTACK_HOME": deep, "OSTACK_PIN_KDF": "interactive"]
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin"],
+            stdin: "alice-pass\n", environment: inDeep)
+        try #require(login.status == 0, "\(login.stderr)")
+        let long = try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: inDeep)
+        #expect(long.status == 9, "\(long.stderr)")
+        #expect(long.stderr.contains("longer than a Unix socket allows"), "\(long.stderr)")
+        #expect(try ostack.run(["status", "--json"], environment: inDeep).stdout.contains("\"hasPin\":false"))
+
+        let (_, near) = (server, OStackRunner())
+        #expect(
+            try near.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
+        let run = near.home.appending("run")
+        let socket = run + "/agent-\(near.keyringPrefix).sock"
+        try #require(mkdir(run, 0o700) == 0 && mkdir(socket, 0o700) == 0)
+        let blocked = try near.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast)
+        #expect(blocked.status == 10 && blocked.stderr.contains("is at \(socket)"), "\(blocked.stderr)")
+        #expect(try near.run(["status", "--json"]).stdout.contains("\"hasPin\":false"))
+        try #require(rmdir(socket) == 0)
+        _ = try setPIN(near)
+        defer { _ = try? near.run(["agent", "stop"]) }
+        #expect(try near.run(["lock"]).status == 0)
+        #expect(try near.run(["agent", "stop"]).status == 0)
+        try #require(mkdir(socket, 0o700) == 0)
+        let unlock = try near.run(["unlock", "--pin-stdin"], stdin: "0000\n", environment: Self.fast)
+        #expect(unlock.status == 10, "\(unlock.stderr)")
+        try #require(rmdir(socket) == 0)
+        // That attempt was never made: the first wrong PIN still leaves four.
+        let wrong = try near.run(["unlock", "--pin-stdin"], stdin: "0000\n", environment: Self.fast)
+        #expect(wrong.status == 4 && wrong.stderr.contains("4 attempts left"), "\(wrong.stderr)")
+    }
+
     @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {
         let (server, ostack) = try signedIn()
         defer {

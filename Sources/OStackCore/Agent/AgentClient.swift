@@ -43,7 +43,37 @@ public struct AgentClient: Sendable {
 
     /// Checks the runtime directory and, when a socket exists, who serves it — before a command
     /// consumes a PIN attempt or hands over a key.
-    public func verify() throws(OStackError) { _ = try connect() }
+    public func verify() throws(OStackError) {
+        try checkSocketPath()
+        _ = try connect()
+    }
+
+    /// The socket path must fit a Unix socket address (107 bytes) and hold a socket or nothing: an
+    /// agent could not listen there otherwise. Checked before a PIN is asked for or tried.
+    func checkSocketPath() throws(OStackError) {
+        guard socketPath.utf8.count < Self.socketPathCapacity else {
+            throw OStackError(
+                .invalidInput,
+                context: .init(
+                    suggestion:
+                        "The agent's socket path is longer than a Unix socket allows (\(Self.socketPathCapacity - 1) bytes): set XDG_RUNTIME_DIR (or OSTACK_HOME) to a shorter directory."
+                ),
+                detail: "agent socket path too long")
+        }
+        var info = stat()
+        if lstat(socketPath, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK {
+            throw OStackError(
+                .unsafeStorage,
+                context: .init(
+                    object: "the agent's socket path",
+                    suggestion:
+                        "Something that is not the agent's socket is at \(socketPath): remove it, then try again."),
+                detail: "agent socket path is not a socket")
+        }
+    }
+
+    /// `sizeof(sockaddr_un.sun_path)`, its terminating NUL included.
+    static var socketPathCapacity: Int { MemoryLayout.size(ofValue: sockaddr_un().sun_path) }
 
     /// One request, one response; both frames stay in secret memory (see `AgentMessage`). Nil when
     /// no agent answers; throws when the directory or the peer is not safe (nothing is sent then).
@@ -136,24 +166,15 @@ public struct AgentClient: Sendable {
 
     /// Starts the agent unless one answers, and waits (≤ 3 s) until it does.
     public func ensureRunning(environment: [String: String]) throws(OStackError) {
+        try checkSocketPath()
         if try checkedStatus() { return }
         startIfNeeded(environment: environment)
         for _ in 0..<1500 {
             if try checkedStatus() { return }
             usleepLite(2_000)
         }
-        // Something that is not a socket where the agent's socket belongs (a directory, a file):
-        // the agent cannot listen there, and it is not ours to remove.
-        var info = stat()
-        if lstat(socketPath, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK {
-            throw OStackError(
-                .unsafeStorage,
-                context: .init(
-                    object: "the agent's socket path",
-                    suggestion:
-                        "Something that is not the agent's socket is at \(socketPath): remove it, then try again."),
-                detail: "agent socket path is not a socket")
-        }
+        // Something put where the agent's socket belongs while it started: not ours to remove.
+        try checkSocketPath()
         throw OStackError(.internal, detail: "the agent did not start")
     }
 }

@@ -49,6 +49,7 @@ public struct LockService: Sendable {
     /// Stages a PIN (PINJournal, phase `staged`): new ring keys under the pending kinds, the envelopes as
     /// `pin.env.new` / `recovery.env.new`. Nothing the account uses changes; a crash undoes it.
     public func preparePIN(_ account: Account, pin: PIN) throws(OStackError) -> PendingPIN {
+        try agent.verify()  // the agent must be able to hold the key before anything is staged
         let lock = try PINLock.acquire(environment, account)
         if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
         guard !environment.hasPIN(account) else {

@@ -41,6 +41,7 @@ struct PINSet: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
             let account = try selection.account(context)
+            try service.verifyAgent()  // before the PIN is asked for: the agent must be able to hold the key
             let pin = try PINInput(fromStdin: pinStdin, noInput: global.noInput).read("New PIN: ", confirm: true)
             // Staged first; the PIN takes effect only after its recovery key was shown (a crash in
             // between leaves the account without the PIN, as before).
