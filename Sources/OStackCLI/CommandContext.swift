@@ -132,7 +132,7 @@ public struct CommandContext: Sendable {
             terminal.out(JSONOutput.encode(document) + "\n")
         } else {
             let text = human()
-            if !text.isEmpty { terminal.out(text.hasSuffix("\n") ? text : text + "\n") }
+            if !text.isEmpty { terminal.out(text.utf8.last == UInt8(ascii: "\n") ? text : text + "\n") }
         }
     }
 

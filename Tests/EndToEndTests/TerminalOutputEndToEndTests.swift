@@ -185,6 +185,30 @@ import Testing
 
     /// Every JSON document names an account the same way (`{"id","alias"}` under `account`), and
     /// `agent status` speaks prose, not the agent's JSON.
+    /// A line format (`tsv`, `csv`, and `tsv` by default in a pipe) carries rows only: an empty list
+    /// is its header line, never a sentence a program would take for a row ("The queue is empty."
+    /// used to be printed as one); every column is named; `sync status --format csv` is its
+    /// objects' table; CSV lines end in CRLF without an extra empty line.
+    @Test func lineFormatsCarryRowsOnly() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["queue", "list", "--format", "csv"]).stdout
+            == "id,object,record,operation,status,attempts,last error\r\n")
+        #expect(try ostack.run(["queue", "list"]).stdout
+            == "id\tobject\trecord\toperation\tstatus\tattempts\tlast error\n")
+        #expect(try ostack.run(["conflicts", "list", "--format", "tsv"]).stdout == "id\tobject\trecord\tchange\tfields\n")
+        #expect(try ostack.run(["audit", "--format", "csv", "--event", "nothing.such"]).stdout
+            == "seq,time,account,event,outcome,details\r\n")
+        let accounts = try ostack.run(["accounts", "list", "--format", "csv"]).stdout
+        #expect(accounts.hasPrefix("default,alias,email,server,state\r\n*,alice,"), "\(accounts)")
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync", "status", "--format", "csv"]).stdout == "object,records,pulled\r\ntask,0,never\r\n")
+        // On a terminal an empty list is a sentence.
+        let shown = try Self.atTerminal(ostack, ["queue", "list"])
+        #expect(shown.stdout.contains("The queue is empty."), "\(shown.stdout)")
+    }
+
     @Test func oneAccountShapeInEveryDocument() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()

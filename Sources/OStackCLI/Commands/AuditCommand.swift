@@ -97,19 +97,17 @@ struct AuditCommand: AsyncParsableCommand {
                 struct Document: Encodable { var events: [EventDocument] }
                 if !events.isEmpty { context.page() }
                 context.emit(json: Document(events: events)) {
-                    events.isEmpty
-                        ? "No audit events."
-                        : Table(
-                            headers: ["seq", "time", "account", "event", "outcome", "details"],
-                            rows: events.map { event in
-                                [
-                                    String(event.seq), event.time, event.account?.alias ?? "(global)", event.event,
-                                    event.outcome,
-                                    event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
-                                        separator: " "),
-                                ]
-                            }
-                        ).render(terminal: context.terminal)
+                    Table(
+                        headers: ["seq", "time", "account", "event", "outcome", "details"],
+                        rows: events.map { event in
+                            [
+                                String(event.seq), event.time, event.account?.alias ?? "(global)", event.event,
+                                event.outcome,
+                                event.details.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                                    separator: " "),
+                            ]
+                        }
+                    ).render(terminal: context.terminal, whenEmpty: "No audit events.")
                 }
             }
         }

@@ -19,6 +19,15 @@ public struct Table: Sendable {
         render(as: terminal?.defaultFormat ?? .table, terminal: terminal)
     }
 
+    /// `render`, or `sentence` ("No conflicts.") instead of an empty aligned table. A line format
+    /// (`tsv`, `csv` — also the default when stdout is not a terminal) gets its header line alone:
+    /// a program reading it sees no row, never a sentence taken for one.
+    public func render(terminal: Terminal?, whenEmpty sentence: String) -> String {
+        let format = terminal?.defaultFormat ?? .table
+        if rows.isEmpty && format != .tsv && format != .csv { return sentence }
+        return render(as: format, terminal: terminal)
+    }
+
     public func render(as format: OutputFormat, terminal: Terminal?) -> String {
         let headers = headers.map { Self.clean($0, maxLength: 60) }
         let rows = rows.map { $0.map { Self.clean($0, maxLength: 120) } }

@@ -12,15 +12,16 @@ struct AccountsList: AsyncParsableCommand {
             let summaries = try context.accountsService().summaries()
             struct Document: Encodable { var accounts: [AccountDocument] }
             context.emit(json: Document(accounts: summaries.map(AccountDocument.init))) { () -> String in
-                if summaries.isEmpty { return "No accounts yet. Run `ostack login` to add one." }
                 let rows = summaries.map { summary in
                     [
                         summary.isDefault ? "*" : "", summary.account.alias, summary.account.email,
                         summary.account.server.absoluteString, Self.state(summary),
                     ]
                 }
-                return Table(headers: ["", "alias", "email", "server", "state"], rows: rows).render(
-                    terminal: context.terminal)
+                // The default account's column is unnamed in a table (a `*`), named in a line format.
+                let mark = context.terminal.defaultFormat == .table ? "" : "default"
+                return Table(headers: [mark, "alias", "email", "server", "state"], rows: rows).render(
+                    terminal: context.terminal, whenEmpty: "No accounts yet. Run `ostack login` to add one.")
             }
         }
     }

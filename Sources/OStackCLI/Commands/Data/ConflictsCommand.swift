@@ -48,17 +48,15 @@ struct ConflictsCommand: AsyncParsableCommand {
                 let conflicts = try context.selectedSession().sync.conflicts().map(ConflictsCommand.document)
                 struct Document: Encodable { var conflicts: [ConflictDocument] }
                 context.emit(json: Document(conflicts: conflicts)) {
-                    conflicts.isEmpty
-                        ? "No conflicts."
-                        : Table(
-                            headers: ["id", "object", "record", "change", "fields"],
-                            rows: conflicts.map {
-                                [
-                                    $0.id, $0.object, $0.recordId, $0.operation,
-                                    $0.fields.map(\.name).joined(separator: ","),
-                                ]
-                            }
-                        ).render(terminal: context.terminal)
+                    Table(
+                        headers: ["id", "object", "record", "change", "fields"],
+                        rows: conflicts.map {
+                            [
+                                $0.id, $0.object, $0.recordId, $0.operation,
+                                $0.fields.map(\.name).joined(separator: ","),
+                            ]
+                        }
+                    ).render(terminal: context.terminal, whenEmpty: "No conflicts.")
                 }
             }
         }

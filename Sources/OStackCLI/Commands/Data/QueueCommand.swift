@@ -27,17 +27,15 @@ struct QueueCommand: AsyncParsableCommand {
                 }
                 struct Document: Encodable { var entries: [EntryDocument] }
                 context.emit(json: Document(entries: entries)) {
-                    entries.isEmpty
-                        ? "The queue is empty."
-                        : Table(
-                            headers: ["id", "object", "record", "operation", "status", "attempts", "last error"],
-                            rows: entries.map {
-                                [
-                                    $0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts),
-                                    $0.lastError ?? "",
-                                ]
-                            }
-                        ).render(terminal: context.terminal)
+                    Table(
+                        headers: ["id", "object", "record", "operation", "status", "attempts", "last error"],
+                        rows: entries.map {
+                            [
+                                $0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts),
+                                $0.lastError ?? "",
+                            ]
+                        }
+                    ).render(terminal: context.terminal, whenEmpty: "The queue is empty.")
                 }
             }
         }

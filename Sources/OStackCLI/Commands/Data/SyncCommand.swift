@@ -200,7 +200,19 @@ struct SyncCommand: AsyncParsableCommand {
                 let document = Document(
                     account: .init(account), objects: objects, queue: status.queue, lastSyncAt: status.lastSyncAt,
                     partialSyncAt: status.partialSyncAt)
+                let table = Table(
+                    headers: ["object", "records", "pulled"],
+                    rows: objects.map {
+                        [
+                            $0.name, String($0.records),
+                            $0.lastPullAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" } ?? "never",
+                        ]
+                    })
                 context.emit(json: document) {
+                    // `--format tsv|csv` asked for rows: the objects' table alone (the rest is in `--json`).
+                    if let asked = context.terminal.format, asked == .tsv || asked == .csv {
+                        return table.render(as: asked, terminal: context.terminal)
+                    }
                     var text = "account  \(account.alias)\n"
                     text +=
                         "queue    \(document.queue.pending) pending, \(document.queue.failed) failed, \(document.queue.conflict) in conflict\n"
@@ -211,17 +223,7 @@ struct SyncCommand: AsyncParsableCommand {
                             "partial  a sync \(ago(partial)) did not finish; what it pulled is kept (`ostack sync`)\n"
                     }
                     if objects.isEmpty { return text + "No tracked objects (`ostack sync track OBJECT`)." }
-                    return text + "\n"
-                        + Table(
-                            headers: ["object", "records", "pulled"],
-                            rows: objects.map {
-                                [
-                                    $0.name, String($0.records),
-                                    $0.lastPullAt.map { RecordText.age(Date().timeIntervalSince($0)) + " ago" }
-                                        ?? "never",
-                                ]
-                            }
-                        ).render(terminal: context.terminal)
+                    return text + "\n" + table.render(terminal: context.terminal)
                 }
             }
         }

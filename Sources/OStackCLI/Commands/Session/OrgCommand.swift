@@ -26,11 +26,10 @@ struct OrgCommand: AsyncParsableCommand {
                 }
                 struct Document: Encodable { var organizations: [Organization] }
                 context.emit(json: Document(organizations: rows)) {
-                    rows.isEmpty
-                        ? "No organizations."
-                        : Table(
-                            headers: ["", "id", "name"], rows: rows.map { [$0.active ? "*" : "", $0.id, $0.name] }
-                        ).render(terminal: context.terminal)
+                    Table(
+                        headers: [context.terminal.defaultFormat == .table ? "" : "active", "id", "name"],
+                        rows: rows.map { [$0.active ? "*" : "", $0.id, $0.name] }
+                    ).render(terminal: context.terminal, whenEmpty: "No organizations.")
                 }
             }
         }
