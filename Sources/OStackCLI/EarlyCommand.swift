@@ -25,6 +25,7 @@ public enum EarlyCommand {
             print(topic, terminator: "")
             return 0
         }
+        if let status = unknownHelpSubject(arguments) { return status }
         guard let global = statusShortOptions(arguments) else { return nil }
         let context = CommandContext.live(global: global)
         do {
@@ -33,6 +34,29 @@ public enum EarlyCommand {
         } catch {
             return CommandRunner.report(error, context: context)
         }
+    }
+
+    /// `help WORD…` naming no command (swift-argument-parser prints the root help and exits 0 for
+    /// it): a usage error, exit 64, like a mistyped command. Nil when it names one, or a topic.
+    static func unknownHelpSubject(_ arguments: [String]) -> Int32? {
+        guard arguments.count >= 2, arguments[0] == "help", !arguments[1].hasPrefix("-") else { return nil }
+        let path = UsageError.commandPath(Array(arguments.dropFirst()))
+        guard let word = path.unknownWord, !path.hasDefault || path.names.isEmpty else { return nil }
+        let spelled = (["ostack"] + path.names).joined(separator: " ")
+        let message = ErrorPresenter.sanitize(
+            "'\(word)' is not an ostack command\(path.names.isEmpty ? " or help topic" : "").", maxLength: 300)
+        let hint =
+            UsageError.nearest(word, in: path.subcommands).map {
+                "Did you mean `ostack help \((path.names + [$0]).joined(separator: " "))`?"
+            }
+            ?? "See `\(spelled) --help` for the commands."
+        if CommandLineMain.wantsJSON(arguments) {
+            let document = JSONOutput.ErrorDocument(error: .init(code: "usage", message: message, hint: hint))
+            Terminal.write(STDERR_FILENO, JSONOutput.encode(document) + "\n")
+        } else {
+            Terminal.write(STDERR_FILENO, "ostack: error: \(message)\nostack: hint: \(ErrorPresenter.sanitize(hint, maxLength: 300))\n")
+        }
+        return 64
     }
 
     /// `status --short` with any of `--json`, `--no-input`, `--verbose`, `--no-color`,

@@ -102,6 +102,9 @@ import Testing
         let lookalike = try ostack.run(["api", "\(server.url)0/api/v1/data/task"])
         #expect(lookalike.status == 9)
         #expect(try ostack.run(["api", "/data/task", "-H", "Authorization: Bearer x"]).status == 9)
+        // A line break in a value is named as such (it was "ostack sets the credentials and the framing").
+        let split = try ostack.run(["api", "/data/task", "-H", "X-Trace: a\r\nX-Other: b"])
+        #expect(split.status == 9 && split.stderr.contains("cannot contain a line break"), "\(split.stderr)")
         #expect(try ostack.run(["api", "/data/../auth/get-session"]).status == 9)
         // The sign-in routes answer with credentials: not through ostack api.
         let session = try ostack.run(["api", "/auth/get-session"])

@@ -114,6 +114,19 @@ import Testing
         #expect(escape.status == 64 && !escape.stderr.contains("\u{1B}"), "\(escape.stderr)")
         let help = try ostack.run(["records", "--help"])
         #expect(help.status == 0 && help.stdout.contains("USAGE: ostack records") && help.stderr.isEmpty)
+        // `help` of something that is not a command is a usage error, not the root help and exit 0.
+        let unknownHelp = try ostack.run(["help", "recrods"])
+        #expect(unknownHelp.status == 64 && unknownHelp.stdout.isEmpty, "\(unknownHelp.stdout)")
+        #expect(unknownHelp.stderr.contains("'recrods' is not an ostack command or help topic."))
+        #expect(unknownHelp.stderr.contains("Did you mean `ostack help records`?"), "\(unknownHelp.stderr)")
+        #expect(try ostack.run(["help", "records", "list"]).stdout.contains("USAGE: ostack records list"))
+        #expect(try ostack.run(["help", "environment"]).stdout.contains("OSTACK_HOME"))
+        // A negative limit is named as such (it was "Missing value for '--limit <limit>'"), an empty
+        // record id is refused before anything is asked of the server (it was exit 11).
+        let negative = try ostack.run(["records", "list", "task", "--limit", "-1"])
+        #expect(negative.status == 64 && negative.stderr.contains("--limit must not be negative."), "\(negative.stderr)")
+        let empty = try ostack.run(["records", "get", "task", ""])
+        #expect(empty.status == 64 && empty.stderr.contains("The record id must not be empty."), "\(empty.stderr)")
     }
 
     /// `ostack` on a pseudo-terminal that answers `prompt` with each of `answers` in turn.

@@ -28,6 +28,7 @@ import Testing
         (.objectsShow(object: "task"), "ostack objects show task"),
         (.recordsUpdate, "ostack records update"),
         (.doctor, "ostack doctor"),
+        (.loginOrganization, "ostack login --organization ID"),
         (.keyringMigrate(backend: "file", account: "work"), "ostack keyring migrate --to file work"),
     ]
 
@@ -36,6 +37,7 @@ import Testing
     static func caseName(_ command: CommandSuggestion) -> String {
         switch command {
         case .login: "login"
+        case .loginOrganization: "loginOrganization"
         case .authRefresh: "authRefresh"
         case .unlock: "unlock"
         case .pinSet: "pinSet"
@@ -61,7 +63,7 @@ import Testing
     static let allCaseNames: Set<String> = [
         "login", "authRefresh", "unlock", "pinSet", "pinChange", "sync", "syncWatch", "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
-        "objectsShow", "recordsUpdate", "doctor", "keyringMigrate",
+        "objectsShow", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
     ]
 
     @Test func everyCaseIsSpelled() {

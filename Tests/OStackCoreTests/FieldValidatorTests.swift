@@ -306,6 +306,14 @@ import Testing
         #expect(unknown?.context.suggestion?.commands == [.objectsShow(object: "task")])
     }
 
+    /// `--set id=…` chooses a create's id, as `--data` does (it was "Did you mean 'id'?"); the other
+    /// system fields are named as the server's.
+    @Test func theIdIsTextAndSystemFieldsAreTheServers() throws {
+        #expect(try validator.typedValue(field: "id", text: "r123") == .string("r123"))
+        let system = #expect(throws: OStackError.self) { try validator.typedValue(field: "created_at", text: "x") }
+        #expect(system?.context.suggestion == "'created_at' is set by the server.")
+    }
+
     // MARK: Suggestions
 
     @Test(arguments: [

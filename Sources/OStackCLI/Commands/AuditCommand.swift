@@ -28,9 +28,11 @@ struct AuditCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Only events at or after this UTC time, e.g. 2026-11-01 or 2026-11-01T12:00:00Z.")
         var since: String?
         @Option(name: .long, help: "Only this event (or its family, e.g. pin, sync).") var event: String?
-        @Option(name: .long, help: "At most this many (the latest) per account.") var limit: Int?
+        @Option(name: .long, parsing: .unconditional, help: "At most this many (the latest) per account.")
+        var limit: Int?
 
         func validate() throws {
+            if let limit, limit < 0 { throw ValidationError("--limit must not be negative.") }
             if all && (selection.target != nil || global.account != nil) {
                 throw ValidationError("Pass an account (or --account) or --all, not both.")
             }

@@ -11,6 +11,7 @@ extension CommandSuggestion {
     private var arguments: String {
         switch self {
         case .login(let account): "login" + (account.map { " --account \($0)" } ?? "")
+        case .loginOrganization: "login --organization ID"
         case .authRefresh: "auth refresh"
         case .unlock(let account): "unlock" + (account.map { " \($0)" } ?? "")
         case .pinSet: "pin set"

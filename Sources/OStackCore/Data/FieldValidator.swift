@@ -172,6 +172,14 @@ public struct FieldValidator: Sendable {
     /// as an empty cell, so there `null` in a text field is the text "null").
     public func typedValue(field name: String, text: String, nullWord: Bool = true) throws(OStackError) -> JSONValue {
         guard let field = schema.field(name) else {
+            // A create may choose its record's id, as with --data; the other system fields are the server's.
+            if name == "id" { return .string(text) }
+            if ObjectSchema.systemFields.contains(name) {
+                throw OStackError(
+                    .validation,
+                    context: .init(object: schema.name, fields: [name], suggestion: "'\(name)' is set by the server."),
+                    detail: "system field in --set")
+            }
             throw OStackError(
                 .validation,
                 context: .init(

@@ -99,6 +99,8 @@ extension Wording: ExpressibleByStringInterpolation {
 public enum CommandSuggestion: Sendable, Hashable {
     /// `login`, or `login --account A`.
     case login(account: String?)
+    /// `login --organization ID` (the id is a placeholder).
+    case loginOrganization
     case authRefresh
     /// `unlock`, or `unlock A`.
     case unlock(account: String?)

@@ -296,16 +296,17 @@ struct APIRequest {
             let name = String(line[..<colon]).trimmingWhitespace()
             let value = String(line[line.index(after: colon)...]).trimmingWhitespace()
             let reserved = ["authorization", "cookie", "host", "content-length", "transfer-encoding"]
-            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }),
-                !value.contains(where: { $0.isNewline }), !reserved.contains(name.lowercased())
-            else {
-                throw OStackError(
-                    .invalidInput,
-                    context: .init(
-                        suggestion: .text(
-                            "Header '\(ErrorPresenter.sanitize(name, maxLength: 60))' cannot be set: ostack "
-                                + "sets the credentials and the framing itself.")),
-                    detail: "header")
+            let shown = ErrorPresenter.sanitize(name, maxLength: 60)
+            let why: String? =
+                !name.isEmpty && !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") })
+                ? "Header '\(shown)' is not a valid header name (letters, digits and '-')."
+                : name.isEmpty ? "-H takes 'Name: value'."
+                : value.contains(where: { $0.isNewline || $0 == "\r" })
+                    ? "The value of header '\(shown)' cannot contain a line break."
+                : reserved.contains(name.lowercased())
+                    ? "Header '\(shown)' cannot be set: ostack sets the credentials and the framing itself." : nil
+            if let why {
+                throw OStackError(.invalidInput, context: .init(suggestion: .text(why)), detail: "header")
             }
             headers.append((name, value))
         }

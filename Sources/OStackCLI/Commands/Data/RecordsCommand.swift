@@ -156,9 +156,10 @@ struct RecordsCommand: AsyncParsableCommand {
         var filterJSON: String?
         @Option(name: .long, parsing: .unconditional, help: "Sort fields, e.g. -updated_at or status,-amount.")
         var sort: String?
-        @Option(name: .long, help: "At most this many records (default 30).") var limit: Int?
+        // `.unconditional`: `--limit -1` is a negative limit (refused as such), not a missing value.
+        @Option(name: .long, parsing: .unconditional, help: "At most this many records (default 30).") var limit: Int?
         @Flag(name: .long, help: "All records (no limit).") var all = false
-        @Option(name: .long, help: "Skip this many records.") var offset: Int = 0
+        @Option(name: .long, parsing: .unconditional, help: "Skip this many records.") var offset: Int = 0
         @Option(name: .long, parsing: .unconditional, help: "Only these fields, e.g. title,status.") var fields: String?
         @OptionGroup var source: SourceOptions
 
@@ -243,6 +244,10 @@ struct RecordsCommand: AsyncParsableCommand {
         @Argument(help: "The object.", completion: ShellCompletions.objects) var object: String
         @Argument(help: "The record id.") var id: String
         @OptionGroup var source: SourceOptions
+
+        func validate() throws {
+            if id.isEmpty { throw ValidationError("The record id must not be empty.") }
+        }
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
@@ -339,6 +344,10 @@ struct RecordsCommand: AsyncParsableCommand {
         @Argument(help: "The record id.") var id: String
         @OptionGroup var write: WriteOptions
 
+        func validate() throws {
+            if id.isEmpty { throw ValidationError("The record id must not be empty.") }
+        }
+
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let session = try context.selectedSession()
@@ -368,6 +377,7 @@ struct RecordsCommand: AsyncParsableCommand {
         var requireOnline = false
 
         func validate() throws {
+            if id.isEmpty { throw ValidationError("The record id must not be empty.") }
             if offline && requireOnline { throw ValidationError("Pass --offline or --require-online, not both.") }
         }
 

@@ -56,7 +56,7 @@ struct OrgCommand: AsyncParsableCommand {
                         .notFound,
                         context: .init(
                             suggestion:
-                                "No account for that organization yet: sign in with \(command: .login(account: nil)) --organization ID."
+                                "No account for that organization yet: sign in to it once with \(command: .loginOrganization)."
                         ), detail: "no account for the organization")
                 }
                 try context.accountsService().switchTo(target.id.rawValue)
