@@ -45,6 +45,9 @@ import Testing
         #expect(objects.contains("task") && objects.contains("contact"), "\(objects)")
         #expect(try complete(ostack, ["records", "get"], "positional@0", ["records", "get", "ta"]) == ["task"])
         #expect(try complete(ostack, ["sync", "track"], "positional@0", ["sync", "track", "ta"]) == ["task"])
+        // export and import too (they offered nothing).
+        #expect(try complete(ostack, ["records", "export"], "positional@0", ["records", "export", "ta"]) == ["task"])
+        #expect(try complete(ostack, ["records", "import"], "positional@0", ["records", "import", "ta"]) == ["task"])
 
         let queue = try ostack.run(["queue", "list", "--json"]).stdout
         let entries = try complete(ostack, ["queue", "discard"], "positional@0", ["queue", "discard", ""])

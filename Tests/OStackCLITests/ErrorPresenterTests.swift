@@ -37,6 +37,15 @@ import Testing
         #expect(named.message == "Unknown object 'nosuch'.")
     }
 
+    /// A missing record names where to look (its JSON error had no hint).
+    @Test func aMissingRecordSaysWhereToLook() {
+        var context = OStackError.Context(account: "work", object: "task")
+        context.recordIDs = ["r1"]
+        let shown = presenter.present(OStackError(.notFound, context: context), referenceID: "R")
+        #expect(shown.message == "No task record r1 in account work.")
+        #expect(shown.hint == "`ostack records list task` lists its records.")
+    }
+
     @Test func aDamagedFileKeyringIsNamed() {
         let error = OStackError(
             .keyringDamaged, context: .init(suggestion: "Restore it from a backup."))

@@ -92,7 +92,8 @@ public struct ErrorPresenter: Sendable {
             let object = context.object.map { Self.sanitize($0) }
             if let id = context.recordIDs.first.map({ Self.sanitize($0, maxLength: 64) }) {
                 return make(
-                    "No \(object ?? "such") record \(id)\(account.map { " in account \($0)" } ?? "").", suggestion, 7)
+                    "No \(object ?? "such") record \(id)\(account.map { " in account \($0)" } ?? "").",
+                    suggestion ?? object.map { "`ostack records list \($0)` lists its records." }, 7)
             }
             if let object { return make("No such \(object) record.", suggestion, 7) }
             return make("Not found.", suggestion, 7)

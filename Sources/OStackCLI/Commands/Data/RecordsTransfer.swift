@@ -10,7 +10,7 @@ extension RecordsCommand {
             commandName: "export",
             abstract: "Write every record of an object as CSV, JSON or NDJSON (--format), streaming.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object, e.g. task.") var object: String
+        @Argument(help: "The object, e.g. task.", completion: ShellCompletions.objects) var object: String
         @Option(name: .long, parsing: .unconditional, help: "Only records matching this filter.") var filter: String?
         @Option(name: .long, parsing: .unconditional, help: "Only these fields (id always), e.g. title,status.")
         var fields: String?
@@ -356,8 +356,8 @@ extension RecordsCommand {
             commandName: "import",
             abstract: "Create records from a CSV, JSON or NDJSON file: all rows checked first, then queued and pushed.")
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "The object, e.g. task.") var object: String
-        @Argument(help: "The file, or - for stdin (then --format is needed).") var file: String
+        @Argument(help: "The object, e.g. task.", completion: ShellCompletions.objects) var object: String
+        @Argument(help: "The file, or - for stdin (then --format is needed).", completion: .file()) var file: String
         @Option(
             name: .long,
             help: ArgumentHelp(
