@@ -394,7 +394,8 @@ import Testing
             #"{"action":"status","status":400,"count":1,"body":{"error":"\#(canary) server text","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"\#(canary)"}]}}"#
         )
         let refused = try ostack.run(["sync"])
-        #expect(refused.status == 11)  // the server refused the change: failed, kept in the queue
+        // The server refused the change: failed, kept in the queue; exit 9 `refused`.
+        #expect(refused.status == 9 && refused.stderr.contains("The server refused 1 change."), "\(refused.stderr)")
         #expect(!refused.stdout.contains(canary) && !refused.stderr.contains(canary))
         let failed = try ostack.run(["queue", "list"])
         #expect(failed.stdout.contains("validation: title") && !failed.stdout.contains(canary))

@@ -1,4 +1,5 @@
 import OStackCore
+import OStackTestSupport
 import Testing
 
 @Suite struct FilterParserTests {
@@ -111,21 +112,26 @@ import Testing
         }
     }
 
-    /// The parser never traps: random input ends in an expression or a syntax error.
+    /// The parser never traps: random input ends in an expression or a syntax error. Seeded, so a
+    /// run is reproducible: with a system generator about 5 of the 20 000 inputs parse, and about
+    /// one run in 150 had none, failing `parsed > 0` (it did in a `make test` on 2026-11-28).
     @Test func randomInputNeverCrashes() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator(seed: 0x05EE_D0F1_17E2)
         let pieces = [
             "a", "b_1", "=", "!=", ">=", "<", "(", ")", ",", "'", "\"", "and", "or", "not", "in", "is", "null",
             "between", "contains", "starts", "with", "1", "-2.5e3", "2026-01-01", "true", " ", "~", "ü", "''",
         ]
         var parsed = 0
         for _ in 0..<20_000 {
-            let text = (0..<Int.random(in: 0...12, using: &generator)).map { _ in pieces.randomElement()! }.joined(
-                separator: " ")
+            let count = Int.random(in: 0...12, using: &generator)
+            let text = (0..<count).map { _ in pieces.randomElement(using: &generator)! }.joined(separator: " ")
             if (try? FilterParser.parseOrThrowSyntax(text)) != nil { parsed += 1 }
         }
         let bytes = (0..<2000).map { _ in
-            String((0..<Int.random(in: 0...40)).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0...127))) })
+            String(
+                (0..<Int.random(in: 0...40, using: &generator)).map { _ in
+                    Character(Unicode.Scalar(UInt8.random(in: 0...127, using: &generator)))
+                })
         }
         for text in bytes { _ = try? FilterParser.parseOrThrowSyntax(text) }
         #expect(parsed > 0)
