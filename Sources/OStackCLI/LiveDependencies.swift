@@ -19,7 +19,11 @@ enum LiveDependencies {
                 $0 > 0 ? min(max($0, 0.001), 600) : nil
             } ?? 5
         let passphrase = PassphraseSource(environment: context.environment, noInput: context.global.noInput)
-        let agent = AgentClient(layout: context.layout, namespaces: namespaces)
+        var client = AgentClient(layout: context.layout, namespaces: namespaces)
+        // Also for the file backend's key below: a read that is not use (doctor, audit, a watch
+        // cycle, completion) does not keep it unlocked.
+        client.countsAsUse = context.countsAsUse
+        let agent = client
         let limits = try AgentLimits(configuration: context.configuration)
         let processEnvironment = context.environment
         // The file backend unlocks into the agent: its derived key is asked for once per agent session.

@@ -41,11 +41,11 @@ enum ShellCompletions {
     }
 
     static func localNames(_ words: [String]) -> LocalNames {
-        let context = context(words)
+        var context = context(words)
+        context.countsAsUse = false  // completing is not using the account (its file-keyring key neither)
         guard let account = try? context.selectedAccount().account,
-            var environment = try? context.makeAuthEnvironment(context)
+            let environment = try? context.makeAuthEnvironment(context)
         else { return LocalNames() }
-        environment.agent?.countsAsUse = false  // completing is not using the account
         return (try? LocalNames.read(account, environment: environment)) ?? LocalNames()
     }
 }

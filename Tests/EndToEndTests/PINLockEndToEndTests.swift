@@ -287,10 +287,18 @@ import Testing
         try #require(mkdir(socket, 0o700) == 0)
         let unlock = try near.run(["unlock", "--pin-stdin"], stdin: "0000\n", environment: Self.fast)
         #expect(unlock.status == 10, "\(unlock.stderr)")
+        // `pin change` and the recovery key are refused before anything is spent or changed too
+        // (the change used to take effect and then fail).
+        let change = try near.run(["pin", "change", "--pin-stdin"], stdin: "7319\n482913\n482913\n", environment: Self.fast)
+        #expect(change.status == 10, "\(change.stderr)")
+        let recovery = try near.run(["unlock", "--recovery-key-stdin"], stdin: "AAAA-BBBB\n", environment: Self.fast)
+        #expect(recovery.status == 10, "\(recovery.stderr)")
         try #require(rmdir(socket) == 0)
         // That attempt was never made: the first wrong PIN still leaves four.
         let wrong = try near.run(["unlock", "--pin-stdin"], stdin: "0000\n", environment: Self.fast)
         #expect(wrong.status == 4 && wrong.stderr.contains("4 attempts left"), "\(wrong.stderr)")
+        // The PIN is still the old one.
+        #expect(try near.run(["unlock", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
     }
 
     @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {

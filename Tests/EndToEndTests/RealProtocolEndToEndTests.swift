@@ -94,6 +94,10 @@ import Testing
         #expect(created.stderr.contains("2 of 3 rows were created"), "\(created.stderr)")
         #expect(try count(server, "contact") == 3)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[]"))
+        // `status` reads the queue as the command left it, the refused row undone (its summary was
+        // written before the undo, and said 1 failed).
+        let status = try ostack.run(["status", "--json"]).stdout
+        #expect(status.contains(#""failed":0"#) && status.contains(#""pending":0"#), "\(status)")
         // The same in JSON: the records created, the refused row with its code.
         let again = try ostack.run([
             "records", "create", "contact", "--json", "--data",
@@ -107,6 +111,15 @@ import Testing
         #expect(try count(server, "contact") == 4)
         // A sync has nothing left to send.
         #expect(try ostack.run(["sync"]).status == 0)
+        // A record keeps its id: `--set id=` on an update is refused (it stored a copy under the
+        // new id), an empty one on a create too.
+        let id = try #require(again.stdout.firstRange(of: #""id":""#).map { again.stdout[$0.upperBound...] })
+            .prefix { $0 != "\"" }
+        let renamed = try ostack.run(["records", "update", "contact", String(id), "--set", "id=other"])
+        #expect(renamed.status == 9 && renamed.stderr.contains("A record's id cannot be changed."), "\(renamed.stderr)")
+        let empty = try ostack.run(["records", "create", "contact", "--set", "id=", "--set", "name=X"])
+        #expect(empty.status == 9 && empty.stderr.contains("An id cannot be empty."), "\(empty.stderr)")
+        #expect(try ostack.run(["records", "get", "contact", "other", "--local"]).status == 7)
     }
 
     /// The same on an object whose `bulk` API method is disabled (405): single writes, remembered;

@@ -395,7 +395,7 @@ import Testing
         )
         let refused = try ostack.run(["sync"])
         // The server refused the change: failed, kept in the queue; exit 9 `refused`.
-        #expect(refused.status == 9 && refused.stderr.contains("The server refused 1 change."), "\(refused.stderr)")
+        #expect(refused.status == 9 && refused.stderr.contains("The server refused 1 change (account "), "\(refused.stderr)")
         #expect(!refused.stdout.contains(canary) && !refused.stderr.contains(canary))
         let failed = try ostack.run(["queue", "list"])
         #expect(failed.stdout.contains("validation: title") && !failed.stdout.contains(canary))

@@ -14,8 +14,9 @@ struct DoctorCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            var environment = try context.makeAuthEnvironment(context)
-            environment.agent?.countsAsUse = false  // checking an account is not using it (LOCK-2)
+            var context = context
+            context.countsAsUse = false  // checking an account is not using it (LOCK-2)
+            let environment = try context.makeAuthEnvironment(context)
             var doctor = Doctor(environment: environment)
             let transport = environment.transport
             doctor.probeServerDate = { account in AuthAPI(account: account, transport: transport).serverDate() }

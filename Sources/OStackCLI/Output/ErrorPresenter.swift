@@ -121,7 +121,7 @@ public struct ErrorPresenter: Sendable {
             let count = context.count ?? 1
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
             return make(
-                "The server refused \(count) change\(count == 1 ? "" : "s")\(list).",
+                "The server refused \(count) change\(count == 1 ? "" : "s")\(account.map { " (account \($0))" } ?? "")\(list).",
                 suggestion ?? "Run `ostack queue list` to see them; `ostack queue discard ID` drops one.", 9)
         case .invalidFilter:
             return make("The filter is not valid.", suggestion, 9)

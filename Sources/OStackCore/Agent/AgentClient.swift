@@ -56,7 +56,7 @@ public struct AgentClient: Sendable {
                 .invalidInput,
                 context: .init(
                     suggestion:
-                        "The agent's socket path is longer than a Unix socket allows (\(Self.socketPathCapacity - 1) bytes): set XDG_RUNTIME_DIR (or OSTACK_HOME) to a shorter directory."
+                        "The agent's socket path is longer than a Unix socket allows (\(Self.socketPathCapacity - 1) bytes): use a shorter OSTACK_HOME (without OSTACK_HOME, a shorter XDG_RUNTIME_DIR)."
                 ),
                 detail: "agent socket path too long")
         }

@@ -173,7 +173,14 @@ public struct FieldValidator: Sendable {
     public func typedValue(field name: String, text: String, nullWord: Bool = true) throws(OStackError) -> JSONValue {
         guard let field = schema.field(name) else {
             // A create may choose its record's id, as with --data; the other system fields are the server's.
-            if name == "id" { return .string(text) }
+            if name == "id" {
+                guard !text.isEmpty else {
+                    throw OStackError(
+                        .validation, context: .init(object: schema.name, fields: [name], suggestion: "An id cannot be empty."),
+                        detail: "empty id in --set")
+                }
+                return .string(text)
+            }
             if ObjectSchema.systemFields.contains(name) {
                 throw OStackError(
                     .validation,

@@ -43,31 +43,41 @@ public struct RecordWrites {
             }
             return (results, nil)
         }
+        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
+        // After the refused rows are undone: `status` reads what is left queued.
+        defer { try? session.writeStateSummary() }
         let stopped: OStackError?
         switch try pushNow() {
         case .ran(let error): stopped = error
-        case .notStarted(let error):
-            let results = created.map { row in
-                WriteResult(object: object, id: row.id, record: try? store.record(object, row.id)?.data, queued: true)
-            }
-            return (results, error)
+        case .notStarted(let error): stopped = error
         }
+        // Every row is settled and reported even when the store fails part-way (a row it cannot read
+        // is reported queued): the rows created must be named, or running the command again would
+        // create them twice.
+        var schema: ObjectSchema??
         var results: [WriteResult] = []
         for row in created {
-            // A server that assigned its own id: the record, and what the command prints, follow it.
-            let id = try store.currentID(object, row.id)
-            var result = WriteResult(object: object, id: id, record: nil, queued: false)
-            if let pending = try store.firstEntry(object, recordID: id) {
-                result.queued = true
-                if pending.status == .failed, let failure = pending.failure, failure.isRefusal, let own = row.ownEntry,
-                    try store.discardIfLatest(own.id, payload: own.payload)
+            var result = WriteResult(object: object, id: row.id, record: nil, queued: true)
+            do throws(OStackError) {
+                // The row's own entry decides a refusal (its id may since be another record's alias).
+                if let own = row.ownEntry, let entry = try store.entry(own.id), entry.status == .failed,
+                    let failure = entry.failure, failure.isRefusal, try store.discardIfLatest(own.id, payload: own.payload)
                 {
-                    let schema = try session.schemaIfAvailable(object)
+                    if schema == nil { schema = .some(try? session.schemaIfAvailable(object)) }
                     result.queued = false
-                    result.refusal = failure.userError(account: nil, object: object) { schema?.field($0)?.label ?? $0 }
+                    result.refusal = failure.userError(account: nil, object: object) {
+                        (schema ?? nil)?.field($0)?.label ?? $0
+                    }
+                    results.append(result)
+                    continue
                 }
+                // A server that assigned its own id: the record, and what the command prints, follow it.
+                result.id = try store.currentID(object, row.id)
+                result.queued = try store.firstEntry(object, recordID: result.id) != nil
+                result.record = try store.record(object, result.id)?.data
+            } catch {
+                result.queued = true
             }
-            if result.refusal == nil { result.record = try store.record(object, id)?.data }
             results.append(result)
         }
         let stillQueued = results.filter(\.queued).map(\.id)
@@ -75,7 +85,7 @@ public struct RecordWrites {
         if stillQueued.isEmpty {
             reason = nil
         } else if reason == nil {
-            reason = try queuedReason(object, ids: stillQueued)
+            reason = (try? queuedReason(object, ids: stillQueued)) ?? nil
         }
         return (results, reason)
     }
@@ -155,6 +165,13 @@ public struct RecordWrites {
         -> WriteResult
     {
         let id = try store.currentID(object, id)
+        // A record keeps its id: an update naming another would store a copy under it here.
+        if let given = changes["id"], given != .string(id) {
+            throw OStackError(
+                .validation,
+                context: .init(object: object, fields: ["id"], suggestion: "A record's id cannot be changed."),
+                detail: "update changes the id")
+        }
         let schema = try session.schemaIfAvailable(object)
         var base = try store.record(object, id)
         if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
@@ -226,10 +243,11 @@ public struct RecordWrites {
     func pushAfterWrite(_ object: String, _ id: String, offline: Bool, ownEntry: OwnEntry?) throws(OStackError)
         -> WriteResult
     {
+        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
+        // At the end, after a refused change is undone: `status` reads what is left queued.
+        defer { try? session.writeStateSummary() }
         var result = WriteResult(object: object, id: id, record: nil, queued: true, reason: nil)
         if offline {
-            session.audit.anchor()
-            defer { try? session.writeStateSummary() }
             result.record = try store.record(object, id)?.data
             return result
         }
@@ -274,10 +292,9 @@ public struct RecordWrites {
         case notStarted(OStackError)
     }
 
-    /// Pushes the account's queue now (the write is committed and queued already).
+    /// Pushes the account's queue now (the write is committed and queued already). The caller
+    /// anchors the trail before and writes `status`'s summary after it has settled the outcome.
     private func pushNow() throws(OStackError) -> PushOutcome {
-        session.audit.anchor()  // the head as committed; written to the keyring while the push runs
-        defer { try? session.writeStateSummary() }
         // A push that cannot even start is a reason the change is still queued, not a failed
         // command: a script that retried a failed create would create it twice.
         do {

@@ -43,7 +43,7 @@ public struct SyncService {
                 // server's, retried later: that one is named while there is one.
                 if refused > 0 && refused + gone == failed {
                     return OStackError(
-                        .refused, context: .init(account: account, count: refused, suggestion: .see(.queueList)),
+                        .refused, context: .init(account: account, count: refused),
                         detail: "failed entries: refused")
                 }
                 return OStackError(

@@ -196,7 +196,13 @@ public struct Doctor: Sendable {
         // Connected to, not only looked for: a socket path left by an agent that died, or a
         // directory or another user's agent there, is not "running". Nothing is sent, so the
         // agent's idle timer is not reset.
-        if let agent = environment.agent {
+        if let agent = environment.agent, agent.socketPath.utf8.count >= AgentClient.socketPathCapacity {
+            checks.append(
+                check(
+                    "agent", nil, .fail,
+                    "The agent's socket path is longer than a Unix socket allows: \(command: .unlock(account: nil)) and \(command: .pinSet) cannot work.",
+                    fix: "Use a shorter OSTACK_HOME (without OSTACK_HOME, a shorter XDG_RUNTIME_DIR)."))
+        } else if let agent = environment.agent {
             do {
                 if try agent.connect() != nil {
                     checks.append(check("agent", nil, .ok, "The agent is running."))

@@ -121,6 +121,7 @@ public struct LockService: Sendable {
     /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change). `pin.env` is
     /// replaced in one atomic rename, so a crash leaves the old PIN or the new one.
     public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
+        try agent.verify()  // the agent must be able to hold the key before the old PIN is spent
         try PINPolicy.validate(new)
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
@@ -202,6 +203,7 @@ public struct LockService: Sendable {
     }
 
     public func unlock(_ account: Account, recoveryKey: RecoveryKey) throws(OStackError) {
+        try agent.verify()  // as `unlock` with the PIN: nothing is tried where the key could not go
         guard let envelope = try KeyEnvelope.read(from: environment.recoveryEnvelopePath(account)),
             let ring = try secrets.read(key(account, .recoveryRing))
         else {

@@ -308,17 +308,24 @@ struct RecordsCommand: AsyncParsableCommand {
                     }
                     if refusals.count > 50 { context.note("… and \(refusals.count - 50) more rows were not created.") }
                     if !refused.isEmpty {
+                        // Why the others are still queued, as a warning: the refusal decides the exit.
+                        if var reason {
+                            reason.context.savedAndQueued = true
+                            context.warn(reason)
+                        }
                         var fields: [String] = []
                         for field in refused.flatMap({ $0.error.context.fields }) where !fields.contains(field) {
                             fields.append(field)
                         }
                         let rows = refused.count == 1 ? "that row" : "those rows"
+                        let delivered = kept.count - queued
+                        let waiting = queued > 0 ? ", \(queued) saved and queued (`ostack sync` sends them)" : ""
                         throw OStackError(
                             .refused,
                             context: .init(
                                 object: object, fields: fields, count: refused.count,
                                 suggestion:
-                                    "\(kept.count) of \(results.count) rows were created; run the command again with only \(rows), fixed."
+                                    "\(delivered) of \(results.count) rows were created\(waiting); run the command again with only \(rows), fixed."
                             ),
                             detail: "bulk create: rows refused")
                     }

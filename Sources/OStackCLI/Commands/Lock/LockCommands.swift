@@ -53,6 +53,8 @@ struct Unlock: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
             let account = try selection.account(context)
+            // Before anything is asked or tried: the agent's directory, peer and socket path (#lock-3).
+            try service.verifyAgent()
             if recoveryKey || recoveryKeyStdin {
                 let name = ErrorPresenter.sanitize(account.alias, maxLength: 64)
                 let text =
@@ -66,8 +68,7 @@ struct Unlock: AsyncParsableCommand {
                 return
             }
             // The state first: no prompt for a PIN that does not exist or no longer works (after the
-            // check that the agent's runtime directory is ours, which comes before everything).
-            try service.verifyAgent()
+            // agent's check above, which comes before everything).
             switch service.pinState(account) {
             case .none:
                 throw OStackError(

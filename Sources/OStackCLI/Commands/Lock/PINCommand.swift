@@ -77,6 +77,7 @@ struct PINChange: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let service = try context.lockService()
             let account = try selection.account(context)
+            try service.verifyAgent()  // before the PINs are asked for: the agent must be able to hold the key
             let input = PINInput(fromStdin: pinStdin, noInput: global.noInput)
             let old = try input.read("Current PIN: ")
             let new = try input.read("New PIN: ", confirm: true)
