@@ -34,7 +34,9 @@ import Testing
     func setPIN(_ ostack: OStackRunner, _ pin: String = "7319") throws -> String {
         let result = try ostack.run(["pin", "set", "--pin-stdin", "--json"], stdin: pin + "\n", environment: Self.fast)
         try #require(result.status == 0, "\(result.stderr)")
-        return String(result.stdout.split(separator: "\"")[3])
+        let fields = result.stdout.split(separator: "\"")
+        try #require(fields.count > 3, "\(result.stdout)")
+        return String(fields[3])
     }
 
     @Test func lockedAccountsRefuseAuthButKeepMetadata() throws {
@@ -345,8 +347,10 @@ import Testing
         let setting = try pinSetPausedAfterStaging(ostack)
         _ = try ostack.run(["records", "list", "task", "--local"])
         let status = try setting.waitForExit(timeout: 60)
-        #expect(status == 0, "\(setting.stderrText())")
-        let recovery = String(setting.remainingStdout().split(separator: "\"")[3])
+        try #require(status == 0, "\(setting.stderrText())")
+        let fields = setting.remainingStdout().split(separator: "\"")
+        try #require(fields.count > 3, "\(fields)")
+        let recovery = String(fields[3])
         let items = try ostack.keyringItems(namespace: namespace(ostack, server))
         #expect(items.contains("kind = pin-ring") && items.contains("kind = recovery-ring"), "\(items)")
         _ = try? ostack.run(["agent", "stop"])
