@@ -42,6 +42,16 @@ import Testing
             #expect(empty.status == 64 && empty.stdout.isEmpty, "\(arguments): \(empty.status) \(empty.stdout)")
             #expect(empty.stderr.contains("--account needs an account"), "\(empty.stderr)")
         }
+        // The same as an ACCOUNT argument: an empty one was a prefix of every alias, and
+        // `accounts remove "" --force` removed the only account.
+        for arguments in [["accounts", "remove", "", "--force"], ["switch", ""], ["logout", " "]] {
+            let empty = try ostack.run(arguments)
+            #expect(empty.status == 9 && empty.stderr.contains("Name an account"), "\(arguments): \(empty.stderr)")
+        }
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains(#""alias":"bob""#))
+        // An e-mail address on two servers names both in the ambiguity (it listed none).
+        let twice = try ostack.run(["status", "--account", "alice@example.com"])
+        #expect(twice.status == 7 && twice.stderr.contains("staging, work"), "\(twice.stderr)")
 
         #expect(try ostack.run(["switch", "bob"]).status == 0)
         #expect(try status().account.alias == "bob")

@@ -117,6 +117,15 @@ import Testing
             .prefix { $0 != "\"" }
         let renamed = try ostack.run(["records", "update", "contact", String(id), "--set", "id=other"])
         #expect(renamed.status == 9 && renamed.stderr.contains("A record's id cannot be changed."), "\(renamed.stderr)")
+        // Two rows with one id are named as such (it said a record with that id exists).
+        let twice = try ostack.run([
+            "records", "create", "contact", "--offline", "--data", #"[{"id":"x1","name":"A"},{"id":"x1","name":"B"}]"#,
+        ])
+        #expect(twice.status == 9 && twice.stderr.contains("Two rows have the id 'x1'"), "\(twice.stderr)")
+        // Every row refused: no "Created 0" line, and the hint says none was created.
+        let none = try ostack.run(["records", "create", "contact", "--data", #"[{"name":"Z","email":"taken@example.com"}]"#])
+        #expect(none.status == 9 && none.stdout.isEmpty, "\(none.stdout)")
+        #expect(none.stderr.contains("Nothing was created; fix the row"), "\(none.stderr)")
         let empty = try ostack.run(["records", "create", "contact", "--set", "id=", "--set", "name=X"])
         #expect(empty.status == 9 && empty.stderr.contains("An id cannot be empty."), "\(empty.stderr)")
         #expect(try ostack.run(["records", "get", "contact", "other", "--local"]).status == 7)

@@ -116,6 +116,35 @@ import Testing
         }
     }
 
+    /// Resolving says what it costs and how it ended: `--keep theirs` names the later changes of the
+    /// record it drops with the conflicted one (they went silently); `--keep mine` whose change
+    /// meets a conflict again exits 6 (it exited 0); an unknown entry gets a hint.
+    @Test func resolvingSaysWhatItDropsAndHowItEnded() throws {
+        let (server, ostack) = try signedIn()
+        let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
+        let id = try #require(string("id", in: created.stdout))
+        try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
+        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine"]).status == 6)
+        #expect(try ostack.run(["records", "update", "task", id, "--set", "estimate=42"]).status == 6)
+        let conflictID = try #require(string("id", in: try ostack.run(["conflicts", "list", "--json"]).stdout))
+        let theirs = try ostack.run(["conflicts", "resolve", conflictID, "--keep", "theirs"])
+        #expect(theirs.status == 0, "\(theirs.stderr)")
+        #expect(
+            theirs.stdout.contains("your change and 1 later change to the record were dropped."), "\(theirs.stdout)")
+
+        try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs 2"}}"#)
+        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine 2"]).status == 6)
+        let again = try #require(string("id", in: try ostack.run(["conflicts", "list", "--json"]).stdout))
+        try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs 3"}}"#)
+        let mine = try ostack.run(["conflicts", "resolve", again, "--keep", "mine"])
+        #expect(mine.status == 6, "\(mine.stdout) \(mine.stderr)")
+
+        let unknown = try ostack.run(["queue", "retry", "q_nosuch"])
+        #expect(unknown.status == 7 && unknown.stderr.contains("ostack queue list"), "\(unknown.stderr)")
+        let gone = try ostack.run(["conflicts", "show", "q_nosuch"])
+        #expect(gone.status == 7 && gone.stderr.contains("ostack conflicts list"), "\(gone.stderr)")
+    }
+
     @Test func differentFieldsEditedOnBothSidesMergeAutomatically() throws {
         let (server, ostack) = try signedIn()
         let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])

@@ -31,6 +31,13 @@ public struct AccountSelection: Sendable {
     /// Resolves a user's reference: an account id, an alias, `email@host` (or an e-mail address
     /// that only one account uses), or an unambiguous prefix of an alias (in that order).
     public func resolve(_ reference: String) throws(OStackError) -> Account {
+        // An empty reference (a script's unset variable) is a prefix of every alias: it names none.
+        guard !reference.trimmingWhitespace().isEmpty else {
+            throw OStackError(
+                .invalidInput,
+                context: .init(suggestion: "Name an account: an alias, an id or an e-mail address."),
+                detail: "empty account reference")
+        }
         if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact }
         if let alias = accounts.first(where: { $0.alias == reference }) { return alias }
         let lowered = reference.lowercased()
@@ -43,7 +50,9 @@ public struct AccountSelection: Sendable {
         if byPrefix.count > 1 || byEmail.count > 1 {
             throw OStackError(
                 .ambiguousAccount,
-                context: .init(account: shown, suggestion: .text(byPrefix.map(\.alias).joined(separator: ", "))),
+                context: .init(
+                    account: shown,
+                    suggestion: .text((byPrefix.count > 1 ? byPrefix : byEmail).map(\.alias).joined(separator: ", "))),
                 detail: "ambiguous account reference")
         }
         throw OStackError(.unknownAccount, context: .init(account: shown), detail: "unknown account reference")

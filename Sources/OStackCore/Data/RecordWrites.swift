@@ -141,7 +141,15 @@ public struct RecordWrites {
                 // A given id that is already here is not a create (it would overwrite the local copy).
                 // (An id made here is 16 random characters: not looked up.)
                 let json = JSONValue.object(record).serialized()
-                guard ids.insert(id).inserted, given.map({ here[$0] == nil }) ?? true else {
+                guard ids.insert(id).inserted else {
+                    throw OStackError(
+                        .validation,
+                        context: .init(
+                            object: object, fields: ["id"],
+                            suggestion: "Two rows have the id '\(String(id.prefix(64)))': each record needs its own. Nothing was saved."),
+                        detail: "create: the same id twice")
+                }
+                guard given.map({ here[$0] == nil }) ?? true else {
                     throw OStackError(
                         .validation,
                         context: .init(

@@ -174,6 +174,10 @@ public struct SyncService {
 
     /// `queue retry [ID…]`: failed entries become due now; returns how many.
     public func retry(ids: [String]?) throws(OStackError) -> Int {
+        // An id that names no entry is an error, not "0 entries will be retried".
+        for id in ids ?? [] where try store.entry(id) == nil {
+            throw OStackError(.notFound, context: .init(suggestion: .see(.queueList)), detail: "no such queue entry")
+        }
         let count = try store.retry(ids: ids)
         try? session.writeStateSummary()
         return count
@@ -182,13 +186,18 @@ public struct SyncService {
     /// `queue discard ID`: drops the change (and later ones of its record) and restores the record
     /// as the server last had it. Under the sync lock, so no push is sending it at that moment.
     public func discard(_ id: String) throws(OStackError) {
-        guard let entry = try store.entry(id) else { throw OStackError(.notFound, detail: "no such queue entry") }
+        guard let entry = try store.entry(id) else {
+            throw OStackError(.notFound, context: .init(suggestion: .see(.queueList)), detail: "no such queue entry")
+        }
         try session.withSyncLock { () throws(OStackError) in
             // The event in the same transaction as the change it records (docs/audit.md): a
             // `kill -9` leaves both or neither.
             try store.transaction { () throws(OStackError) in
                 guard let current = try store.entry(id), current.status != .inProgress else {
-                    throw OStackError(.notFound, detail: "entry gone or being pushed")
+                    throw OStackError(
+                        .notFound,
+                        context: .init(suggestion: "It is gone, or a sync is sending it now: see \(command: .queueList)."),
+                        detail: "entry gone or being pushed")
                 }
                 try store.discard(current)
                 FailPoint.hit("queue-discard.before-event")
@@ -208,24 +217,38 @@ public struct SyncService {
 
     public func conflict(_ id: String) throws(OStackError) -> Conflict {
         guard let entry = try store.entry(id), entry.status == .conflict else {
-            throw OStackError(.notFound, detail: "no such conflict")
+            throw OStackError(.notFound, context: .init(suggestion: .see(.conflictsList)), detail: "no such conflict")
         }
         return Conflict(entry)
     }
 
     /// `conflicts resolve ID --keep mine|theirs`. Mine is pushed at once: the answer says whether it
-    /// is still queued, and why (`error`), which the command reports after the resolution itself.
-    public func resolve(_ id: String, keepMine: Bool) throws(OStackError) -> (queued: Bool, error: OStackError?) {
+    /// is still queued, and why (`error`: what stopped the push, or the change's own new conflict or
+    /// failure), which the command reports after the resolution itself. Theirs drops the change and
+    /// every later change of the record queued behind it (they were made on top of it): `dropped`
+    /// counts those later ones, so the command can say so.
+    public struct Resolution: Sendable {
+        public var queued: Bool
+        public var error: OStackError?
+        public var dropped: Int
+    }
+
+    public func resolve(_ id: String, keepMine: Bool) throws(OStackError) -> Resolution {
         let entry = try store.entry(id)
-        guard let entry, entry.status == .conflict else { throw OStackError(.notFound, detail: "no such conflict") }
+        guard let entry, entry.status == .conflict else {
+            throw OStackError(.notFound, context: .init(suggestion: .see(.conflictsList)), detail: "no such conflict")
+        }
+        var dropped = 0
         try session.withSyncLock { () throws(OStackError) in
             // Made before the transaction: it may ask the server for its discovery document, which
             // must not happen while the database's write lock is held.
             let engine = session.engine()
             try store.transaction { () throws(OStackError) in  // with its event, as `discard`
                 guard let current = try store.entry(id), current.status == .conflict else {
-                    throw OStackError(.notFound, detail: "no such conflict")
+                    throw OStackError(
+                        .notFound, context: .init(suggestion: .see(.conflictsList)), detail: "no such conflict")
                 }
+                if !keepMine { dropped = try store.laterEntryCount(current) }
                 try engine.resolve(current, keepMine: keepMine)
                 try session.audit.append(
                     "conflict.resolved", details: ["object": entry.object, "keep": keepMine ? "mine" : "theirs"])
@@ -233,9 +256,26 @@ public struct SyncService {
         }
         if !keepMine { session.reads.refreshMirror(entry.object, id: entry.recordID) }
         session.didChange()
-        guard keepMine else { return (false, nil) }
+        guard keepMine else { return Resolution(queued: false, error: nil, dropped: dropped) }
         let report = try sync(push: true, pull: false)
-        return (try store.entry(id) != nil, report.error)
+        guard let left = try store.entry(id) else { return Resolution(queued: false, error: report.error, dropped: 0) }
+        if let stop = report.error { return Resolution(queued: true, error: stop, dropped: 0) }
+        // Sent and answered, but not taken: the exit says so (it was 0 whatever happened).
+        switch left.status {
+        case .conflict:
+            return Resolution(
+                queued: true,
+                error: OStackError(
+                    .conflict, context: .init(account: session.account.alias, object: entry.object),
+                    detail: "resolved change in conflict again"),
+                dropped: 0)
+        case .failed:
+            let failure = left.failure ?? .unexpected(status: 0, code: nil)
+            return Resolution(
+                queued: true, error: failure.userError(account: session.account.alias, object: nil), dropped: 0)
+        default:
+            return Resolution(queued: true, error: nil, dropped: 0)
+        }
     }
 }
 

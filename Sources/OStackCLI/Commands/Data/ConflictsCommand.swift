@@ -104,21 +104,28 @@ struct ConflictsCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let (queued, error) = try context.selectedSession().sync.resolve(id, keepMine: keep == .mine)
-                if let error {
-                    context.note("Kept your change; it is queued and `ostack sync` pushes it.")
+                let resolution = try context.selectedSession().sync.resolve(id, keepMine: keep == .mine)
+                if let error = resolution.error {
+                    context.note("Kept your change; it is still queued.")
                     throw error
                 }
                 struct Document: Encodable {
                     var resolved: String
                     var kept: String
                     var queued: Bool
+                    /// Later changes of the record, queued behind the one resolved, dropped with it.
+                    var droppedLater: Int
                 }
+                let later =
+                    resolution.dropped == 0
+                    ? "" : " and \(resolution.dropped) later change\(resolution.dropped == 1 ? "" : "s") to the record"
                 context.emit(
-                    json: Document(resolved: id, kept: keep.rawValue, queued: queued),
+                    json: Document(
+                        resolved: id, kept: keep.rawValue, queued: resolution.queued, droppedLater: resolution.dropped),
                     human: keep == .mine
-                        ? (queued ? "Kept your change; it is still queued." : "Kept your change; it is on the server.")
-                        : "Adopted the server's record; your change was dropped.")
+                        ? (resolution.queued
+                            ? "Kept your change; it is still queued." : "Kept your change; it is on the server.")
+                        : "Adopted the server's record; your change\(later) \(resolution.dropped == 0 ? "was" : "were") dropped.")
             }
         }
     }

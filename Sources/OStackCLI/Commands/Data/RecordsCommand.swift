@@ -300,8 +300,9 @@ struct RecordsCommand: AsyncParsableCommand {
                             records: kept.map {
                                 WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued)
                             }, refused: refusals),
-                        human:
-                            "Created \(kept.count) \(object) record\(kept.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
+                        human: kept.isEmpty && !refused.isEmpty
+                            ? ""
+                            : "Created \(kept.count) \(object) record\(kept.count == 1 ? "" : "s")\(queued > 0 ? " (\(queued) queued)" : "")."
                     )
                     for refusal in refusals.prefix(50) {
                         context.note("Row \(refusal.row) was not created: \(refusal.message)")
@@ -320,13 +321,17 @@ struct RecordsCommand: AsyncParsableCommand {
                         let rows = refused.count == 1 ? "that row" : "those rows"
                         let delivered = kept.count - queued
                         let waiting = queued > 0 ? ", \(queued) saved and queued (`ostack sync` sends them)" : ""
+                        let advice =
+                            kept.isEmpty
+                            ? (results.count == 1
+                                ? "Nothing was created; fix the row and run the command again."
+                                : "None of the \(results.count) rows was created; fix them and run the command again.")
+                            : "\(delivered) of \(results.count) rows were created\(waiting); run the command again with only \(rows), fixed."
                         throw OStackError(
                             .refused,
                             context: .init(
                                 object: object, fields: fields, count: refused.count,
-                                suggestion:
-                                    "\(delivered) of \(results.count) rows were created\(waiting); run the command again with only \(rows), fixed."
-                            ),
+                                suggestion: .text(advice)),
                             detail: "bulk create: rows refused")
                     }
                     if var reason {
