@@ -360,6 +360,20 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try self.server(server).count == before + 4)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+
+        // Identical rows of one batch whose answer is lost: each is proven by one of the identical
+        // records (looked for one by one, each saw two candidates and both were sent again: four).
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task/createMany"}}"#)
+        let same = try ostack.run(["records", "create", "task", "--data", #"[{"title":"Same"},{"title":"Same"}]"#])
+        #expect(same.status == 0, "\(same.stderr)")
+        #expect(try self.server(server).count == before + 6)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try self.server(server).count == before + 6)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
+        let local = try ostack.run(["records", "list", "task", "--local", "--filter", "title = 'Same'", "--json"])
+        #expect(local.stdout.components(separatedBy: #""title":"Same""#).count == 3, "\(local.stdout)")
     }
 
     /// Issue 14, defect 2: the very first create of an account, on a server that assigns its own ids,

@@ -63,15 +63,23 @@ struct CreateVerifier {
         if assigns || !keeps {
             var claimed: [String: Int] = [:]
             var matches: [String: JSONValue] = [:]
-            for entry in chunk where found[entry.recordID] == nil && !unknown.contains(entry.recordID) {
-                switch try findByFields(entry) {
-                case .found(let match, let id):
-                    matches[entry.recordID] = match
-                    claimed[id, default: 0] += 1
+            // Creates that sent the very same fields (identical rows of one batch) are looked for
+            // together: k of them are proven by exactly k such records, one each — looked for one
+            // by one, each saw k candidates, none was proven, and all were sent again.
+            let missing = chunk.filter { found[$0.recordID] == nil && !unknown.contains($0.recordID) }
+            let groups = Dictionary(grouping: missing) { Self.fieldsKey(Self.sentFields($0)) }.values
+                .map { $0.sorted { $0.seq < $1.seq } }.sorted { $0[0].seq < $1[0].seq }
+            for group in groups {
+                switch try findByFields(group) {
+                case .found(let pairs):
+                    for (entry, pair) in zip(group, pairs) {
+                        matches[entry.recordID] = pair.record
+                        claimed[pair.id, default: 0] += 1
+                    }
                 case .absent: break
                 // Inconclusive: on a server known to assign ids the create may be there, so it is not
                 // sent again; on one not known either way, a miss under its own id stays the answer.
-                case .unknown: if assigns { unknown.insert(entry.recordID) }
+                case .unknown: if assigns { for entry in group { unknown.insert(entry.recordID) } }
                 }
             }
             // One server record is proof for at most one change: a record two of them match is neither's.
@@ -122,8 +130,9 @@ extension CreateVerifier {
 
     /// What a lookup by fields found.
     enum Match {
-        /// The server's record, under the id it gave it.
-        case found(JSONValue, id: String)
+        /// The server's records, under the ids it gave them: one per create looked for, in the
+        /// order they were made.
+        case found([(record: JSONValue, id: String)])
         /// Not there, or not to be told apart from others (sent again).
         case absent
         /// The lookup failed, or its answer cannot prove absence (the create stays unconfirmed).
@@ -154,14 +163,29 @@ extension CreateVerifier {
     /// one (three or more with these fields on the server), is absent (sent again). A failed lookup, or an answer that
     /// cannot prove absence (no `records` list, a record that does not hold the fields asked for, more to come), is
     /// unknown: the create is not sent again.
-    func findByFields(_ entry: QueueEntry) throws(OStackError) -> Match {
-        let sent = (entry.payload ?? [:]).filter { key, value in
+    /// The scalar fields a create sent, as a lookup by fields matches them.
+    static func sentFields(_ entry: QueueEntry) -> [String: JSONValue] {
+        (entry.payload ?? [:]).filter { key, value in
             guard !ObjectSchema.systemFields.contains(key), ObjectSchema.isIdentifier(key) else { return false }
             switch value {
             case .string, .number, .bool: return true
             default: return false
             }
         }
+    }
+
+    /// The same text for the same fields and values, whatever their order.
+    static func fieldsKey(_ fields: [String: JSONValue]) -> String {
+        fields.keys.sorted().map { $0 + "\u{0}" + String(decoding: fields[$0]!.serialized(), as: UTF8.self) }
+            .joined(separator: "\u{1}")
+    }
+
+    /// `group`: creates of one object that sent the same fields (one, usually), oldest first.
+    func findByFields(_ group: [QueueEntry]) throws(OStackError) -> Match {
+        let entry = group[0]
+        let count = group.count
+        let ours = Set(group.map(\.recordID))
+        let sent = Self.sentFields(entry)
         guard !sent.isEmpty else { return .absent }
         let conditions: [JSONValue] = sent.keys.sorted().map { .array([.string($0), .string("="), sent[$0]!]) }
         let filter = conditions.count == 1 ? conditions[0] : .array([.string("and")] + conditions)
@@ -169,7 +193,7 @@ extension CreateVerifier {
         do {
             outcome = try api.exchange(
                 .list(object: entry.object),
-                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", "3")])
+                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(count + 2))])
         } catch  where !error.stopsTheAccount {
             return .unknown
         }
@@ -184,19 +208,19 @@ extension CreateVerifier {
         // meanwhile skips the create's own copy, and it is sent again — a duplicate, never a loss;
         // a wider allowance would let an identical record made just before swallow the create.)
         let skew = outcome.response.header("Date").flatMap(HTTPDate.parse).map { $0.timeIntervalSince1970 - store.now }
-        let earliest = entry.createdAt + (skew.map { $0 - 2 } ?? -600)
+        let earliest = (group.map(\.createdAt).min() ?? entry.createdAt) + (skew.map { $0 - 2 } ?? -600)
         // Every record listed must hold the fields asked for, where it shows them (a server that
-        // ignored the filter proves nothing); `hasMore` is expected here, `top` being 3.
+        // ignored the filter proves nothing); `hasMore` is expected here, `top` being k + 2.
         guard let records = json["records"]?.arrayValue,
             records.allSatisfy({ record in sent.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value } })
         else { return .unknown }
         let user = api.account.userID
-        // Three or more records with these very fields: which one is ours cannot be told.
-        if records.count >= 3 { return .absent }
-        var candidates: [(JSONValue, String)] = []
+        // k + 2 or more records with these very fields: which ones are ours cannot be told.
+        if records.count >= count + 2 { return .absent }
+        var candidates: [(record: JSONValue, id: String)] = []
         for record in records {
             // An id that names another change's record, or a row still to be queued, is no proof.
-            guard let id = PushClassifier.recordID(record), id != entry.recordID,
+            guard let id = PushClassifier.recordID(record), !ours.contains(id),
                 feed?.reserves(entry.object, id) != true
             else { continue }
             // A record here already is this create's own copy only if it came from the server (no
@@ -213,7 +237,12 @@ extension CreateVerifier {
             if let creator = record["created_by"]?.stringValue, creator != user { continue }
             if Self.holds(record, entry) { candidates.append((record, id)) }
         }
-        return candidates.count == 1 ? .found(candidates[0].0, id: candidates[0].1) : .absent
+        // Exactly one record per create: paired in the order they were made (their fields are the same).
+        guard candidates.count == count else { return .absent }
+        return .found(
+            candidates.sorted {
+                ($0.record["created_at"]?.stringValue ?? "", $0.id) < ($1.record["created_at"]?.stringValue ?? "", $1.id)
+            })
     }
 
     /// A create refused as a duplicate of something unnamed: looked up by id once, now. Found and
