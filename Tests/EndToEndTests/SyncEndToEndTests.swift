@@ -139,6 +139,17 @@ import Testing
         let mine = try ostack.run(["conflicts", "resolve", again, "--keep", "mine"])
         #expect(mine.status == 6, "\(mine.stdout) \(mine.stderr)")
 
+        #expect(try ostack.run(["conflicts", "resolve", again, "--keep", "theirs"]).status == 0)
+        // A create whose id the server's record holds: keeping mine sends it over that record (sent
+        // as a create again it was a conflict again, for ever).
+        try server.control("POST", "seed", #"{"object":"task","count":2,"ids":"sequential"}"#)
+        let taken = try ostack.run(["records", "create", "task", "--set", "id=tsk_s1", "--set", "title=Mine 3"])
+        #expect(taken.status == 6, "\(taken.stderr)")
+        let create = try #require(string("id", in: try ostack.run(["conflicts", "list", "--json"]).stdout))
+        let over = try ostack.run(["conflicts", "resolve", create, "--keep", "mine"])
+        #expect(over.status == 0, "\(over.stdout) \(over.stderr)")
+        #expect(try serverCount(server, id: "tsk_s1").1.contains("\"title\":\"Mine 3\""))
+
         let unknown = try ostack.run(["queue", "retry", "q_nosuch"])
         #expect(unknown.status == 7 && unknown.stderr.contains("ostack queue list"), "\(unknown.stderr)")
         let gone = try ostack.run(["conflicts", "show", "q_nosuch"])

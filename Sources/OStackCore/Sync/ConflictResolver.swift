@@ -62,8 +62,12 @@ struct ConflictResolver {
         try store.transaction { () throws(OStackError) in
             if keepMine {
                 let payload = entry.operation == .delete ? nil : entry.payload
+                // A create whose id the server's record holds is sent over that record as an update:
+                // sent as a create again, it met the same record and was a conflict again, for ever.
+                let operation: QueueEntry.Operation =
+                    entry.operation == .create && entry.theirs != nil ? .update : entry.operation
                 try store.rebase(
-                    entry, payload: payload, operation: entry.operation, baseVersion: entry.theirsVersion,
+                    entry, payload: payload, operation: operation, baseVersion: entry.theirsVersion,
                     baseSnapshot: entry.theirs)
             } else {
                 try store.dropChanges(from: entry)
