@@ -131,6 +131,27 @@ import Testing
         #expect(try ostack.run(["records", "get", "contact", "other", "--local"]).status == 7)
     }
 
+    /// A change the server refused is fixed by editing it: the edit folds into it and it is sent
+    /// again at once. (The edit used to queue behind the refused create, "The data is not valid.",
+    /// and `queue retry` sent the old payload again; discarding dropped the fix with it.)
+    @Test func aRefusedCreateIsFixedByEditingIt() throws {
+        let (server, ostack) = try signedIn()
+        #expect(
+            try ostack.run(["records", "create", "contact", "--set", "name=Existing", "--set", "email=a@example.com"])
+                .status == 0)
+        #expect(
+            try ostack.run([
+                "records", "create", "contact", "--offline", "--set", "id=c1", "--set", "name=Dup",
+                "--set", "email=a@example.com",
+            ]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 9)
+        let fixed = try ostack.run(["records", "update", "contact", "c1", "--set", "email=fixed@example.com"])
+        #expect(fixed.status == 0, "\(fixed.stderr)")
+        #expect(try count(server, "contact") == 2)
+        #expect(try server.control("GET", "record?object=contact&id=c1").contains("fixed@example.com"))
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[]"))
+    }
+
     /// The same on an object whose `bulk` API method is disabled (405): single writes, remembered;
     /// a unique violation that names no field is looked up once and then is the change's own failure.
     @Test func anObjectWithoutBulkWritesTakesThemOneByOne() throws {

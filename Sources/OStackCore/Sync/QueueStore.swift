@@ -166,11 +166,22 @@ extension LocalStore {
                 "SELECT * FROM queue WHERE object = ? AND record_id = ? ORDER BY seq DESC LIMIT 1",
                 [.text(object), .text(recordID)]
             ).first.flatMap(Self.entry)
-        if let last, last.status == .pending, !last.sent {
+        // A change the server refused as it stood (validation, a taken unique value) is edited like a
+        // pending one: the edit is its fix, and it is due again at once. Queued as a change behind it,
+        // the fix waited for ever behind a change that `queue retry` only sent again unchanged.
+        // (Its refusal answered the request it was sent in: nothing of it was applied.)
+        let refused = last.map { $0.status == .failed && $0.failure?.isRefusal == true } ?? false
+        if let last, (last.status == .pending && !last.sent) || refused {
             switch (last.operation, operation) {
             case (.create, .update), (.update, .update):
                 var merged = last.payload ?? [:]
                 for (key, value) in payload ?? [:] { merged[key] = value }
+                if refused {
+                    try rebase(
+                        last, payload: merged, operation: last.operation, baseVersion: last.baseVersion,
+                        baseSnapshot: last.baseSnapshot)
+                    return (last.id, false)
+                }
                 try run(
                     "UPDATE OR FAIL queue SET payload = ?, updated_at = ? WHERE seq = ?",
                     [Self.encode(merged), .real(now), .integer(last.seq)])
@@ -179,6 +190,12 @@ extension LocalStore {
                 try run("DELETE FROM queue WHERE seq = ?", [.integer(last.seq)])
                 return (nil, false)
             case (.update, .delete):
+                if refused {
+                    try rebase(
+                        last, payload: nil, operation: .delete, baseVersion: last.baseVersion,
+                        baseSnapshot: last.baseSnapshot)
+                    return (last.id, false)
+                }
                 try run(
                     "UPDATE OR FAIL queue SET operation = 'delete', payload = NULL, updated_at = ? WHERE seq = ?",
                     [.real(now), .integer(last.seq)])
