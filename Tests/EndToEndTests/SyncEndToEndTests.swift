@@ -156,6 +156,26 @@ import Testing
         #expect(gone.status == 7 && gone.stderr.contains("ostack conflicts list"), "\(gone.stderr)")
     }
 
+    /// A discarded change restores the record from the server; when that fetch fails, the next pull
+    /// fetches it first. (The pulls had skipped it while the change was queued and their cursor had
+    /// moved past it: the local copy stayed stale until the record changed on the server again.)
+    @Test func aDiscardWhoseRefreshFailedIsRefreshedByTheNextPull() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "id=t1", "--set", "title=Orig"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", "t1", "--offline", "--set", "title=Mine"]).status == 0)
+        try server.control("POST", "modify", #"{"object":"task","id":"t1","fields":{"title":"Theirs"}}"#)
+        #expect(try ostack.run(["sync", "--pull-only"]).status == 0)
+        let entry = try #require(string("id", in: try ostack.run(["queue", "list", "--json"]).stdout))
+        try server.control(
+            "POST", "faults",
+            #"{"action":"drop-before","count":1,"match":{"method":"GET","pathPrefix":"/api/v1/data/task/t1"}}"#)
+        #expect(try ostack.run(["queue", "discard", entry, "--yes"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let local = try ostack.run(["records", "get", "task", "t1", "--local", "--json"])
+        #expect(local.stdout.contains(#""title":"Theirs""#), "\(local.stdout)")
+    }
+
     @Test func differentFieldsEditedOnBothSidesMergeAutomatically() throws {
         let (server, ostack) = try signedIn()
         let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])

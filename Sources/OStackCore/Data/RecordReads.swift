@@ -208,17 +208,53 @@ public struct RecordReads {
     }
 
     /// After a discard or `--keep theirs`, the mirror's copy may be older than the server's (pulls
-    /// skipped it while a change was queued): fetch it again, best effort.
+    /// skipped it while a change was queued, and their cursor has moved past it): fetch it again.
+    /// When that fails (offline) the record is remembered and the next pull fetches it first
+    /// (`refetchRemembered`); nothing else would, until it changes on the server again.
     func refreshMirror(_ object: String, id: String) {
+        if !refresh(object, id: id) { remember(object, id: id) }
+    }
+
+    /// The records of `object` whose refresh failed, fetched again (those that still fail stay
+    /// remembered). Called by the pull before it pages.
+    func refetchRemembered(_ object: String) {
+        let key = Self.refetchKey(object)
+        guard let text = try? store.value(key), let ids = JSONValue.parse(Array(text.utf8))?.arrayValue else { return }
+        let left = ids.compactMap(\.stringValue).filter { !refresh(object, id: $0) }
+        try? store.transaction { () throws(OStackError) in
+            if left.isEmpty {
+                try store.removeValue(key)
+            } else {
+                try store.setValue(key, String(decoding: JSONValue.array(left.map { .string($0) }).serialized(), as: UTF8.self))
+            }
+        }
+    }
+
+    static func refetchKey(_ object: String) -> String { "sync.refetch." + object }
+
+    /// Fetches the record into the mirror; true when done (or nothing to do: untracked, or a change
+    /// of it is queued, whose push settles the copy), false when the server could not be asked.
+    private func refresh(_ object: String, id: String) -> Bool {
         guard (try? store.isTracked(object)) == true, (try? store.hasQueuedChange(object, recordID: id)) == false
-        else { return }
+        else { return true }
         do {
             let json = try session.api.call(.getRecord(object: object, id: id))
             if let record = json["record"] { try store.storeFetched(object, id: id, record) }
+            return true
         } catch  where error.code == .notFound {
             try? store.storeFetched(object, id: id, nil)
+            return true
         } catch {
-            return  // offline: the next reconciliation or edit corrects it
+            return false
+        }
+    }
+
+    private func remember(_ object: String, id: String) {
+        let key = Self.refetchKey(object)
+        try? store.transaction { () throws(OStackError) in
+            var ids = (try store.value(key)).flatMap { JSONValue.parse(Array($0.utf8))?.arrayValue } ?? []
+            if !ids.contains(.string(id)) { ids.append(.string(id)) }
+            try store.setValue(key, String(decoding: JSONValue.array(ids).serialized(), as: UTF8.self))
         }
     }
 

@@ -82,6 +82,7 @@ public struct SyncService {
             }
             if pull {
                 for object in try store.trackedObjects() {
+                    session.reads.refetchRemembered(object)  // copies a discard could not refresh
                     do throws(OStackError) {
                         let pulled = try engine.pull(object, reconcile: reconcile)
                         report.pulled += pulled.pulled
