@@ -141,21 +141,18 @@ public struct RecordWrites {
                 // A given id that is already here is not a create (it would overwrite the local copy).
                 // (An id made here is 16 random characters: not looked up.)
                 let json = JSONValue.object(record).serialized()
+                func refused(_ suggestion: Wording, _ detail: String) -> OStackError {
+                    OStackError(
+                        .validation, context: .init(object: object, fields: ["id"], suggestion: suggestion), detail: detail)
+                }
                 guard ids.insert(id).inserted else {
-                    throw OStackError(
-                        .validation,
-                        context: .init(
-                            object: object, fields: ["id"],
-                            suggestion: "Two rows have the id '\(String(id.prefix(64)))': each record needs its own. Nothing was saved."),
-                        detail: "create: the same id twice")
+                    throw refused(
+                        "Two rows have the id '\(String(id.prefix(64)))': each record needs its own. Nothing was saved.",
+                        "create: the same id twice")
                 }
                 guard given.map({ here[$0] == nil }) ?? true else {
-                    throw OStackError(
-                        .validation,
-                        context: .init(
-                            object: object, fields: ["id"],
-                            suggestion: "A record with this id exists; use \(command: .recordsUpdate)."),
-                        detail: "create with an existing id")
+                    throw refused(
+                        "A record with this id exists; use \(command: .recordsUpdate).", "create with an existing id")
                 }
                 try bulk.append(id: id, json: json, version: nil)
                 let entry = try store.enqueueReporting(
