@@ -220,6 +220,16 @@ import Testing
         // On a terminal an empty list is a sentence.
         let shown = try Self.atTerminal(ostack, ["queue", "list"])
         #expect(shown.stdout.contains("The queue is empty."), "\(shown.stdout)")
+        // `records list --format ndjson`: one record per line, from the mirror or the server (it
+        // printed one JSON document).
+        for title in ["A", "B"] {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=\(title)"]).status == 0)
+        }
+        for source in ["--local", "--remote"] {
+            let lines = try ostack.run(["records", "list", "task", source, "--format", "ndjson"]).stdout
+                .split(separator: "\n")
+            #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix("{\"") && $0.contains("\"title\":") }, "\(lines)")
+        }
     }
 
     @Test func oneAccountShapeInEveryDocument() throws {

@@ -217,6 +217,10 @@ struct RecordsCommand: AsyncParsableCommand {
                     var total: Int?
                 }
                 if !context.global.json && !result.records.isEmpty { context.page() }
+                if context.global.format == .ndjson {  // one record per line, as `records export` writes them
+                    for record in result.records { context.terminal.out(JSONOutput.encode(record) + "\n") }
+                    return
+                }
                 context.emit(
                     json: Document(
                         object: object, source: result.source.rawValue, records: result.records, total: result.total)
@@ -423,6 +427,14 @@ extension RecordsCommand.List {
         _ request: RecordReads.ListRequest, schema: ObjectSchema?, reads: RecordReads, context: CommandContext
     ) throws -> (shown: Int, total: Int?) {
         let terminal = context.terminal
+        if context.global.format == .ndjson {  // one record per line, as `records export` writes them
+            var count = 0
+            let total = try reads.listRemote(request) { record in
+                terminal.out(JSONOutput.encode(record) + "\n")
+                count += 1
+            }
+            return (count, total)
+        }
         if context.global.json {
             // Nothing is written before the first record arrives: a list that fails at once leaves
             // stdout empty. (One that fails after records were written leaves them, unterminated,
