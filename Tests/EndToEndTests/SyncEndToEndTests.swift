@@ -176,6 +176,27 @@ import Testing
         #expect(local.stdout.contains(#""title":"Theirs""#), "\(local.stdout)")
     }
 
+    /// Failed changes that share one failure are reported as that failure: a proxy's non-JSON 422
+    /// is a response ostack does not understand (it said "the server had a problem", while the
+    /// entry said `unexpected-response`), a 403 is `forbidden`, exit 8 (it was 11).
+    @Test func syncNamesTheFailureItsChangesShare() throws {
+        let (server, ostack) = try signedIn()
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=A", "--offline"]).status == 0)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":422,"count":1,"match":{"method":"POST"},"text":"<html>proxy</html>"}"#)
+        let odd = try ostack.run(["sync"])
+        #expect(odd.status == 11 && odd.stderr.contains("a response ostack does not understand"), "\(odd.stderr)")
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":403,"count":1,"match":{"method":"POST"},"body":{"error":"no","code":"FORBIDDEN"}}"#)
+        let forbidden = try ostack.run(["sync"])
+        #expect(forbidden.status == 8, "\(forbidden.stderr)")
+        #expect(try ostack.run(["queue", "retry"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+    }
+
     @Test func differentFieldsEditedOnBothSidesMergeAutomatically() throws {
         let (server, ostack) = try signedIn()
         let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])

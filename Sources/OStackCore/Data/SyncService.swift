@@ -17,6 +17,8 @@ public struct SyncService {
         public var gone = 0
         /// Failed entries the server refused as they stand (validation, a taken unique value).
         public var refused = 0
+        /// The failure every other failed entry shares (neither refused nor gone), when they share one.
+        public var commonFailure: PushFailure?
         /// Pulled records that could not be stored, by object (ids; nil when unusable).
         public var rejected: [(object: String, id: String?)] = []
         /// Why the account's sync did not complete (offline, signed out, …); nil when it reached the server.
@@ -45,6 +47,13 @@ public struct SyncService {
                     return OStackError(
                         .refused, context: .init(account: account, count: refused),
                         detail: "failed entries: refused")
+                }
+                // The failure itself when they all share one (`forbidden` 8, a response ostack does not
+                // understand, a rate limit with its wait); else "the server had a problem".
+                if let common = commonFailure {
+                    var error = common.userError(account: account, object: nil)
+                    error.context.count = failed
+                    return error
                 }
                 return OStackError(
                     .serverError, context: .init(account: account, count: failed), detail: "failed entries")
@@ -100,6 +109,12 @@ public struct SyncService {
                 let failed = try store.entries(statuses: [.failed])
                 report.gone = failed.filter { $0.failure == .notFound }.count
                 report.refused = failed.filter { $0.failure?.isRefusal == true }.count
+                let others = failed.compactMap(\.failure).filter { !$0.isRefusal && $0 != .notFound }
+                if let first = others.first, others.allSatisfy({ $0.summary == first.summary }),
+                    others.count == failed.count - report.refused - report.gone
+                {
+                    report.commonFailure = first
+                }
             }
             report.conflicts = counts.conflict
             try store.transaction { () throws(OStackError) in

@@ -115,7 +115,9 @@ public enum PushFailure: Sendable, Equatable {
             var limited = context
             limited.retryAfterSeconds = seconds.map { Int($0.rounded(.up)) }
             return OStackError(.rateLimited, context: limited, detail: "push failed: rate limited")
-        case .restricted, .serverError, .idTaken, .unexpected:
+        case .unexpected:
+            return OStackError(.unexpectedResponse, context: context, detail: "push failed: \(summary)")
+        case .restricted, .serverError, .idTaken:
             return OStackError(.serverError, context: context, detail: "push failed: \(summary)")
         case .unconfirmed: return OStackError(.unconfirmed, context: context, detail: "push unconfirmed")
         }
