@@ -388,6 +388,32 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
 
+    /// A CSV quote that is never closed swallowed every line after it into one cell, and the import
+    /// succeeded with one row; text after a closing quote was glued on. Both are refused, naming the
+    /// line, and nothing is queued.
+    @Test func aMalformedCSVIsRefusedNamingTheLine() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let scratch = TemporaryDirectory()
+        let open = scratch.appending("open.csv")
+        try TemporaryDirectory.writeLines(["id,title", "z4,\"oops", "z5,second", "z6,third"], to: open)
+        let unclosed = try ostack.run(["records", "import", "task", open])
+        #expect(unclosed.status == 9, "\(unclosed.stdout) \(unclosed.stderr)")
+        #expect(unclosed.stderr.contains("Line 2: a quoted cell is not closed"), "\(unclosed.stderr)")
+        let glued = scratch.appending("glued.csv")
+        try TemporaryDirectory.writeLines(["id,title", "z6,\"a\"b"], to: glued)
+        let after = try ostack.run(["records", "import", "task", glued])
+        #expect(after.status == 9 && after.stderr.contains("Line 2: text after the closing quote"), "\(after.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        // A quoted cell with commas, quotes and a line break still reads as one value.
+        let fine = scratch.appending("fine.csv")
+        try TemporaryDirectory.writeLines(["id,title", "z7,\"a, \"\"b\"\"", "c\""], to: fine)
+        #expect(try ostack.run(["records", "import", "task", fine, "--offline"]).status == 0)
+        let record = try ostack.run(["records", "get", "task", "z7", "--local", "--json"]).stdout
+        #expect(record.contains(#""title":"a, \"b\"\nc""#), "\(record)")
+    }
+
     /// `pushed` counts the rows the server took: rows it refuses stay queued as failed and are not
     /// counted (the count used to be the fall in pending entries, which a failure also makes).
     @Test func anImportCountsOnlyTheRowsTheServerTook() throws {

@@ -289,6 +289,8 @@ import Testing
     @Test(arguments: [
         ("amount", "twelve", "Amount must be a number."), ("amount", "1e400", "Amount must be a number."),
         ("estimate", "12,5", "Estimate (hours) must be a number."), ("done", "maybe", "Done must be true or false."),
+        // Hexadecimal, which Swift's Double(String) reads (16 and 8 were stored).
+        ("amount", "0x10", "Amount must be a number."), ("estimate", "0x1p3", "Estimate (hours) must be a number."),
     ])
     func typingErrors(field: String, text: String, suggestion: String) {
         let error = #expect(throws: OStackError.self) { try validator.typedValue(field: field, text: text) }

@@ -199,7 +199,10 @@ public struct FieldValidator: Sendable {
         if text == "null" && (nullWord || !Self.isText(field.type)) { return .null }
         switch field.type {
         case "number", "currency", "percent", "rating", "slider", "progress":
-            guard let number = Double(text), number.isFinite else {
+            // Decimal only: Swift's `Double("0x10")` reads hexadecimal (16), which no user means.
+            guard text.utf8.allSatisfy({ (48...57).contains($0) || [43, 45, 46, 69, 101].contains($0) }),
+                let number = Double(text), number.isFinite
+            else {
                 throw OStackError(
                     .validation, context: .init(fields: [field.label], suggestion: "\(field.label) must be a number."),
                     detail: "--set number")

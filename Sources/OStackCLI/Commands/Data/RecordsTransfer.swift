@@ -603,7 +603,7 @@ extension RecordsCommand {
                         ),
                         detail: "import csv: not UTF-8")
                 }
-                let records = CSVReader.records(String(decoding: bytes, as: UTF8.self))
+                let records = try CSVReader.records(String(decoding: bytes, as: UTF8.self))
                 guard let header = records.first?.fields else { return [] }
                 return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty) }.map { record in
                     guard record.fields.count == header.count else {
@@ -662,13 +662,23 @@ extension RecordsCommand {
 }
 
 /// RFC 4180 CSV: fields separated by commas, quoted fields may hold commas, doubled quotes and line
-/// breaks; CRLF or LF line ends. Each record knows the line it starts on.
+/// breaks; CRLF or LF line ends. Each record knows the line it starts on. A quoted cell that is never
+/// closed (it would swallow every line after it into one cell) or text after a cell's closing quote
+/// is `invalid-input` naming the line: nothing is imported.
 enum CSVReader {
-    static func records(_ text: String) -> [(line: Int, fields: [String])] {
+    static func records(_ text: String) throws(OStackError) -> [(line: Int, fields: [String])] {
+        func malformed(_ line: Int, _ what: String) -> OStackError {
+            OStackError(
+                .invalidInput,
+                context: .init(suggestion: .text("Line \(line): \(what). Nothing was imported.")),
+                detail: "import csv: \(what)")
+        }
         var records: [(line: Int, fields: [String])] = []
         var fields: [String] = []
         var field = ""
         var quoted = false
+        var closed = false  // the current cell was quoted and its quote is closed
+        var quoteLine = 1
         var line = 1
         var start = 1
         var characters = Array(text.unicodeScalars)[...]
@@ -684,17 +694,23 @@ enum CSVReader {
                         index += 1
                     } else {
                         quoted = false
+                        closed = true
                     }
                 } else {
                     if c == "\n" { line += 1 }
                     field.unicodeScalars.append(c)
                 }
+            } else if closed && c != "," && c != "\n" && c != "\r" {
+                throw malformed(line, "text after the closing quote of a quoted cell")
             } else if c == "\"" && field.isEmpty {
                 quoted = true
+                quoteLine = line
             } else if c == "," {
                 fields.append(field)
                 field = ""
+                closed = false
             } else if c == "\n" || c == "\r" {
+                closed = false
                 if c == "\r" && index < characters.endIndex && characters[index] == "\n" { index += 1 }
                 fields.append(field)
                 records.append((start, fields))
@@ -706,7 +722,8 @@ enum CSVReader {
                 field.unicodeScalars.append(c)
             }
         }
-        if !field.isEmpty || !fields.isEmpty {
+        if quoted { throw malformed(quoteLine, "a quoted cell is not closed") }
+        if !field.isEmpty || !fields.isEmpty || closed {
             fields.append(field)
             records.append((start, fields))
         }
