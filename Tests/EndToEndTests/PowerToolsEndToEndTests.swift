@@ -414,6 +414,28 @@ import Testing
         #expect(record.contains(#""title":"a, \"b\"\nc""#), "\(record)")
     }
 
+    /// Running a failed import again sends the rows its push failed to deliver: they were skipped as
+    /// "already here" and stayed failed while the re-run said it succeeded.
+    @Test func runningAFailedImportAgainSendsItsRows() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let scratch = TemporaryDirectory()
+        let file = scratch.appending("rows.csv")
+        try TemporaryDirectory.writeLines(["title,amount", "First,1", "Second,2"], to: file)
+        try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":500,"count":50,"match":{"method":"POST","pathPrefix":"/api/v1/data"}}"#)
+        #expect(try ostack.run(["records", "import", "task", file, "--key", "title"]).status == 11)
+        try server.control("DELETE", "faults")
+        let again = try ostack.run(["records", "import", "task", file, "--key", "title"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains("2 already here, 2 of them sent again"), "\(again.stdout)")
+        let body = try server.control("GET", "record?object=task&id=")
+        #expect(body.contains("\"count\":2"), "\(body)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
+
     /// `pushed` counts the rows the server took: rows it refuses stay queued as failed and are not
     /// counted (the count used to be the fall in pending entries, which a failure also makes).
     @Test func anImportCountsOnlyTheRowsTheServerTook() throws {

@@ -387,6 +387,8 @@ extension RecordsCommand {
             var invalid: [Problem]
             var pushed: Int?
             var dryRun: Bool
+            /// Rows already here whose earlier push had failed, sent again and delivered now.
+            var sentAgain: Int?
         }
 
         func run() async throws {
@@ -463,6 +465,17 @@ extension RecordsCommand {
                 // chunks of 5 000 (each commit writes and syncs the pages it touched: fewer, larger
                 // ones are faster; a chunk costs a few MB). Rows read from stdin are all queued before
                 // the push: cut off part-way, the rest could not be read again.
+                // Rows already here whose create failed for a reason that may pass now (not a refusal)
+                // are sent again with this import: running it again is how a failed import is
+                // recovered (they were skipped as "already here", and stayed failed).
+                let again =
+                    here.isEmpty || offline
+                    ? []
+                    : try session.store.entries(statuses: [.failed]).filter {
+                        $0.object == object && $0.operation == .create && here.contains($0.recordID)
+                            && $0.failure?.isRefusal != true
+                    }.map(\.id)
+                if !again.isEmpty { _ = try session.store.retry(ids: again) }
                 var next = 0
                 var position: [String: Int] = [:]
                 for (index, row) in fresh.enumerated() { position[row.fields["id"]?.stringValue ?? ""] = index }
@@ -476,7 +489,7 @@ extension RecordsCommand {
                 // Entries this import queues come after this mark: those still queued after the push
                 // were not delivered (failed or in conflict ones included).
                 let mark = try session.store.queueMark()
-                let pushing = !offline && !fresh.isEmpty
+                let pushing = !offline && (!fresh.isEmpty || !again.isEmpty)
                 // Only a regular file can be read again (not stdin, a pipe or a device).
                 var status = stat()
                 let rereadable = file != "-" && stat(file, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
@@ -512,9 +525,12 @@ extension RecordsCommand {
                 if document.queued > 0 { session.didChange() }
                 if pushing, let left = try? session.store.createsQueued(since: mark, object: object) {
                     document.pushed = max(0, document.queued - left)
-                    // Every row of this import delivered: older queued changes that failed are not its
-                    // failure (`sync` and `status` report them); a warning names them.
-                    if left == 0, stopped == nil, unqueued == nil, let older = failure {
+                    // Every row of this import delivered (those sent again too): older queued changes
+                    // that failed are not its failure (`sync` and `status` report them); a warning
+                    // names them.
+                    let againLeft = again.filter { (try? session.store.entry($0)) != nil }.count
+                    document.sentAgain = again.count - againLeft
+                    if left == 0, againLeft == 0, stopped == nil, unqueued == nil, let older = failure {
                         context.warn(older)
                         failure = nil
                     }
@@ -552,7 +568,10 @@ extension RecordsCommand {
                     text += "Imported \(document.queued) \(what)"
                 }
                 var notes: [String] = []
-                if document.existing > 0 { notes.append("\(document.existing) already here") }
+                if document.existing > 0 {
+                    let again = document.sentAgain.map { $0 > 0 ? ", \($0) of them sent again" : "" } ?? ""
+                    notes.append("\(document.existing) already here\(again)")
+                }
                 if !document.invalid.isEmpty { notes.append("\(document.invalid.count) invalid") }
                 if let pushed = document.pushed { notes.append("\(pushed) pushed") }
                 return text + (notes.isEmpty ? "" : " (" + notes.joined(separator: ", ") + ")") + "."
