@@ -412,6 +412,9 @@ import Testing
         #expect(try ostack.run(["records", "import", "task", fine, "--offline"]).status == 0)
         let record = try ostack.run(["records", "get", "task", "z7", "--local", "--json"]).stdout
         #expect(record.contains(#""title":"a, \"b\"\nc""#), "\(record)")
+        // An export of an untracked object's mirror says what it holds, as `records list` does.
+        let export = try ostack.run(["records", "export", "task", "--local", "--format", "csv"])
+        #expect(export.status == 0 && export.stderr.contains("task is not tracked"), "\(export.stderr)")
     }
 
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as

@@ -42,6 +42,10 @@ extension RecordsCommand {
                 request.fields = fields.map { $0.split(separator: ",").map { String($0).trimmingWhitespace() } }
                 request.source = source.source
                 let remote = try session.reads.source(for: request) == .remote
+                // As `records list`: an untracked object's mirror holds only what was changed here.
+                if !remote, try !session.store.isTracked(object) {
+                    context.note("\(object) is not tracked: the local mirror holds only records changed here.")
+                }
                 let schema = session.metadata.cachedSchema(object)
                 let sink = try ExportSink(path: output, format: format, columns: request.fields.map { ["id"] + $0 })
                 defer { sink.close() }
