@@ -43,16 +43,21 @@ public enum CommandLineMain {
             return 0
         }
         let usage = UsageError(error: error, fullMessage: full, arguments: arguments)
+        writeUsageError(message: usage.message, usageLine: usage.usageLine, hint: usage.hint, arguments: arguments)
+        return code.rawValue
+    }
+
+    /// A usage error on stderr: one JSON document when the command line asks for JSON, else the
+    /// `ostack: error:` / `usage:` / `hint:` lines. The texts are sanitised already.
+    static func writeUsageError(message: String, usageLine: String?, hint: String, arguments: [String]) {
         if wantsJSON(arguments) {
-            let document = JSONOutput.ErrorDocument(
-                error: .init(code: "usage", message: usage.message, hint: usage.hint))
+            let document = JSONOutput.ErrorDocument(error: .init(code: "usage", message: message, hint: hint))
             Terminal.write(STDERR_FILENO, JSONOutput.encode(document) + "\n")
         } else {
-            Terminal.write(STDERR_FILENO, "ostack: error: \(usage.message)\n")
-            if let line = usage.usageLine { Terminal.write(STDERR_FILENO, "ostack: usage: \(line)\n") }
-            Terminal.write(STDERR_FILENO, "ostack: hint: \(usage.hint)\n")
+            Terminal.write(STDERR_FILENO, "ostack: error: \(message)\n")
+            if let usageLine { Terminal.write(STDERR_FILENO, "ostack: usage: \(usageLine)\n") }
+            Terminal.write(STDERR_FILENO, "ostack: hint: \(hint)\n")
         }
-        return code.rawValue
     }
 
     /// Whether the command line asks for JSON (`--json`, `--format json`, `--format=json`), read

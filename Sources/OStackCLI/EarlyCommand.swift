@@ -50,12 +50,8 @@ public enum EarlyCommand {
                 "Did you mean `ostack help \((path.names + [$0]).joined(separator: " "))`?"
             }
             ?? "See `\(spelled) --help` for the commands."
-        if CommandLineMain.wantsJSON(arguments) {
-            let document = JSONOutput.ErrorDocument(error: .init(code: "usage", message: message, hint: hint))
-            Terminal.write(STDERR_FILENO, JSONOutput.encode(document) + "\n")
-        } else {
-            Terminal.write(STDERR_FILENO, "ostack: error: \(message)\nostack: hint: \(ErrorPresenter.sanitize(hint, maxLength: 300))\n")
-        }
+        CommandLineMain.writeUsageError(
+            message: message, usageLine: nil, hint: ErrorPresenter.sanitize(hint, maxLength: 300), arguments: arguments)
         return 64
     }
 

@@ -271,6 +271,8 @@ import Testing
         #expect(long.status == 9, "\(long.stderr)")
         #expect(long.stderr.contains("longer than a Unix socket allows"), "\(long.stderr)")
         #expect(try ostack.run(["status", "--json"], environment: inDeep).stdout.contains("\"hasPin\":false"))
+        let doctor = try ostack.run(["doctor"], environment: inDeep)
+        #expect(doctor.status == 1 && doctor.stdout.contains("longer than a Unix socket allows"), "\(doctor.stdout)")
 
         let (_, near) = (server, OStackRunner())
         #expect(

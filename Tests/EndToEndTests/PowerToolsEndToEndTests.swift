@@ -388,14 +388,20 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
 
+    /// A dev server, a signed-in account and a directory for the test's files.
+    func signedInWithScratch() throws -> (DevServerProcess, OStackRunner, TemporaryDirectory) {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        return (server, ostack, TemporaryDirectory())
+    }
+
     /// A CSV quote that is never closed swallowed every line after it into one cell, and the import
     /// succeeded with one row; text after a closing quote was glued on. Both are refused, naming the
     /// line, and nothing is queued.
     @Test func aMalformedCSVIsRefusedNamingTheLine() throws {
-        let server = try DevServerProcess()
-        let ostack = OStackRunner()
-        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
-        let scratch = TemporaryDirectory()
+        let (server, ostack, scratch) = try signedInWithScratch()
+        defer { withExtendedLifetime(server) {} }  // the server lives as long as the test
         let open = scratch.appending("open.csv")
         try TemporaryDirectory.writeLines(["id,title", "z4,\"oops", "z5,second", "z6,third"], to: open)
         let unclosed = try ostack.run(["records", "import", "task", open])
@@ -420,10 +426,7 @@ import Testing
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as
     /// "already here" and stayed failed while the re-run said it succeeded.
     @Test func runningAFailedImportAgainSendsItsRows() throws {
-        let server = try DevServerProcess()
-        let ostack = OStackRunner()
-        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
-        let scratch = TemporaryDirectory()
+        let (server, ostack, scratch) = try signedInWithScratch()
         let file = scratch.appending("rows.csv")
         try TemporaryDirectory.writeLines(["title,amount", "First,1", "Second,2"], to: file)
         try server.control(

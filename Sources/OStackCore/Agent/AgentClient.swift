@@ -48,10 +48,28 @@ public struct AgentClient: Sendable {
         _ = try connect()
     }
 
-    /// The socket path must fit a Unix socket address (107 bytes) and hold a socket or nothing: an
-    /// agent could not listen there otherwise. Checked before a PIN is asked for or tried.
+    /// Why no agent could listen at the socket path, if none could.
+    enum SocketPathProblem {
+        /// Longer than a Unix socket address holds (107 bytes).
+        case tooLong
+        /// Something that is not a socket is there (a directory, a file): not ours to remove.
+        case notASocket
+    }
+
+    /// One `lstat` (and the path's length); nil when the path can hold the agent's socket.
+    var socketPathProblem: SocketPathProblem? {
+        guard socketPath.utf8.count < Self.socketPathCapacity else { return .tooLong }
+        var info = stat()
+        if lstat(socketPath, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK { return .notASocket }
+        return nil
+    }
+
+    /// The socket path must fit a Unix socket address and hold a socket or nothing: an agent could
+    /// not listen there otherwise. Checked before a PIN is asked for or tried.
     func checkSocketPath() throws(OStackError) {
-        guard socketPath.utf8.count < Self.socketPathCapacity else {
+        switch socketPathProblem {
+        case nil: return
+        case .tooLong:
             throw OStackError(
                 .invalidInput,
                 context: .init(
@@ -59,9 +77,7 @@ public struct AgentClient: Sendable {
                         "The agent's socket path is longer than a Unix socket allows (\(Self.socketPathCapacity - 1) bytes): use a shorter OSTACK_HOME (without OSTACK_HOME, a shorter XDG_RUNTIME_DIR)."
                 ),
                 detail: "agent socket path too long")
-        }
-        var info = stat()
-        if lstat(socketPath, &info) == 0, info.st_mode & S_IFMT != S_IFSOCK {
+        case .notASocket:
             throw OStackError(
                 .unsafeStorage,
                 context: .init(

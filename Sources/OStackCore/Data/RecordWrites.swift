@@ -54,7 +54,7 @@ public struct RecordWrites {
         // Every row is settled and reported even when the store fails part-way (a row it cannot read
         // is reported queued): the rows created must be named, or running the command again would
         // create them twice.
-        var schema: ObjectSchema??
+        lazy var schema = try? session.schemaIfAvailable(object)  // labels, once, only for a refusal
         var results: [WriteResult] = []
         for row in created {
             var result = WriteResult(object: object, id: row.id, record: nil, queued: true)
@@ -63,11 +63,9 @@ public struct RecordWrites {
                 if let own = row.ownEntry, let entry = try store.entry(own.id), entry.status == .failed,
                     let failure = entry.failure, failure.isRefusal, try store.discardIfLatest(own.id, payload: own.payload)
                 {
-                    if schema == nil { schema = .some(try? session.schemaIfAvailable(object)) }
+                    let labels = schema
                     result.queued = false
-                    result.refusal = failure.userError(account: nil, object: object) {
-                        (schema ?? nil)?.field($0)?.label ?? $0
-                    }
+                    result.refusal = failure.userError(account: nil, object: object) { labels?.field($0)?.label ?? $0 }
                     results.append(result)
                     continue
                 }

@@ -59,12 +59,6 @@ public struct Doctor: Sendable {
         return free < 1 << 20
     }
 
-    /// Whether `path` itself (not a link's target) is a socket.
-    static func isSocket(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK
-    }
-
     func check(
         _ name: String, _ account: Account?, _ status: Check.Status, _ message: Wording, fix: Wording? = nil,
         checked: Bool = true
@@ -196,7 +190,7 @@ public struct Doctor: Sendable {
         // Connected to, not only looked for: a socket path left by an agent that died, or a
         // directory or another user's agent there, is not "running". Nothing is sent, so the
         // agent's idle timer is not reset.
-        if let agent = environment.agent, agent.socketPath.utf8.count >= AgentClient.socketPathCapacity {
+        if let agent = environment.agent, agent.socketPathProblem == .tooLong {
             checks.append(
                 check(
                     "agent", nil, .fail,
@@ -206,7 +200,7 @@ public struct Doctor: Sendable {
             do {
                 if try agent.connect() != nil {
                     checks.append(check("agent", nil, .ok, "The agent is running."))
-                } else if agent.mightBeRunning, !Self.isSocket(agent.socketPath) {
+                } else if agent.socketPathProblem == .notASocket {
                     checks.append(
                         check(
                             "agent", nil, .warn,
