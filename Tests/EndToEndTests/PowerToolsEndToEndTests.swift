@@ -233,8 +233,9 @@ import Testing
         let refused = try ostack.run(["records", "import", "task", bad, "--account", "one", "--key", "title"])
         #expect(refused.status == 9, "\(refused.stdout) \(refused.stderr)")
         #expect(
-            refused.stdout.contains("line 5: amount") && refused.stdout.contains("line 10: amount")
-                && refused.stdout.contains("line 16: amount"), "\(refused.stdout)")
+            refused.stdout.contains("line 5: Amount must be a number")
+                && refused.stdout.contains("line 10: Amount must be a number")
+                && refused.stdout.contains("line 16: Amount must be a number"), "\(refused.stdout)")
         #expect(refused.stderr.contains("Nothing was queued"))
         #expect(try ostack.run(["queue", "list", "--account", "one", "--json"]).stdout == #"{"entries":[]}"# + "\n")
         let skipped = try ostack.run([
@@ -421,6 +422,38 @@ import Testing
         // An export of an untracked object's mirror says what it holds, as `records list` does.
         let export = try ostack.run(["records", "export", "task", "--local", "--format", "csv"])
         #expect(export.status == 0 && export.stderr.contains("task is not tracked"), "\(export.stderr)")
+    }
+
+    /// A CSV header is checked once, before any row: an unknown or repeated column used to be
+    /// reported on every row as "not a valid value" (or, repeated, one of its cells was dropped and
+    /// the import succeeded), and an unknown `--key` once per row as "no value for the key field".
+    /// A column without a name is fine while its cells are empty; a bad value says why.
+    @Test func anImportChecksItsHeaderAndKeyOnce() throws {
+        let (server, ostack, scratch) = try signedInWithScratch()
+        defer { withExtendedLifetime(server) {} }
+        func importing(_ lines: [String], _ extra: [String] = []) throws -> ProcessResult {
+            let file = scratch.appending("rows-\(UInt32.random(in: 0...UInt32.max)).csv")
+            try TemporaryDirectory.writeLines(lines, to: file)
+            return try ostack.run(["records", "import", "task", file, "--offline"] + extra)
+        }
+        let unknown = try importing(["titel,status"] + (1...30).map { "x\($0),open" })
+        #expect(unknown.status == 9, "\(unknown.stdout) \(unknown.stderr)")
+        #expect(unknown.stdout.isEmpty, "\(unknown.stdout)")
+        #expect(unknown.stderr.contains("Line 1: 'titel' is not a field of Task. Did you mean 'title'?"), "\(unknown.stderr)")
+        let twice = try importing(["title,title", "x,y"], ["--key", "title"])
+        #expect(twice.status == 9 && twice.stderr.contains("Line 1: the column 'title' appears twice."), "\(twice.stderr)")
+        let key = try importing(["title", "x", "y"], ["--key", "nosuch"])
+        #expect(key.status == 9 && key.stdout.isEmpty, "\(key.stdout) \(key.stderr)")
+        #expect(key.stderr.contains("--key: 'nosuch' is not a field of Task."), "\(key.stderr)")
+        let unnamed = try importing(["title,", "x,", "y,z"], ["--key", "title"])
+        #expect(unnamed.status == 9, "\(unnamed.stderr)")
+        #expect(unnamed.stderr.contains("Line 3: column 2 has a value but no name"), "\(unnamed.stderr)")
+        let value = try importing(["title,amount", "x,abc"], ["--key", "title"])
+        #expect(value.status == 9 && value.stdout.contains("line 2: Amount must be a number"), "\(value.stdout)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        // A trailing empty column (a spreadsheet's) imports.
+        let trailing = try importing(["title,amount,", "x,1,"], ["--key", "title"])
+        #expect(trailing.status == 0, "\(trailing.stderr)")
     }
 
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as

@@ -401,6 +401,7 @@ extension RecordsCommand {
                 let session = try context.selectedSession()
                 let schema = try session.metadata.object(object).schema
                 let validator = FieldValidator(schema: schema)
+                try Self.checkKey(key, schema: schema)
                 let bytes = try APIRequest.read(file)
                 var invalid: [Problem] = []
                 var rows: [Row] = []
@@ -628,6 +629,7 @@ extension RecordsCommand {
                 }
                 let records = try CSVReader.records(String(decoding: bytes, as: UTF8.self))
                 guard let header = records.first?.fields else { return [] }
+                try checkHeader(records, schema: validator.schema)
                 return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty) }.map { record in
                     guard record.fields.count == header.count else {
                         return .failure(
@@ -643,11 +645,14 @@ extension RecordsCommand {
                         } else if system.contains(name) {
                             continue
                         } else {
-                            do {
+                            do throws(OStackError) {
                                 // Export writes null as an empty cell: the word null is text here.
                                 fields[name] = try validator.typedValue(field: name, text: text, nullWord: false)
                             } catch {
-                                problems.append("\(name): not a valid value")
+                                // The reason in our words ("Amount must be a number"), without its period.
+                                var reason = error.context.suggestion?.rendered ?? "\(name): not a valid value"
+                                if reason.hasSuffix(".") { reason.removeLast() }
+                                problems.append(reason)
                             }
                         }
                     }
@@ -680,6 +685,51 @@ extension RecordsCommand {
                 }
                 return results
             }
+        }
+
+        /// A CSV header names each field once, and only fields the object has (or `id` and the
+        /// server's own fields, which are skipped): otherwise every row would be refused with the
+        /// same problem, or one of two cells of a field silently dropped. `invalid-input` naming the
+        /// column; nothing is imported.
+        /// A column without a name (a spreadsheet's trailing comma) is fine while all its cells are empty.
+        static func checkHeader(_ records: [(line: Int, fields: [String])], schema: ObjectSchema) throws(OStackError) {
+            func refuse(_ line: Int, _ what: Wording, _ detail: String) -> OStackError {
+                OStackError(
+                    .invalidInput, context: .init(object: schema.name, suggestion: "Line \(line): \(what) Nothing was imported."),
+                    detail: "import csv: \(detail)")
+            }
+            guard let (line, header) = records.first else { return }
+            var seen = Set<String>()
+            for (index, name) in header.enumerated() {
+                guard !name.isEmpty else {
+                    if let filled = records.dropFirst().first(where: { $0.fields.count > index && !$0.fields[index].isEmpty }) {
+                        throw refuse(filled.line, "column \(index + 1) has a value but no name in the header.", "unnamed column")
+                    }
+                    continue
+                }
+                guard seen.insert(name).inserted else {
+                    throw refuse(line, "the column '\(name)' appears twice.", "duplicate column")
+                }
+                guard name == "id" || ObjectSchema.systemFields.contains(name) || schema.field(name) != nil else {
+                    throw refuse(line, "'\(name)' is not a field of \(schema.label). \(fieldHint(name, schema))", "unknown column")
+                }
+            }
+        }
+
+        /// "Did you mean 'title'?", or where the fields are listed.
+        static func fieldHint(_ name: String, _ schema: ObjectSchema) -> Wording {
+            schema.suggestion(for: name).map { "Did you mean '\($0)'?" } ?? .see(.objectsShow(object: schema.name))
+        }
+
+        /// `--key` names a field of the object (checked before any row, not reported once per row).
+        static func checkKey(_ key: String?, schema: ObjectSchema) throws(OStackError) {
+            guard let key, key != "id", schema.field(key) == nil else { return }
+            throw OStackError(
+                .invalidInput,
+                context: .init(
+                    object: schema.name,
+                    suggestion: "--key: '\(key)' is not a field of \(schema.label). \(fieldHint(key, schema))"),
+                detail: "import: unknown key field")
         }
     }
 }
