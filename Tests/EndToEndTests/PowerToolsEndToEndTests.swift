@@ -456,6 +456,22 @@ import Testing
         #expect(trailing.status == 0, "\(trailing.stderr)")
     }
 
+    /// An unknown field in `--sort` or `--fields` names the option; it said "The filter is not
+    /// valid" (`invalid-filter`) with no filter given. A filter's own unknown field still does.
+    @Test func unknownSortAndFieldsNameTheirOption() throws {
+        let (server, ostack, _) = try signedInWithScratch()
+        defer { withExtendedLifetime(server) {} }
+        let sort = try ostack.run(["records", "list", "task", "--sort", "-titel", "--json"])
+        #expect(sort.status == 9, "\(sort.stderr)")
+        #expect(sort.stderr.contains(#""code":"invalid-input""#), "\(sort.stderr)")
+        #expect(sort.stderr.contains("--sort: Unknown field 'titel'. Did you mean 'title'?"), "\(sort.stderr)")
+        let fields = try ostack.run(["records", "export", "task", "--fields", "title,nosuch"])
+        #expect(fields.status == 9 && fields.stderr.contains("--fields: Unknown field 'nosuch'."), "\(fields.stderr)")
+        #expect(!fields.stderr.contains("filter"), "\(fields.stderr)")
+        let filter = try ostack.run(["records", "list", "task", "--filter", "nosuch = 1"])
+        #expect(filter.status == 9 && filter.stderr.contains("The filter is not valid."), "\(filter.stderr)")
+    }
+
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as
     /// "already here" and stayed failed while the re-run said it succeeded.
     @Test func runningAFailedImportAgainSendsItsRows() throws {

@@ -64,8 +64,8 @@ public struct RecordReads {
             let checker = QueryChecker(schema: schema)
             fieldTypes = checker.fieldTypes
             if let filter = request.filter { try checker.check(filter) }
-            for key in request.sort { try checker.requireKnown(key.field) }
-            for field in request.fields ?? [] { try checker.requireKnown(field) }
+            for key in request.sort { try checker.requireKnown(key.field, option: "--sort") }
+            for field in request.fields ?? [] { try checker.requireKnown(field, option: "--fields") }
         }
         let tracked = try store.isTracked(request.object)
         return (request.source ?? (tracked ? .local : .remote), tracked, fieldTypes)

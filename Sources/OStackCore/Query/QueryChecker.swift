@@ -66,14 +66,21 @@ public struct QueryChecker: Sendable {
         }
     }
 
-    public func requireKnown(_ field: String) throws(OStackError) {
+    /// A field of a filter (`invalid-filter`), or of the option `option` names (`--sort`,
+    /// `--fields`: `invalid-input`, the hint naming the option: not "the filter is not valid").
+    public func requireKnown(_ field: String, option: String? = nil) throws(OStackError) {
         guard !schema.isKnown(field) else { return }
         let hint: Wording =
             schema.suggestion(for: field).map { "Unknown field '\(field)'. Did you mean '\($0)'?" }
             ?? "Unknown field '\(field)'. See \(command: .objectsShow(object: schema.name))."
+        guard let option else {
+            throw OStackError(
+                .invalidFilter, context: .init(object: schema.name, fields: [field], suggestion: hint),
+                detail: "unknown field")
+        }
         throw OStackError(
-            .invalidFilter, context: .init(object: schema.name, fields: [field], suggestion: hint),
-            detail: "unknown field")
+            .invalidInput, context: .init(object: schema.name, fields: [field], suggestion: "\(option): \(hint)"),
+            detail: "unknown field in \(option)")
     }
 
     static func spelling(_ op: FilterCondition.Operator) -> String {
