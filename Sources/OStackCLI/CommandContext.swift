@@ -214,6 +214,7 @@ enum CommandRunner {
         _ global: GlobalOptions, unlockOnDemand: Bool = true,
         adjust: (OStackError) -> OStackError = { $0 }, _ body: (CommandContext) async throws -> Void
     ) async throws {
+        try global.checkOutputFormat()
         let context = CommandContext.live(global: global)
         var unlocked: Set<String> = []
         OutputFilter.begin(context.global)

@@ -99,9 +99,15 @@ struct UsageError {
         if message.hasPrefix("Error: ") { message = String(message.dropFirst(7)) }
         if !message.hasSuffix(".") { message += "." }
         self.message = ErrorPresenter.sanitize(message, maxLength: 300)
-        usageLine =
-            fullMessage.split(separator: "\n").first { $0.hasPrefix("Usage: ") }
-            .map { ErrorPresenter.sanitize(String($0.dropFirst(7)), maxLength: 300) }
+        var usage = fullMessage.split(separator: "\n").first { $0.hasPrefix("Usage: ") }.map { String($0.dropFirst(7)) }
+        // An option check that runs with the command (`GlobalOptions.checkOutputFormat`) is
+        // reported with the root's usage: the command's own is more use.
+        if path.unknownWord == nil, !path.names.isEmpty, usage == "ostack <subcommand>",
+            let command = Self.command(at: path.names)
+        {
+            usage = OStackCommand.usageString(for: command)
+        }
+        usageLine = usage.map { ErrorPresenter.sanitize($0, maxLength: 300) }
         hint = ErrorPresenter.sanitize(hint, maxLength: 300)
     }
 
@@ -122,6 +128,16 @@ struct UsageError {
             group = next
         }
         return (names, [], nil, false)
+    }
+
+    /// The command type the names lead to.
+    static func command(at names: [String]) -> (any ParsableCommand.Type)? {
+        var type: any ParsableCommand.Type = OStackCommand.self
+        for name in names {
+            guard let next = describe(type).children.first(where: { describe($0).name == name }) else { return nil }
+            type = next
+        }
+        return type
     }
 
     static func describe(_ type: any ParsableCommand.Type) -> (

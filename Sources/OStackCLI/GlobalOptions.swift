@@ -81,18 +81,25 @@ public struct GlobalOptions: ParsableArguments, Sendable {
         if let account, account.trimmingWhitespace().isEmpty {
             throw ValidationError("--account needs an account: an alias, an id or an e-mail address.")
         }
-        if json, let format, format != .json, format != .ndjson {
-            throw ValidationError("Pass --json or --format \(format), not both.")
-        }
         if jq != nil && template != nil { throw ValidationError("Pass --jq or --template, not both.") }
-        if jq != nil || template != nil, let format, format != .json {
-            throw ValidationError("--jq and --template filter JSON: they do not go with --format \(format).")
-        }
         if let template {
             do { _ = try Template(template) } catch { throw ValidationError("--template: \(error.message).") }
         }
         if let timeout, timeoutSeconds == nil {
             throw ValidationError("--timeout takes a duration such as 10s or 2m, not '\(timeout)'.")
+        }
+    }
+
+    /// Whether `--format` agrees with `--json`, `--jq` and `--template`, which ask for JSON output.
+    /// Checked when the command runs (`CommandRunner`), not in `validate`: `records import` reads
+    /// its `--format` as the input's and passes these options on without it, so
+    /// `records import task - --format csv --json` is fine.
+    func checkOutputFormat() throws {
+        if json, let format, format != .json, format != .ndjson {
+            throw ValidationError("Pass --json or --format \(format), not both.")
+        }
+        if jq != nil || template != nil, let format, format != .json {
+            throw ValidationError("--jq and --template filter JSON: they do not go with --format \(format).")
         }
     }
 

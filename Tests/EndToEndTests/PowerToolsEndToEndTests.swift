@@ -472,6 +472,31 @@ import Testing
         #expect(filter.status == 9 && filter.stderr.contains("The filter is not valid."), "\(filter.stderr)")
     }
 
+    /// `records import`'s `--format` is the file's: what it prints is chosen by `--json`, `--jq` and
+    /// `--template` alone. An NDJSON file from stdin printed a JSON report, and a CSV from stdin
+    /// could not have one (`--format csv --json` was refused as two output formats). Elsewhere the
+    /// two still conflict, reported with the command's usage line.
+    @Test func anImportsFormatIsItsInputs() throws {
+        let (server, ostack, _) = try signedInWithScratch()
+        defer { withExtendedLifetime(server) {} }
+        let ndjson = try ostack.run(
+            ["records", "import", "task", "-", "--format", "ndjson", "--key", "title"], stdin: #"{"title":"One"}"# + "\n")
+        #expect(ndjson.status == 0 && ndjson.stdout == "Imported 1 task record (1 pushed).\n", "\(ndjson.stdout)")
+        let csv = try ostack.run(
+            ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--json"], stdin: "title\nTwo\n")
+        #expect(csv.status == 0 && csv.stdout.contains(#""queued":1"#), "\(csv.stdout) \(csv.stderr)")
+        let jq = try ostack.run(
+            ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--jq", ".pushed"], stdin: "title\nThree\n")
+        #expect(jq.status == 0 && jq.stdout == "1\n", "\(jq.stdout) \(jq.stderr)")
+        let list = try ostack.run(["records", "list", "task", "--format", "csv", "--json"])
+        #expect(list.status == 64 && list.stderr.contains("Pass --json or --format csv, not both."), "\(list.stderr)")
+        let filtered = try ostack.run(["records", "list", "task", "--format", "tsv", "--jq", "."])
+        #expect(filtered.status == 64, "\(filtered.stderr)")
+        #expect(filtered.stderr.contains("ostack: usage: ostack records list [<options>] <object>"), "\(filtered.stderr)")
+        let export = try ostack.run(["records", "export", "task", "--format", "csv", "--json"])
+        #expect(export.status == 64 && export.stdout.isEmpty, "\(export.stdout) \(export.stderr)")
+    }
+
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as
     /// "already here" and stayed failed while the re-run said it succeeded.
     @Test func runningAFailedImportAgainSendsItsRows() throws {

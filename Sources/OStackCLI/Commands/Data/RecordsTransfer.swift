@@ -396,7 +396,11 @@ extension RecordsCommand {
         }
 
         func run() async throws {
-            try await CommandRunner.run(global) { context in
+            // `--format` is the file's; what the import prints is chosen by --json, --jq and
+            // --template alone (an NDJSON file from stdin used to print a JSON report).
+            var output = global
+            output.format = nil
+            try await CommandRunner.run(output) { context in
                 let format = try Self.format(global.format, file: file)
                 let session = try context.selectedSession()
                 let schema = try session.metadata.object(object).schema
