@@ -497,6 +497,27 @@ import Testing
         #expect(export.status == 64 && export.stdout.isEmpty, "\(export.stdout) \(export.stderr)")
     }
 
+    /// A JSON import that is not JSON (here a number no double holds) said "A JSON import is one
+    /// array of objects"; it now names the line. An NDJSON line that is not JSON says so.
+    @Test func aJSONImportSaysWhereItIsNotJSON() throws {
+        let (server, ostack, scratch) = try signedInWithScratch()
+        defer { withExtendedLifetime(server) {} }
+        let array = scratch.appending("rows.json")
+        try TemporaryDirectory.writeLines(["[", #"{"title":"a"},"#, #"{"title":"b","amount":1e400}"#, "]"], to: array)
+        let json = try ostack.run(["records", "import", "task", array, "--key", "title"])
+        #expect(json.status == 9 && json.stderr.contains("Line 3: the file is not valid JSON"), "\(json.stderr)")
+        let object = scratch.appending("one.json")
+        try TemporaryDirectory.writeLines([#"{"title":"a"}"#], to: object)
+        let single = try ostack.run(["records", "import", "task", object, "--key", "title"])
+        #expect(single.status == 9 && single.stderr.contains("use --format ndjson"), "\(single.stderr)")
+        let lines = scratch.appending("rows.ndjson")
+        try TemporaryDirectory.writeLines([#"{"title":"a"}"#, #"{"title":1e400}"#, "[1]"], to: lines)
+        let ndjson = try ostack.run(["records", "import", "task", lines, "--key", "title"])
+        #expect(ndjson.status == 9, "\(ndjson.stderr)")
+        #expect(ndjson.stdout.contains("line 2: not valid JSON\nline 3: not a JSON object"), "\(ndjson.stdout)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
+
     /// Running a failed import again sends the rows its push failed to deliver: they were skipped as
     /// "already here" and stayed failed while the re-run said it succeeded.
     @Test func runningAFailedImportAgainSendsItsRows() throws {

@@ -143,6 +143,19 @@ import Testing
     /// `parse` reads ordinary text itself and hands the rest to `JSONDecoder`: for valid text, broken
     /// text and random byte mutations alike the result is the decoder's, and most ordinary text is
     /// read directly.
+    /// Where text that is not JSON goes wrong, by line; nil for JSON (a repeated key included,
+    /// which the decoder reads).
+    @Test func errorLineNamesWhereTheTextStopsBeingJSON() {
+        func line(_ text: String) -> Int? { JSONValue.errorLine(Array(text.utf8)) }
+        #expect(line(#"[{"a":1},{"a":2}]"#) == nil)
+        #expect(line(#"{"a":1,"a":2}"#) == nil)
+        #expect(line("[\n{\"a\":1},\n{\"a\":1e400}\n]") == 3)
+        #expect(line("[\n1,\n2\n3]") == 4)
+        #expect(line("[1,\n2,\n") == 3)
+        #expect(line("") == 1)
+        #expect(line("{\"a\": tru}") == 1)
+    }
+
     @Test func parseIsWhatJSONDecoderGives() {
         var generator = SeededGenerator(seed: 20_261_125)
         var agreed = 0

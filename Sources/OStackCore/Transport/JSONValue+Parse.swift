@@ -26,6 +26,19 @@ extension JSONValue {
         return value
     }
 
+    /// For text that is not JSON, the 1-based line where the strict reading stops (the error is
+    /// there or just before it); nil for JSON. For saying where a file goes wrong, not for deciding.
+    public static func errorLine(_ bytes: [UInt8]) -> Int? {
+        guard parse(bytes) == nil else { return nil }
+        return bytes.withUnsafeBytes { buffer in
+            var reader = FieldScanner.Reader(bytes: buffer)
+            reader.skipSpace()
+            if reader.jsonValue(depth: 0) != nil { reader.skipSpace() }
+            let stop = min(reader.index, buffer.count)
+            return 1 + buffer[..<stop].reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+        }
+    }
+
     static func parseDirectly(_ bytes: [UInt8]) -> JSONValue? {
         bytes.withUnsafeBytes { parseDirectly($0) }
     }

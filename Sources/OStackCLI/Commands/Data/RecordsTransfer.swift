@@ -665,9 +665,21 @@ extension RecordsCommand {
                         : .failure(Problem(line: record.line, problems: problems))
                 }
             case .json:
-                guard let items = JSONValue.parse(bytes)?.arrayValue else {
+                guard let parsed = JSONValue.parse(bytes) else {
+                    let line = JSONValue.errorLine(bytes) ?? 1
                     throw OStackError(
-                        .invalidInput, context: .init(suggestion: "A JSON import is one array of objects."),
+                        .invalidInput,
+                        context: .init(
+                            suggestion:
+                                "Line \(line): the file is not valid JSON (or holds a number too large to read). Nothing was imported."
+                        ),
+                        detail: "import json: not JSON")
+                }
+                guard let items = parsed.arrayValue else {
+                    throw OStackError(
+                        .invalidInput,
+                        context: .init(
+                            suggestion: "A JSON import is one array of objects; for one object per line, use --format ndjson."),
                         detail: "import json")
                 }
                 return items.enumerated().map { index, item in
@@ -681,10 +693,10 @@ extension RecordsCommand {
                 for (index, line) in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
                     .enumerated()
                 where !line.allSatisfy({ $0 == 32 || $0 == 13 }) {
-                    if let fields = JSONValue.parse(Array(line))?.objectValue {
-                        results.append(.success(Row(line: index + 1, fields: clean(fields))))
-                    } else {
-                        results.append(.failure(Problem(line: index + 1, problems: ["not a JSON object"])))
+                    switch JSONValue.parse(Array(line)) {
+                    case .object(let fields)?: results.append(.success(Row(line: index + 1, fields: clean(fields))))
+                    case nil: results.append(.failure(Problem(line: index + 1, problems: ["not valid JSON"])))
+                    default: results.append(.failure(Problem(line: index + 1, problems: ["not a JSON object"])))
                     }
                 }
                 return results
