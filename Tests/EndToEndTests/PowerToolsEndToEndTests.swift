@@ -452,8 +452,11 @@ import Testing
         #expect(value.status == 9 && value.stdout.contains("line 2: Amount must be a number"), "\(value.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
         // A trailing empty column (a spreadsheet's) imports.
-        let trailing = try importing(["title,amount,", "x,1,"], ["--key", "title"])
+        // A quoted empty cell is an empty text; an empty cell is null.
+        let trailing = try importing(["title,amount,notes,owner,", #"x,1,"",,"#], ["--key", "title"])
         #expect(trailing.status == 0, "\(trailing.stderr)")
+        let stored = try ostack.run(["records", "list", "task", "--local", "--json"]).stdout
+        #expect(stored.contains(#""notes":"""#) && !stored.contains(#""owner""#), "\(stored)")
     }
 
     /// An unknown field in `--sort` or `--fields` names the option; it said "The filter is not

@@ -1,5 +1,6 @@
 import ArgumentParser
 import OStackCore
+import OStackTestSupport
 import Testing
 
 @testable import OStackCLI
@@ -65,6 +66,27 @@ import Testing
         #expect(Table.csvField("a,\u{301}b") == "\"a,\u{301}b\"")
         #expect(Table.csvField("x\"\u{301}\ny") == "\"x\"\"\u{301}\ny\"")
         #expect(Table.csvField("plain") == "plain")
+    }
+
+    /// An empty text exports as `""` and null as an empty cell, on both of the export's paths (from
+    /// the bytes, and from the decoded record for lists and objects), and the reader tells them
+    /// apart: an empty text used to come back from a CSV round trip as null.
+    @Test func anEmptyTextAndNullStayApartInCSV() throws {
+        let directory = TemporaryDirectory(prefix: "csv-empty")
+        let path = directory.path + "/out.csv"
+        let sink = try ExportSink(path: path, format: .csv, columns: ["id", "title", "notes"])
+        defer { sink.close() }
+        let fast = Array(#"{"id":"a","title":"","notes":null}"#.utf8)
+        #expect(try fast.withUnsafeBytes { try sink.write(json: $0, schema: nil) })
+        try sink.write(
+            JSONValue.object(["id": .string("b"), "title": .string(""), "notes": .array([.string("x")])]), schema: nil)
+        try sink.write(JSONValue.object(["id": .string("c"), "title": .null, "notes": .string("")]), schema: nil)
+        try sink.finish()
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text == "id,title,notes\r\na,\"\",\r\nb,\"\",\"[\"\"x\"\"]\"\r\nc,,\"\"\r\n", "\(text)")
+        let records = try CSVReader.records(text)
+        #expect(records.map { $0.emptyText } == [[], [1], [1], [2]])
+        #expect(try CSVReader.records("a\n\"\"\n\n").map { $0.emptyText } == [[], [0], []])
     }
 
     /// The export copies these number tokens as they are; everything else goes through

@@ -235,7 +235,7 @@ public struct FieldValidator: Sendable {
 
     /// Whether `typedValue` keeps a value of this type as text (no number, boolean, list or
     /// structure is read from it).
-    static func isText(_ type: String) -> Bool {
+    public static func isText(_ type: String) -> Bool {
         ![
             "number", "currency", "percent", "rating", "slider", "progress", "boolean", "toggle", "multiselect",
             "checkboxes", "tags", "json", "composite", "repeater", "record", "location", "address", "vector",

@@ -198,7 +198,9 @@ final class ExportSink {
                     return false
                 }
             case .string(let range, let escaped):
-                if escaped {
+                if range.isEmpty {
+                    guard out.put(UInt8(ascii: "\"")), out.put(UInt8(ascii: "\"")) else { return false }
+                } else if escaped {
                     let text = FieldScanner.decodeString(bytes, range, escaped: true)
                     guard out.put(Table.csvField(text)) else { return false }
                 } else {
@@ -280,7 +282,10 @@ final class ExportSink {
         case .csv:
             if columns == nil { columns = Self.columns(first: record, schema: schema) }
             if count == 0 { append(header(columns!)) }
-            append(columns!.map { Table.csvField(value(record[$0])) }.joined(separator: ",") + "\r\n")
+            // An empty text is `""`, so that it reads back as one; null is an empty cell.
+            append(
+                columns!.map { record[$0] == .string("") ? "\"\"" : Table.csvField(value(record[$0])) }
+                    .joined(separator: ",") + "\r\n")
         case .json:
             append((count == 0 ? "[" : ",\n") + JSONOutput.encode(record))
         default:
@@ -634,7 +639,8 @@ extension RecordsCommand {
                 let records = try CSVReader.records(String(decoding: bytes, as: UTF8.self))
                 guard let header = records.first?.fields else { return [] }
                 try checkHeader(records, schema: validator.schema)
-                return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty) }.map { record in
+                // A blank line is no row (a lone `""` is one: an empty text).
+                return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty && $0.emptyText.isEmpty) }.map { record in
                     guard record.fields.count == header.count else {
                         return .failure(
                             Problem(
@@ -643,8 +649,14 @@ extension RecordsCommand {
                     }
                     var fields: [String: JSONValue] = [:]
                     var problems: [String] = []
-                    for (name, text) in zip(header, record.fields) where !text.isEmpty {
-                        if name == "id" {
+                    for (column, (name, text)) in zip(header, record.fields).enumerated()
+                    where !text.isEmpty || record.emptyText.contains(column) {
+                        if text.isEmpty {
+                            // `""`: an empty text in a text field (null in any other, as an empty cell).
+                            if let field = validator.schema.field(name), FieldValidator.isText(field.type) {
+                                fields[name] = .string("")
+                            }
+                        } else if name == "id" {
                             fields["id"] = .string(text)
                         } else if system.contains(name) {
                             continue
@@ -708,13 +720,13 @@ extension RecordsCommand {
         /// same problem, or one of two cells of a field silently dropped. `invalid-input` naming the
         /// column; nothing is imported.
         /// A column without a name (a spreadsheet's trailing comma) is fine while all its cells are empty.
-        static func checkHeader(_ records: [(line: Int, fields: [String])], schema: ObjectSchema) throws(OStackError) {
+        static func checkHeader(_ records: [CSVReader.Record], schema: ObjectSchema) throws(OStackError) {
             func refuse(_ line: Int, _ what: Wording, _ detail: String) -> OStackError {
                 OStackError(
                     .invalidInput, context: .init(object: schema.name, suggestion: "Line \(line): \(what) Nothing was imported."),
                     detail: "import csv: \(detail)")
             }
-            guard let (line, header) = records.first else { return }
+            guard let (line, header, _) = records.first else { return }
             var seen = Set<String>()
             for (index, name) in header.enumerated() {
                 guard !name.isEmpty else {
@@ -755,15 +767,20 @@ extension RecordsCommand {
 /// closed (it would swallow every line after it into one cell) or text after a cell's closing quote
 /// is `invalid-input` naming the line: nothing is imported.
 enum CSVReader {
-    static func records(_ text: String) throws(OStackError) -> [(line: Int, fields: [String])] {
+    /// A record: the line it starts on, its cells, and which of its cells are a quoted empty cell
+    /// (`""`: an empty text, where an empty cell is null — export writes them so).
+    typealias Record = (line: Int, fields: [String], emptyText: Set<Int>)
+
+    static func records(_ text: String) throws(OStackError) -> [Record] {
         func malformed(_ line: Int, _ what: String) -> OStackError {
             OStackError(
                 .invalidInput,
                 context: .init(suggestion: .text("Line \(line): \(what). Nothing was imported.")),
                 detail: "import csv: \(what)")
         }
-        var records: [(line: Int, fields: [String])] = []
+        var records: [Record] = []
         var fields: [String] = []
+        var emptyText = Set<Int>()
         var field = ""
         var quoted = false
         var closed = false  // the current cell was quoted and its quote is closed
@@ -795,15 +812,18 @@ enum CSVReader {
                 quoted = true
                 quoteLine = line
             } else if c == "," {
+                if closed && field.isEmpty { emptyText.insert(fields.count) }
                 fields.append(field)
                 field = ""
                 closed = false
             } else if c == "\n" || c == "\r" {
+                if closed && field.isEmpty { emptyText.insert(fields.count) }
                 closed = false
                 if c == "\r" && index < characters.endIndex && characters[index] == "\n" { index += 1 }
                 fields.append(field)
-                records.append((start, fields))
+                records.append((start, fields, emptyText))
                 fields = []
+                emptyText = []
                 field = ""
                 line += 1
                 start = line
@@ -813,8 +833,9 @@ enum CSVReader {
         }
         if quoted { throw malformed(quoteLine, "a quoted cell is not closed") }
         if !field.isEmpty || !fields.isEmpty || closed {
+            if closed && field.isEmpty { emptyText.insert(fields.count) }
             fields.append(field)
-            records.append((start, fields))
+            records.append((start, fields, emptyText))
         }
         return records
     }
