@@ -201,7 +201,8 @@ import Testing
     /// A line format (`tsv`, `csv`, and `tsv` by default in a pipe) carries rows only: an empty list
     /// is its header line, never a sentence a program would take for a row ("The queue is empty."
     /// used to be printed as one); every column is named; `sync status --format csv` is its
-    /// objects' table; CSV lines end in CRLF without an extra empty line.
+    /// objects' table; CSV lines end in CRLF without an extra empty line; `status` takes an
+    /// explicit `--format tsv|csv`.
     @Test func lineFormatsCarryRowsOnly() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
@@ -217,6 +218,15 @@ import Testing
         #expect(accounts.hasPrefix("default,alias,email,server,state\r\n*,alice,"), "\(accounts)")
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         #expect(try ostack.run(["sync", "status", "--format", "csv"]).stdout == "object,records,pulled\r\ntask,0,never\r\n")
+        // `status` honours an explicit line format (it printed aligned text whatever was asked);
+        // `config list` names its third column.
+        let status = try ostack.run(["status", "--format", "csv"]).stdout
+        #expect(status.hasPrefix("field,value\r\naccount,alice (") && status.contains("\r\nlock,no PIN\r\n"), "\(status)")
+        let all = try ostack.run(["status", "--all", "--format", "tsv"]).stdout
+        #expect(all.hasPrefix("account\tserver\tuser\tsession\tlock\tqueue\tlast sync\nalice ("), "\(all)")
+        #expect(try ostack.run(["status"]).stdout.hasPrefix("account      alice ("))
+        let settings = try ostack.run(["config", "list", "--format", "csv"]).stdout
+        #expect(settings.hasPrefix("key,value,source\r\nkeyring.backend,secret-service,default\r\n"), "\(settings)")
         // On a terminal an empty list is a sentence.
         let shown = try Self.atTerminal(ostack, ["queue", "list"])
         #expect(shown.stdout.contains("The queue is empty."), "\(shown.stdout)")

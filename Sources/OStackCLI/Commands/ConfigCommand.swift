@@ -26,9 +26,11 @@ struct ConfigList: AsyncParsableCommand {
             }
             struct Document: Encodable { var settings: [ConfigEntry] }
             context.emit(json: Document(settings: entries)) { () -> String in
-                Table(
-                    headers: ["key", "value", ""],
-                    rows: entries.map { [$0.key, $0.value, $0.isDefault ? "(default)" : ""] }
+                // A table marks defaults in an unnamed column; tsv and csv name it and fill every cell.
+                let table = context.terminal.defaultFormat == .table
+                return Table(
+                    headers: ["key", "value", table ? "" : "source"],
+                    rows: entries.map { [$0.key, $0.value, table ? ($0.isDefault ? "(default)" : "") : ($0.isDefault ? "default" : "set")] }
                 ).render(terminal: context.terminal)
             }
         }

@@ -32,7 +32,18 @@ struct Status: AsyncParsableCommand {
                 }
                 struct Document: Encodable { var accounts: [StatusDocument] }
                 context.emit(json: Document(accounts: documents)) { () -> String in
-                    documents.isEmpty
+                    // `--format tsv|csv`: one row per account.
+                    if Self.asLines(context) {
+                        let columns = ["account", "server", "user", "session", "lock", "queue", "last sync"]
+                        return Table(
+                            headers: columns,
+                            rows: documents.map { document in
+                                let fields = Dictionary(Self.fields(document).map { ($0[0], $0[1]) }) { a, _ in a }
+                                return columns.map { fields[$0] ?? "" }
+                            }
+                        ).render(terminal: context.terminal)
+                    }
+                    return documents.isEmpty
                         ? "No accounts yet. Run `ostack login` to add one."
                         : documents.map { Self.human($0) }.joined(separator: "\n")
                 }
@@ -42,8 +53,17 @@ struct Status: AsyncParsableCommand {
             let document = Self.document(
                 service.summary(of: account, defaultAccount: defaultAccount), selectedBy: source, now: now,
                 state: Self.state(context, account))
-            context.emit(json: document, human: Self.human(document))
+            context.emit(json: document) {
+                Self.asLines(context)
+                    ? Table(headers: ["field", "value"], rows: Self.fields(document)).render(terminal: context.terminal)
+                    : Self.human(document)
+            }
         }
+    }
+
+    /// Whether `--format tsv` or `csv` was asked for (a pipe alone keeps the aligned text).
+    static func asLines(_ context: CommandContext) -> Bool {
+        [.tsv, .csv].contains(context.global.format)
     }
 
     /// Queue counts and last sync as of the account's last data command (`state.json`: read without
@@ -65,6 +85,16 @@ struct Status: AsyncParsableCommand {
     }
 
     static func human(_ document: StatusDocument) -> String {
+        let rows = fields(document)
+        let width = rows.map { $0[0].count }.max() ?? 0
+        return rows.map {
+            $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1])
+        }
+        .joined(separator: "\n") + "\n"
+    }
+
+    /// The account's state as (label, value) pairs, as `status` shows them.
+    static func fields(_ document: StatusDocument) -> [[String]] {
         var rows: [[String]] = [
             ["account", "\(document.account.alias) (\(document.account.id))"],
             ["server", document.account.server],
@@ -91,10 +121,6 @@ struct Status: AsyncParsableCommand {
             rows.append(["queue", "\(queue.pending) pending, \(queue.failed) failed, \(queue.conflict) in conflict"])
         }
         rows.append(["last sync", document.lastSyncAt.map { $0.formatted(.iso8601) } ?? "never"])
-        let width = rows.map { $0[0].count }.max() ?? 0
-        return rows.map {
-            $0[0] + String(repeating: " ", count: width - $0[0].count) + "  " + ErrorPresenter.sanitize($0[1])
-        }
-        .joined(separator: "\n") + "\n"
+        return rows
     }
 }
