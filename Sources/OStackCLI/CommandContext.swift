@@ -129,7 +129,12 @@ public struct CommandContext: Sendable {
     /// Like `emit(json:human:)`, with the human text built by a closure only when needed.
     public func emit<T: Encodable>(json document: T, render human: () -> String) {
         if global.json {
-            terminal.out(JSONOutput.encode(document) + "\n")
+            // `--format ndjson` of a list (a document that is one named array): one item per line.
+            if global.format == .ndjson, let items = JSONOutput.listItems(document) {
+                terminal.out(items.map { JSONOutput.encode($0) + "\n" }.joined())
+            } else {
+                terminal.out(JSONOutput.encode(document) + "\n")
+            }
         } else {
             let text = human()
             if !text.isEmpty { terminal.out(text.utf8.last == UInt8(ascii: "\n") ? text : text + "\n") }

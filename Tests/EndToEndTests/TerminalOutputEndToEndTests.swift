@@ -225,6 +225,12 @@ import Testing
         let all = try ostack.run(["status", "--all", "--format", "tsv"]).stdout
         #expect(all.hasPrefix("account\tserver\tuser\tsession\tlock\tqueue\tlast sync\nalice ("), "\(all)")
         #expect(try ostack.run(["status"]).stdout.hasPrefix("account      alice ("))
+        // `--format ndjson` of a list: one item per line (it printed the list's JSON document).
+        let accountLines = try ostack.run(["accounts", "list", "--format", "ndjson"]).stdout
+        #expect(accountLines.hasPrefix(#"{"alias":"alice","#) && accountLines.split(separator: "\n").count == 1, "\(accountLines)")
+        let settingLines = try ostack.run(["config", "list", "--format", "ndjson"]).stdout.split(separator: "\n")
+        #expect(settingLines.count > 3 && settingLines.allSatisfy { $0.hasPrefix(#"{"isDefault":"#) }, "\(settingLines)")
+        #expect(try ostack.run(["queue", "list", "--format", "ndjson"]).stdout.isEmpty)
         let settings = try ostack.run(["config", "list", "--format", "csv"]).stdout
         #expect(settings.hasPrefix("key,value,source\r\nkeyring.backend,secret-service,default\r\n"), "\(settings)")
         // On a terminal an empty list is a sentence.

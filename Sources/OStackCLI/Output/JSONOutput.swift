@@ -1,8 +1,18 @@
 import FoundationEssentials
+import OStackCore
 
 /// Encodes the `--json` documents (docs/commands.md, "JSON output"): one document per command, sorted keys, ISO-8601
 /// UTC dates, no escaped slashes.
 public enum JSONOutput {
+    /// The items of a list document (`{"accounts":[…]}`: an object whose one member is an array);
+    /// nil for any other document.
+    static func listItems<T: Encodable>(_ document: T) -> [JSONValue]? {
+        guard case .object(let members)? = JSONValue.parse(Array(encode(document).utf8)), members.count == 1,
+            case .array(let items)? = members.values.first
+        else { return nil }
+        return items
+    }
+
     public static func encode<T: Encodable>(_ value: T) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
