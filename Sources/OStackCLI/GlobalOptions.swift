@@ -14,7 +14,7 @@ public struct GlobalOptions: ParsableArguments, Sendable {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "How lists print: table, tsv, csv or json (default: table on a terminal, tsv otherwise); export and import: csv, json or ndjson.",
+            "How lists print: table, tsv, csv, json or ndjson (default: table on a terminal, tsv otherwise); export and import: csv, json or ndjson.",
             valueName: "format"))
     public var format: OutputFormat?
 
