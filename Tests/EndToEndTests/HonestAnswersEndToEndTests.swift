@@ -64,6 +64,51 @@ import Testing
         #expect(missing.stderr.contains("No task record nope_1"), "\(missing.stderr)")
     }
 
+    /// A record whose deletion is queued here is not found by an update or a second delete, and
+    /// nothing is sent: the update used to push the queued delete, fail not-found, and leave the
+    /// record back in the mirror, so every later sync failed. A write to a record of an untracked
+    /// object that is not here says why it cannot be saved instead of promising a later push.
+    @Test func writesToRecordsNotHereSayWhy() throws {
+        var server: DevServerProcess? = try DevServerProcess()
+        let url = server!.url
+        let ostack = OStackRunner()
+        #expect(try ostack.login(url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--data", #"{"id":"gone1","title":"Gone"}"#]).status == 0)
+        #expect(try ostack.run(["records", "delete", "task", "gone1", "--offline"]).status == 0)
+        for command in [["update", "task", "gone1", "--set", "status=done"], ["delete", "task", "gone1"]] {
+            let write = try ostack.run(["records"] + command)
+            #expect(write.status == 7, "\(write.stdout) \(write.stderr)")
+            #expect(write.stderr.contains("No task record gone1") && write.stderr.contains("Its deletion is queued here"), "\(write.stderr)")
+        }
+        let queued = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queued.components(separatedBy: #""operation":"#).count == 2 && queued.contains(#""operation":"delete""#), "\(queued)")
+        #expect(try server!.control("GET", "record?object=task&id=gone1").contains("gone1"), "nothing was sent")
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "gone1"]).status == 7)
+        // An untracked object: a record only the server has.
+        #expect(try ostack.run(["sync", "untrack", "task"]).status == 0)
+        try server!.control("POST", "seed", #"{"object":"task","count":1}"#)
+        let listed = try ostack.run(["records", "list", "task", "--remote", "--fields", "id", "--format", "csv"]).stdout
+        let id = String(try #require(listed.split(separator: "\r\n").last))
+        let offline = try ostack.run(["records", "update", "task", id, "--set", "status=done", "--offline"])
+        #expect(offline.status == 7, "\(offline.stderr)")
+        #expect(offline.stderr.contains("There is no copy of it here to change offline. task is not tracked"), "\(offline.stderr)")
+        #expect(offline.stderr.contains("`ostack sync track task`"), "\(offline.stderr)")
+        let missing = try ostack.run(["records", "delete", "task", "nosuch1"])
+        #expect(missing.status == 7 && missing.stderr.contains("No task record nosuch1"), "\(missing.stderr)")
+        server = nil  // stopped: the server cannot be reached
+        for command in [["update", "task", id, "--set", "status=done"], ["delete", "task", id]] {
+            let write = try ostack.run(["records"] + command)
+            #expect(write.status == 5, "\(write.stderr)")
+            #expect(write.stderr.contains("Nothing was saved: the record must be read from the server first."), "\(write.stderr)")
+            #expect(!write.stderr.contains("pushes queued changes later"), "\(write.stderr)")
+        }
+        let get = try ostack.run(["records", "get", "task", id])
+        #expect(get.status == 5 && get.stderr.contains("ostack: hint: Check the connection.\n"), "\(get.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

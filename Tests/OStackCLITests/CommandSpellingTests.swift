@@ -26,6 +26,7 @@ import Testing
         (.accountsRemove(account: "work"), "ostack accounts remove work"),
         (.logout(account: "work"), "ostack logout work"),
         (.objectsShow(object: "task"), "ostack objects show task"),
+        (.syncTrack(object: "task"), "ostack sync track task"),
         (.recordsUpdate, "ostack records update"),
         (.doctor, "ostack doctor"),
         (.loginOrganization, "ostack login --organization ID"),
@@ -54,6 +55,7 @@ import Testing
         case .accountsRemove: "accountsRemove"
         case .logout: "logout"
         case .objectsShow: "objectsShow"
+        case .syncTrack: "syncTrack"
         case .recordsUpdate: "recordsUpdate"
         case .doctor: "doctor"
         case .keyringMigrate: "keyringMigrate"
@@ -63,7 +65,7 @@ import Testing
     static let allCaseNames: Set<String> = [
         "login", "authRefresh", "unlock", "pinSet", "pinChange", "sync", "syncWatch", "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
-        "objectsShow", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
+        "objectsShow", "syncTrack", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
     ]
 
     @Test func everyCaseIsSpelled() {

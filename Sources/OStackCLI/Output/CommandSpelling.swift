@@ -28,6 +28,7 @@ extension CommandSuggestion {
         case .accountsRemove(let account): "accounts remove \(account)"
         case .logout(let account): "logout \(account)"
         case .objectsShow(let object): "objects show \(object)"
+        case .syncTrack(let object): "sync track \(object)"
         case .recordsUpdate: "records update"
         case .doctor: "doctor"
         case .keyringMigrate(let backend, let account): "keyring migrate --to \(backend) \(account)"

@@ -66,7 +66,9 @@ public struct ErrorPresenter: Sendable {
         case .offline:
             return make(
                 "Cannot reach \(host ?? "the server").\(context.count.map { _ in " The change is saved and queued." } ?? "")",
-                "Check the connection; `ostack sync` pushes queued changes later.", 5)
+                suggestion
+                    ?? (context.count == nil
+                        ? "Check the connection." : "Check the connection; `ostack sync` pushes queued changes later."), 5)
         case .tls:
             return make(
                 "The secure connection to \(host ?? "the server") could not be verified.",
@@ -74,9 +76,9 @@ public struct ErrorPresenter: Sendable {
         case .timeout:
             return make(
                 "\(host ?? "The server") did not answer in time.\(context.count.map { _ in " The change is saved and queued." } ?? "")",
-                context.count == nil
+                suggestion.map { "\($0) --timeout allows a slow server longer." } ?? (context.count == nil
                     ? "Try again later, or allow longer with --timeout."
-                    : "`ostack sync` pushes queued changes later; --timeout allows a slow server longer.", 5)
+                    : "`ostack sync` pushes queued changes later; --timeout allows a slow server longer."), 5)
         case .conflict:
             return make(
                 "The record was changed on the server since you last saw it.",

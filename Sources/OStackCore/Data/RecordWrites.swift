@@ -176,15 +176,9 @@ public struct RecordWrites {
                 detail: "update changes the id")
         }
         let schema = try session.schemaIfAvailable(object)
-        var base = try store.record(object, id)
-        if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
         // Only the changed fields are checked (a required field set to null is caught there).
         if let schema { try FieldValidator(schema: schema).validate(changes, complete: false) }
-        guard let base else {
-            var context = OStackError.Context(object: object)
-            context.recordIDs = [id]
-            throw OStackError(.notFound, context: context, detail: "no local copy and offline")
-        }
+        let base = try baseRecord(object, id, offline: offline)
         FailPoint.hit("record-write.before-transaction")
         var own: OwnEntry?
         var written = id
@@ -206,6 +200,45 @@ public struct RecordWrites {
         return try pushAfterWrite(object, written, offline: offline, ownEntry: own)
     }
 
+    /// The record an update or a delete starts from: the local copy, else the server's (not
+    /// offline). Not found, and nothing sent, when the record's deletion is queued here (its changes
+    /// would go out after the delete and fail, while the local copy came back), and when there is no
+    /// copy to start from — offline, or the server out of reach: saying so, for an object whose
+    /// records are kept here only once tracked, instead of a hint about queued changes.
+    private func baseRecord(_ object: String, _ id: String, offline: Bool) throws(OStackError)
+        -> LocalStore.StoredRecord
+    {
+        func notFound(_ suggestion: Wording?, _ detail: String) -> OStackError {
+            var context = OStackError.Context(object: object, suggestion: suggestion)
+            context.recordIDs = [id]
+            return OStackError(.notFound, context: context, detail: detail)
+        }
+        if let local = try store.record(object, id) { return local }
+        if try store.hasQueuedChange(object, recordID: id) {
+            throw notFound("Its deletion is queued here; \(command: .queueDiscard) of that change brings it back.", "deleted here")
+        }
+        let untracked = try !store.isTracked(object)
+        let track: Wording =
+            untracked
+            ? " \(object) is not tracked, so its records are read from the server; \(command: .syncTrack(object: object)) keeps them here."
+            : ""
+        if offline {
+            throw notFound("There is no copy of it here to change offline.\(track)", "no local copy and offline")
+        }
+        let remote: LocalStore.StoredRecord?
+        do {
+            remote = try session.reads.fetchRemote(object, id)
+        } catch where error.code == .notFound && error.context.recordIDs.isEmpty && error.context.count == nil {
+            throw notFound(nil, "not on the server")  // named, with where to look
+        } catch where [.offline, .timeout].contains(error.code) && untracked && error.context.suggestion == nil {
+            var error = error
+            error.context.suggestion = "Nothing was saved: the record must be read from the server first.\(track)"
+            throw error
+        }
+        guard let remote else { throw notFound(nil, "not on the server") }
+        return remote
+    }
+
     /// The record's current id and local copy, read inside the write transaction; `fetched` (the
     /// server's copy, or the local one read before) when there is no local copy.
     private func current(_ object: String, _ id: String, else fetched: LocalStore.StoredRecord) throws(OStackError)
@@ -217,13 +250,7 @@ public struct RecordWrites {
 
     public func delete(_ object: String, id: String, offline: Bool) throws(OStackError) -> WriteResult {
         let id = try store.currentID(object, id)
-        var base = try store.record(object, id)
-        if base == nil && !offline { base = try session.reads.fetchRemote(object, id) }
-        guard let base else {
-            var context = OStackError.Context(object: object)
-            context.recordIDs = [id]
-            throw OStackError(.notFound, context: context, detail: "no local copy and offline")
-        }
+        let base = try baseRecord(object, id, offline: offline)
         FailPoint.hit("record-write.before-transaction")
         var own: OwnEntry?
         var written = id

@@ -121,6 +121,7 @@ public enum CommandSuggestion: Sendable, Hashable {
     case accountsRemove(account: String)
     case logout(account: String)
     case objectsShow(object: String)
+    case syncTrack(object: String)
     case recordsUpdate
     case doctor
     /// `keyring migrate --to BACKEND ACCOUNT`.
