@@ -109,6 +109,34 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
 
+    /// A write whose push also sent an older queued change of another record, which failed, says
+    /// so in a warning (it said only "Updated task s3."), and still succeeds. `--json` documents
+    /// carry every key docs/commands.md lists: `record` null after a delete, `lastError` null.
+    @Test func aWriteSaysWhenAnOlderChangeItSentFailed() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        for id in ["s2", "s3"] {
+            #expect(try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"\#(id)"}"#]).status == 0)
+        }
+        #expect(try ostack.run(["records", "update", "task", "s2", "--set", "status=done", "--offline"]).status == 0)
+        let entries = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(entries.contains(#""lastError":null"#), "\(entries)")
+        try server.control("POST", "faults", #"{"action":"status","status":503,"count":1,"match":{"method":"PATCH"}}"#)
+        let update = try ostack.run(["records", "update", "task", "s3", "--set", "status=done"])
+        #expect(update.status == 0, "\(update.stderr)")
+        #expect(update.stdout.contains("Updated task s3."), "\(update.stdout)")
+        #expect(update.stderr.contains("ostack: warning: The server had a problem."), "\(update.stderr)")
+        #expect(
+            update.stderr.contains("An older queued change (task s2) sent with this one did not go through; this one did."),
+            "\(update.stderr)")
+        // No warning when nothing older failed.
+        let delete = try ostack.run(["records", "delete", "task", "s3", "--json"])
+        #expect(delete.status == 0 && delete.stderr.isEmpty, "\(delete.stderr)")
+        #expect(delete.stdout == #"{"id":"s3","object":"task","queued":false,"record":null}"# + "\n", "\(delete.stdout)")
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

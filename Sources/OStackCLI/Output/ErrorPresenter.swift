@@ -82,7 +82,7 @@ public struct ErrorPresenter: Sendable {
         case .conflict:
             return make(
                 "The record was changed on the server since you last saw it.",
-                "Run `ostack conflicts list` to review and resolve it.", 6)
+                suggestion ?? "Run `ostack conflicts list` to review and resolve it.", 6)
         case .notFound:
             // Say what was not found: queued changes whose records are gone, a record, or an object's record.
             if let count = context.count, context.recordIDs.isEmpty {
@@ -115,7 +115,7 @@ public struct ErrorPresenter: Sendable {
                 context.object.map { "Unknown object '\(Self.sanitize($0))'." } ?? "Unknown object.",
                 "Run `ostack objects list` to see objects.", 7)
         case .forbidden:
-            return make("Account\(named) is not allowed to do this.", nil, 8)
+            return make("Account\(named) is not allowed to do this.", suggestion, 8)
         case .validation:
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
             return make("The data is not valid\(list).", suggestion, 9)
@@ -222,12 +222,12 @@ public struct ErrorPresenter: Sendable {
                 "Local ostack files are in a format this version does not understand. Nothing was changed.",
                 "Use the ostack version that wrote them, or run `ostack doctor`.", 10)
         case .serverError:
-            return make("The server had a problem.", "Try again later.", 11)
+            return make("The server had a problem.", suggestion ?? "Try again later.", 11)
         case .rateLimited:
             let wait = context.retryAfterSeconds.map { "Try again in \($0) s." } ?? "Try again later."
             return make("The server is limiting requests.", wait, 11)
         case .unexpectedResponse:
-            return make("The server sent a response ostack does not understand.", "Try again later.", 11)
+            return make("The server sent a response ostack does not understand.", suggestion ?? "Try again later.", 11)
         case .declined:
             return make("Nothing was changed.", "Pass --yes to skip the question.", 1)
         case .identityMismatch:

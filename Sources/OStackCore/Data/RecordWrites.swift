@@ -18,6 +18,9 @@ public struct RecordWrites {
         /// The server refused this create as it stands and it was undone: nothing of it is kept
         /// (`createMany` only; a single write throws the refusal instead).
         public var refusal: OStackError? = nil
+        /// Older queued changes of other records that this write's push sent and that failed or
+        /// met a conflict: not this write's failure, but said (a warning), not left to `status`.
+        public var olderFailure: OStackError? = nil
     }
 
     public func create(_ object: String, data: [String: JSONValue], offline: Bool) throws(OStackError) -> WriteResult {
@@ -281,6 +284,8 @@ public struct RecordWrites {
             result.record = try store.record(object, id)?.data
             return result
         }
+        let troubled: [QueueEntry.Status] = [.failed, .conflict]
+        let troubledBefore = Set(try store.entries(statuses: troubled).map(\.id))
         let stopped: OStackError?
         switch try pushNow() {
         case .ran(let error): stopped = error
@@ -292,6 +297,20 @@ public struct RecordWrites {
         // A server that assigned its own id: the record, and what the command prints, follow it.
         let id = try store.currentID(object, id)
         result.id = id
+        let older = try store.entries(statuses: troubled).filter {
+            !troubledBefore.contains($0.id) && !($0.object == object && $0.recordID == id)
+        }
+        if let first = older.first {
+            var warning =
+                first.status == .conflict
+                ? OStackError(.conflict, context: .init(object: first.object), detail: "older change conflicted")
+                : (first.failure ?? .unexpected(status: 0, code: nil)).userError(
+                    account: session.account.alias, object: first.object)
+            let count = older.count == 1 ? "An older queued change" : "\(older.count) older queued changes"
+            warning.context.suggestion =
+                "\(count) (\(first.object) \(first.recordID)\(older.count == 1 ? "" : ", …")) sent with this one did not go through; this one did. \(command: first.status == .conflict ? .conflictsList : .queueList) shows \(older.count == 1 ? "it" : "them")."
+            result.olderFailure = warning
+        }
         let pending = try store.firstEntry(object, recordID: id)
         result.record = try store.record(object, id)?.data
         guard let pending else {

@@ -11,6 +11,20 @@ struct QueueCommand: AsyncParsableCommand {
         var id, object, recordId, operation, status: String
         var attempts: Int
         var lastError: String?
+
+        enum CodingKeys: String, CodingKey { case id, object, recordId, operation, status, attempts, lastError }
+
+        /// Every key, `lastError` as null when there is none (as docs/commands.md lists them).
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(object, forKey: .object)
+            try container.encode(recordId, forKey: .recordId)
+            try container.encode(operation, forKey: .operation)
+            try container.encode(status, forKey: .status)
+            try container.encode(attempts, forKey: .attempts)
+            try container.encode(lastError, forKey: .lastError)
+        }
     }
 
     struct List: AsyncParsableCommand {

@@ -102,6 +102,17 @@ struct RecordsCommand: AsyncParsableCommand {
         var id: String
         var record: JSONValue?
         var queued: Bool
+
+        enum CodingKeys: String, CodingKey { case object, id, record, queued }
+
+        /// Every key, `record` as null after a delete (as docs/commands.md lists them).
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(object, forKey: .object)
+            try container.encode(id, forKey: .id)
+            try container.encode(record ?? .null, forKey: .record)
+            try container.encode(queued, forKey: .queued)
+        }
     }
 
     /// Prints the result; a change still queued for a reason ends with that reason's exit code —
@@ -121,6 +132,7 @@ struct RecordsCommand: AsyncParsableCommand {
             }
             return text
         }
+        if let older = result.olderFailure { context.warn(older) }
         guard result.queued else { return }
         if var reason = result.reason {
             reason.context.count = 1
