@@ -137,6 +137,35 @@ import Testing
         #expect(delete.stdout == #"{"id":"s3","object":"task","queued":false,"record":null}"# + "\n", "\(delete.stdout)")
     }
 
+    /// Answers that said too little or ignored what was asked (a red-team pass): an unknown object
+    /// of a delete is named, an unknown queue id is named, a refused setting says what it takes
+    /// (and a CA file must exist), `status --all` with `--account` and `api --format tsv` are usage
+    /// errors (both were ignored), and `status --all` without accounts prints nothing on stdout.
+    @Test func smallAnswersSayWhatTheyAreAbout() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let object = try ostack.run(["records", "delete", "tsak", "x1"])
+        #expect(object.status == 7 && object.stderr.contains("Unknown object 'tsak'."), "\(object.stderr)")
+        for command in [["retry", "q_nosuch"], ["discard", "q_nosuch", "--yes"]] {
+            let queue = try ostack.run(["queue"] + command)
+            #expect(queue.status == 7 && queue.stderr.contains("No queued change has the id 'q_nosuch'."), "\(queue.stderr)")
+        }
+        let interval = try ostack.run(["config", "set", "sync.interval", "31d"])
+        #expect(interval.status == 9, "\(interval.stderr)")
+        #expect(interval.stderr.contains("sync.interval takes a duration from 1s to 30d"), "\(interval.stderr)")
+        let ca = try ostack.run(["config", "set", "tls.ca-file", "/nonexistent/ca.pem"])
+        #expect(ca.status == 9 && ca.stderr.contains("the absolute path of a file that exists"), "\(ca.stderr)")
+        #expect(try ostack.run(["config", "get", "tls.ca-file", "--json"]).stdout.contains(#""isDefault":true"#))
+        let all = try ostack.run(["status", "--all", "--account", "alice"])
+        #expect(all.status == 64 && all.stderr.contains("--account does not apply"), "\(all.stderr)")
+        let api = try ostack.run(["api", "/data/task", "--format", "tsv"])
+        #expect(api.status == 64 && api.stdout.isEmpty, "\(api.stdout) \(api.stderr)")
+        let empty = OStackRunner()
+        let none = try empty.run(["status", "--all"])
+        #expect(none.status == 0 && none.stdout.isEmpty && none.stderr.contains("No accounts yet."), "\(none.stdout)")
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

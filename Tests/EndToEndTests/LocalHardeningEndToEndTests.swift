@@ -392,12 +392,14 @@ import Testing
     /// the terminal; `--json` keeps it exact, escaped.
     @Test func aSettingsValueReachesTheTerminalSanitised() throws {
         let ostack = OStackRunner()
-        let value = "/tmp/ca\u{1B}]2;owned\u{07}.pem"
+        let directory = TemporaryDirectory()
+        let value = directory.path + "/ca\u{1B}]2;owned\u{07}.pem"  // a file that exists (checked)
+        try TemporaryDirectory.writeLines(["-----BEGIN CERTIFICATE-----"], to: value)
         let set = try ostack.run(["config", "set", "tls.ca-file", value])
         #expect(set.status == 0, "\(set.stderr)")
         let get = try ostack.run(["config", "get", "tls.ca-file"])
         for output in [set.stdout, get.stdout] {
-            #expect(output.contains("/tmp/ca") && output.contains(".pem"), "\(output)")
+            #expect(output.contains("/ca") && output.contains(".pem"), "\(output)")
             #expect(!output.contains("\u{1B}") && !output.contains("\u{07}"), "\(output.debugDescription)")
         }
         let json = try ostack.run(["config", "get", "tls.ca-file", "--json"])

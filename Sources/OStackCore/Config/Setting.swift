@@ -1,9 +1,13 @@
+import PlatformKit
+
 /// The settings `ostack config get|set|list` knows, each validated before it is stored.
 public struct Setting: Sendable, Equatable {
     public var key: String
     /// Shown in the hint when a value is refused.
     public var summary: Wording
     public var defaultValue: String
+    /// What a value must be, said when one is refused.
+    public var accepts: String
     let isValid: @Sendable (String) -> Bool
 
     public static func == (lhs: Setting, rhs: Setting) -> Bool { lhs.key == rhs.key }
@@ -11,27 +15,30 @@ public struct Setting: Sendable, Equatable {
     public static let all: [Setting] = [
         Setting(
             key: "keyring.backend", summary: "Keyring backend for new accounts (secret-service or file).",
-            defaultValue: "secret-service", isValid: { ["secret-service", "file"].contains($0) }),
+            defaultValue: "secret-service", accepts: "secret-service or file", isValid: { ["secret-service", "file"].contains($0) }),
         Setting(
             key: AgentLimits.idleSetting,
             summary: "Lock unlocked accounts after this much idle time (e.g. 15m, 1h).",
-            defaultValue: AgentLimits.defaultIdleText, isValid: { Setting.duration($0) != nil }),
+            defaultValue: AgentLimits.defaultIdleText, accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
         Setting(
             key: AgentLimits.lifetimeSetting, summary: "Lock unlocked accounts after this long regardless of use.",
-            defaultValue: AgentLimits.defaultLifetimeText, isValid: { Setting.duration($0) != nil }),
+            defaultValue: AgentLimits.defaultLifetimeText, accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
         Setting(
             key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
-            isValid: { Setting.duration($0) != nil }),
+            accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
         Setting(
             key: "tls.ca-file",
             summary:
                 "A PEM file of certificate authorities to trust instead of the system's (a private CA), as an absolute path.",
-            defaultValue: "", isValid: { $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}")) }),
+            defaultValue: "", accepts: "the absolute path of a file that exists",
+            isValid: { $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}") && SecureFileSystem.size(of: $0) != nil) }),
         Setting(
             key: "locale",
             summary: "Language of labels from the server, sent as Accept-Language (auto: from LANG; e.g. de, fr-CA).",
-            defaultValue: "auto", isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),
+            defaultValue: "auto", accepts: "auto or a language tag (de, fr-CA)", isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),
     ]
+
+    static let durationForm = "a duration from 1s to 30d: a number with s, m, h or d (90s, 15m, 1.5h, 1d)"
 
     /// A BCP 47-like language tag (`de`, `fr-CA`, `zh-Hant-TW`), normalised; nil when it is not one.
     public static func languageTag(_ text: String) -> String? {
@@ -93,7 +100,9 @@ extension ConfigurationStore {
     public func set(_ key: String, to value: String?) throws(OStackError) {
         let setting = try Setting.named(key)
         if let value, !setting.isValid(value) {
-            throw OStackError(.invalidInput, context: .init(suggestion: "\(key): \(setting.summary)"))
+            throw OStackError(
+                .invalidInput,
+                context: .init(suggestion: "\(key) takes \(setting.accepts); '\(value)' is not one. \(setting.summary)"))
         }
         try update { $0.settings[key] = value }
     }

@@ -231,6 +231,10 @@ public struct RecordWrites {
         let remote: LocalStore.StoredRecord?
         do {
             remote = try session.reads.fetchRemote(object, id)
+        } catch where error.code == .unknownObject && error.context.object == nil {
+            var error = error
+            error.context.object = object  // named: "Unknown object 'tsak'."
+            throw error
         } catch where error.code == .notFound && error.context.recordIDs.isEmpty && error.context.count == nil {
             throw notFound(nil, "not on the server")  // named, with where to look
         } catch where [.offline, .timeout].contains(error.code) && untracked && error.context.suggestion == nil {

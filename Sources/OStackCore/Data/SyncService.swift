@@ -188,12 +188,17 @@ public struct SyncService {
 
     public func queue() throws(OStackError) -> [QueueEntry] { try store.entries() }
 
+    /// An id that names no queued change, named in the hint (the message alone said "Not found.").
+    static func noEntry(_ id: String) -> OStackError {
+        OStackError(
+            .notFound, context: .init(suggestion: "No queued change has the id '\(id)'. \(Wording.see(.queueList))"),
+            detail: "no such queue entry")
+    }
+
     /// `queue retry [ID…]`: failed entries become due now; returns how many.
     public func retry(ids: [String]?) throws(OStackError) -> Int {
         // An id that names no entry is an error, not "0 entries will be retried".
-        for id in ids ?? [] where try store.entry(id) == nil {
-            throw OStackError(.notFound, context: .init(suggestion: .see(.queueList)), detail: "no such queue entry")
-        }
+        for id in ids ?? [] where try store.entry(id) == nil { throw Self.noEntry(id) }
         let count = try store.retry(ids: ids)
         try? session.writeStateSummary()
         return count
@@ -202,9 +207,7 @@ public struct SyncService {
     /// `queue discard ID`: drops the change (and later ones of its record) and restores the record
     /// as the server last had it. Under the sync lock, so no push is sending it at that moment.
     public func discard(_ id: String) throws(OStackError) {
-        guard let entry = try store.entry(id) else {
-            throw OStackError(.notFound, context: .init(suggestion: .see(.queueList)), detail: "no such queue entry")
-        }
+        guard let entry = try store.entry(id) else { throw Self.noEntry(id) }
         try session.withSyncLock { () throws(OStackError) in
             // The event in the same transaction as the change it records (docs/audit.md): a
             // `kill -9` leaves both or neither.

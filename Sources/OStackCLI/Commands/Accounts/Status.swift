@@ -16,6 +16,7 @@ struct Status: AsyncParsableCommand {
 
     func validate() throws {
         if short && all { throw ValidationError("--short and --all cannot be used together.") }
+        if all && global.account != nil { throw ValidationError("--all shows every account: --account does not apply.") }
     }
 
     func run() async throws {
@@ -43,9 +44,9 @@ struct Status: AsyncParsableCommand {
                             }
                         ).render(terminal: context.terminal)
                     }
-                    return documents.isEmpty
-                        ? "No accounts yet. Run `ostack login` to add one."
-                        : documents.map { Self.human($0) }.joined(separator: "\n")
+                    // No accounts: a note on stderr, nothing a program would read as one.
+                    if documents.isEmpty { context.note("No accounts yet. Run `ostack login` to add one.") }
+                    return documents.map { Self.human($0) }.joined(separator: "\n")
                 }
                 return
             }

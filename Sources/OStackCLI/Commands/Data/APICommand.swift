@@ -43,6 +43,10 @@ struct APICommand: AsyncParsableCommand {
         if input != nil && !(stringFields.isEmpty && typedFields.isEmpty) {
             throw ValidationError("Pass fields or --input, not both.")
         }
+        // The server's JSON is printed as it came: no table, tsv or csv of it.
+        if let format = global.format, format != .json {
+            throw ValidationError("ostack api prints the server's JSON: --format \(format) does not apply (--jq picks values).")
+        }
     }
 
     func run() async throws {
