@@ -62,11 +62,15 @@ public enum CommandLineMain {
 
     /// Whether the command line asks for JSON (`--json`, `--format json`, `--format=json`), read
     /// without the parser, which has just failed.
+    /// `records import`'s `--format` names its file's format, not its output's.
     static func wantsJSON(_ arguments: [String]) -> Bool {
+        let formatIsOutput = UsageError.commandPath(arguments).names != ["records", "import"]
         for (index, argument) in arguments.enumerated() {
             if argument == "--" { return false }
-            if argument == "--json" || argument == "--format=json" { return true }
-            if argument == "--format", index + 1 < arguments.count, arguments[index + 1] == "json" { return true }
+            if argument == "--json" || (formatIsOutput && argument == "--format=json") { return true }
+            if formatIsOutput, argument == "--format", index + 1 < arguments.count, arguments[index + 1] == "json" {
+                return true
+            }
         }
         return false
     }

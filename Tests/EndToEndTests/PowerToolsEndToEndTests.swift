@@ -451,6 +451,11 @@ import Testing
         let value = try importing(["title,amount", "x,abc"], ["--key", "title"])
         #expect(value.status == 9 && value.stdout.contains("line 2: Amount must be a number"), "\(value.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        // A key field's `""` is no key value; blank lines before the header are skipped.
+        let emptyKey = try importing(["title,notes", #""",x"#], ["--key", "title"])
+        #expect(emptyKey.status == 9 && emptyKey.stdout.contains("no value for the key field title"), "\(emptyKey.stdout)")
+        let blankFirst = try importing(["", "title", "Blank first"], ["--key", "title"])
+        #expect(blankFirst.status == 0, "\(blankFirst.stderr)")
         // A trailing empty column (a spreadsheet's) imports.
         // A quoted empty cell is an empty text; an empty cell is null.
         let trailing = try importing(["title,amount,notes,owner,", #"x,1,"",,"#], ["--key", "title"])
@@ -491,6 +496,9 @@ import Testing
         let jq = try ostack.run(
             ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--jq", ".pushed"], stdin: "title\nThree\n")
         #expect(jq.status == 0 && jq.stdout == "1\n", "\(jq.stdout) \(jq.stderr)")
+        // A usage error of an import is plain text: its `--format json` names the file's format.
+        let usage = try ostack.run(["records", "import", "task", "-", "--format", "json", "--bogus"], stdin: "[]")
+        #expect(usage.status == 64 && usage.stderr.hasPrefix("ostack: error:"), "\(usage.stderr)")
         let list = try ostack.run(["records", "list", "task", "--format", "csv", "--json"])
         #expect(list.status == 64 && list.stderr.contains("Pass --json or --format csv, not both."), "\(list.stderr)")
         let filtered = try ostack.run(["records", "list", "task", "--format", "tsv", "--jq", "."])

@@ -108,6 +108,17 @@ import Testing
                 OStackError(.validation, context: .init(suggestion: .see(.queueList))),
                 "See `ostack queue list`."
             ),
+            // Unreachable: a later push is promised only for a change saved and queued (counted, or
+            // flagged as an import's and a multi-record create's are).
+            (OStackError(.offline), "Check the connection."),
+            (OStackError(.offline, context: .init(count: 1)), "Check the connection; `ostack sync` pushes queued changes later."),
+            (
+                { () -> OStackError in
+                    var error = OStackError(.offline)
+                    error.context.savedAndQueued = true
+                    return error
+                }(), "Check the connection; `ostack sync` pushes queued changes later."
+            ),
         ]
         for (error, hint) in cases {
             #expect(presenter.present(error, referenceID: "R1").hint == hint)

@@ -140,9 +140,6 @@ import Testing
         }
     }
 
-    /// `parse` reads ordinary text itself and hands the rest to `JSONDecoder`: for valid text, broken
-    /// text and random byte mutations alike the result is the decoder's, and most ordinary text is
-    /// read directly.
     /// Where text that is not JSON goes wrong, by line; nil for JSON (a repeated key included,
     /// which the decoder reads).
     @Test func errorLineNamesWhereTheTextStopsBeingJSON() {
@@ -156,6 +153,9 @@ import Testing
         #expect(line("{\"a\": tru}") == 1)
     }
 
+    /// `parse` reads ordinary text itself and hands the rest to `JSONDecoder`: for valid text, broken
+    /// text and random byte mutations alike the result is the decoder's, and most ordinary text is
+    /// read directly.
     @Test func parseIsWhatJSONDecoderGives() {
         var generator = SeededGenerator(seed: 20_261_125)
         var agreed = 0

@@ -67,7 +67,7 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "Cannot reach \(host ?? "the server").\(context.count.map { _ in " The change is saved and queued." } ?? "")",
                 suggestion
-                    ?? (context.count == nil
+                    ?? (context.count == nil && !context.savedAndQueued
                         ? "Check the connection." : "Check the connection; `ostack sync` pushes queued changes later."), 5)
         case .tls:
             return make(
@@ -119,6 +119,14 @@ public struct ErrorPresenter: Sendable {
         case .validation:
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")
             return make("The data is not valid\(list).", suggestion, 9)
+        case .olderChangeFailed:
+            let count = context.count ?? 1
+            let first = [context.object, context.recordIDs.first].compactMap { $0.map { Self.sanitize($0, maxLength: 64) } }
+            return make(
+                "\(count == 1 ? "An older queued change" : "\(count) older queued changes")"
+                    + "\(first.isEmpty ? "" : " (\(first.joined(separator: " "))\(count == 1 ? "" : ", …"))")"
+                    + " sent with this one did not go through; this one did.",
+                suggestion ?? "Run `ostack queue list` to see \(count == 1 ? "it" : "them"); `ostack sync` tries again.", 11)
         case .refused:
             let count = context.count ?? 1
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")

@@ -102,7 +102,7 @@ extension ConfigurationStore {
         if let value, !setting.isValid(value) {
             throw OStackError(
                 .invalidInput,
-                context: .init(suggestion: "\(key) takes \(setting.accepts); '\(value)' is not one. \(setting.summary)"))
+                context: .init(suggestion: "\(key) takes \(setting.accepts); '\(value)' is not one."))
         }
         try update { $0.settings[key] = value }
     }

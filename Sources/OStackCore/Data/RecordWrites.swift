@@ -217,6 +217,9 @@ public struct RecordWrites {
             return OStackError(.notFound, context: context, detail: detail)
         }
         if let local = try store.record(object, id) { return local }
+        // Renamed meanwhile by another process (a server-assigned id): the record under its new id.
+        let renamed = try store.currentID(object, id)
+        if renamed != id, let local = try store.record(object, renamed) { return local }
         if try store.hasQueuedChange(object, recordID: id) {
             throw notFound("Its deletion is queued here; \(command: .queueDiscard) of that change brings it back.", "deleted here")
         }
@@ -301,19 +304,15 @@ public struct RecordWrites {
         // A server that assigned its own id: the record, and what the command prints, follow it.
         let id = try store.currentID(object, id)
         result.id = id
+        // A taken id is no failure yet (the next round looks the create up): not reported.
         let older = try store.entries(statuses: troubled).filter {
-            !troubledBefore.contains($0.id) && !($0.object == object && $0.recordID == id)
+            !troubledBefore.contains($0.id) && !($0.object == object && $0.recordID == id) && $0.failure != .idTaken
         }
         if let first = older.first {
-            var warning =
-                first.status == .conflict
-                ? OStackError(.conflict, context: .init(object: first.object), detail: "older change conflicted")
-                : (first.failure ?? .unexpected(status: 0, code: nil)).userError(
-                    account: session.account.alias, object: first.object)
-            let count = older.count == 1 ? "An older queued change" : "\(older.count) older queued changes"
-            warning.context.suggestion =
-                "\(count) (\(first.object) \(first.recordID)\(older.count == 1 ? "" : ", …")) sent with this one did not go through; this one did. \(command: first.status == .conflict ? .conflictsList : .queueList) shows \(older.count == 1 ? "it" : "them")."
-            result.olderFailure = warning
+            var context = OStackError.Context(account: session.account.alias, object: first.object, count: older.count)
+            context.recordIDs = [first.recordID]
+            if older.allSatisfy({ $0.status == .conflict }) { context.suggestion = .run(.conflictsList) }
+            result.olderFailure = OStackError(.olderChangeFailed, context: context, detail: "older change failed")
         }
         let pending = try store.firstEntry(object, recordID: id)
         result.record = try store.record(object, id)?.data

@@ -66,6 +66,10 @@ public struct OStackError: Error, Sendable {
         case unexpectedResponse = "unexpected-response"
         /// A write answered with success but without the record: saved and kept queued.
         case unconfirmed = "unconfirmed"
+        /// A warning, never a command's error: older queued changes of other records that a write's
+        /// push sent did not go through (`context.count`, `context.object`, `recordIDs`: the first),
+        /// while the write did.
+        case olderChangeFailed = "older-change-failed"
         /// Pulled records that are not valid JSON (or nest too deep, or hold a number out of
         /// range): left out of the mirror and named.
         case rejectedRecords = "rejected-records"

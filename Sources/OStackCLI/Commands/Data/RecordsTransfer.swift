@@ -426,7 +426,7 @@ extension RecordsCommand {
                 for var row in rows {
                     var problems = validator.problems(in: row.fields, complete: true).map(\.message)
                     if row.fields["id"]?.stringValue == nil {
-                        if let key, let value = row.fields[key], value != .null {
+                        if let key, let value = row.fields[key], value != .null, value != .string("") {
                             row.fields["id"] = .string(
                                 RecordWrites.importID(object: object, key: key, value: RecordText.text(value)))
                         } else {
@@ -636,7 +636,11 @@ extension RecordsCommand {
                         ),
                         detail: "import csv: not UTF-8")
                 }
-                let records = try CSVReader.records(String(decoding: bytes, as: UTF8.self))
+                // Blank lines before the header are skipped: the header is the first line with text.
+                let records = Array(
+                    try CSVReader.records(String(decoding: bytes, as: UTF8.self)).drop {
+                        $0.fields.count == 1 && $0.fields[0].isEmpty && $0.emptyText.isEmpty
+                    })
                 guard let header = records.first?.fields else { return [] }
                 try checkHeader(records, schema: validator.schema)
                 // A blank line is no row (a lone `""` is one: an empty text).
@@ -651,15 +655,15 @@ extension RecordsCommand {
                     var problems: [String] = []
                     for (column, (name, text)) in zip(header, record.fields).enumerated()
                     where !text.isEmpty || record.emptyText.contains(column) {
-                        if text.isEmpty {
+                        if name == "id" {
+                            if !text.isEmpty { fields["id"] = .string(text) }
+                        } else if system.contains(name) {
+                            continue
+                        } else if text.isEmpty {
                             // `""`: an empty text in a text field (null in any other, as an empty cell).
                             if let field = validator.schema.field(name), FieldValidator.isText(field.type) {
                                 fields[name] = .string("")
                             }
-                        } else if name == "id" {
-                            fields["id"] = .string(text)
-                        } else if system.contains(name) {
-                            continue
                         } else {
                             do throws(OStackError) {
                                 // Export writes null as an empty cell: the word null is text here.
