@@ -79,10 +79,14 @@ import Testing
         for command in [["update", "task", "gone1", "--set", "status=done"], ["delete", "task", "gone1"]] {
             let write = try ostack.run(["records"] + command)
             #expect(write.status == 7, "\(write.stdout) \(write.stderr)")
-            #expect(write.stderr.contains("No task record gone1") && write.stderr.contains("Its deletion is queued here"), "\(write.stderr)")
+            #expect(
+                write.stderr.contains("No task record gone1") && write.stderr.contains("Its deletion is queued here"),
+                "\(write.stderr)")
         }
         let queued = try ostack.run(["queue", "list", "--json"]).stdout
-        #expect(queued.components(separatedBy: #""operation":"#).count == 2 && queued.contains(#""operation":"delete""#), "\(queued)")
+        #expect(
+            queued.components(separatedBy: #""operation":"#).count == 2 && queued.contains(#""operation":"delete""#),
+            "\(queued)")
         #expect(try server!.control("GET", "record?object=task&id=gone1").contains("gone1"), "nothing was sent")
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try ostack.run(["records", "get", "task", "gone1"]).status == 7)
@@ -93,7 +97,9 @@ import Testing
         let id = String(try #require(listed.split(separator: "\r\n").last))
         let offline = try ostack.run(["records", "update", "task", id, "--set", "status=done", "--offline"])
         #expect(offline.status == 7, "\(offline.stderr)")
-        #expect(offline.stderr.contains("There is no copy of it here to change offline. task is not tracked"), "\(offline.stderr)")
+        #expect(
+            offline.stderr.contains("There is no copy of it here to change offline. task is not tracked"),
+            "\(offline.stderr)")
         #expect(offline.stderr.contains("`ostack sync track task`"), "\(offline.stderr)")
         let missing = try ostack.run(["records", "delete", "task", "nosuch1"])
         #expect(missing.status == 7 && missing.stderr.contains("No task record nosuch1"), "\(missing.stderr)")
@@ -101,7 +107,9 @@ import Testing
         for command in [["update", "task", id, "--set", "status=done"], ["delete", "task", id]] {
             let write = try ostack.run(["records"] + command)
             #expect(write.status == 5, "\(write.stderr)")
-            #expect(write.stderr.contains("Nothing was saved: the record must be read from the server first."), "\(write.stderr)")
+            #expect(
+                write.stderr.contains("Nothing was saved: the record must be read from the server first."),
+                "\(write.stderr)")
             #expect(!write.stderr.contains("pushes queued changes later"), "\(write.stderr)")
         }
         let get = try ostack.run(["records", "get", "task", id])
@@ -118,7 +126,9 @@ import Testing
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         for id in ["s2", "s3"] {
-            #expect(try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"\#(id)"}"#]).status == 0)
+            #expect(
+                try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"\#(id)"}"#]).status
+                    == 0)
         }
         #expect(try ostack.run(["records", "update", "task", "s2", "--set", "status=done", "--offline"]).status == 0)
         let entries = try ostack.run(["queue", "list", "--json"]).stdout
@@ -129,13 +139,15 @@ import Testing
         #expect(update.stdout.contains("Updated task s3."), "\(update.stdout)")
         #expect(
             update.stderr.contains(
-                "ostack: warning: An older queued change (task s2) sent with this one did not go through; this one did."),
+                "ostack: warning: An older queued change (task s2) sent with this one did not go through; this one did."
+            ),
             "\(update.stderr)")
         #expect(update.stderr.contains("ostack: hint: Run `ostack queue list` to see it;"), "\(update.stderr)")
         // No warning when nothing older failed.
         let delete = try ostack.run(["records", "delete", "task", "s3", "--json"])
         #expect(delete.status == 0 && delete.stderr.isEmpty, "\(delete.stderr)")
-        #expect(delete.stdout == #"{"id":"s3","object":"task","queued":false,"record":null}"# + "\n", "\(delete.stdout)")
+        #expect(
+            delete.stdout == #"{"id":"s3","object":"task","queued":false,"record":null}"# + "\n", "\(delete.stdout)")
     }
 
     /// Answers that said too little or ignored what was asked (a red-team pass): an unknown object
@@ -150,7 +162,9 @@ import Testing
         #expect(object.status == 7 && object.stderr.contains("Unknown object 'tsak'."), "\(object.stderr)")
         for command in [["retry", "q_nosuch"], ["discard", "q_nosuch", "--yes"]] {
             let queue = try ostack.run(["queue"] + command)
-            #expect(queue.status == 7 && queue.stderr.contains("No queued change has the id 'q_nosuch'."), "\(queue.stderr)")
+            #expect(
+                queue.status == 7 && queue.stderr.contains("No queued change has the id 'q_nosuch'."), "\(queue.stderr)"
+            )
         }
         let interval = try ostack.run(["config", "set", "sync.interval", "31d"])
         #expect(interval.status == 9, "\(interval.stderr)")

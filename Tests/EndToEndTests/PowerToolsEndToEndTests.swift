@@ -113,7 +113,8 @@ import Testing
         // decodes escapes and empty segments): each of these once printed the session token.
         for spelling in [
             "/%61uth/get-session", "/auth%2Fget-session", "//auth/get-session", "/AUTH/get-session",
-            "/data/%2e%2e/auth/get-session", "/data/%2E%2E/%61uth/get-session", "\(server.url)//api/v1/auth/get-session",
+            "/data/%2e%2e/auth/get-session", "/data/%2E%2E/%61uth/get-session",
+            "\(server.url)//api/v1/auth/get-session",
             "\(server.url)/api/v1//%61uth//get-session",
         ] {
             let other = try ostack.run(["api", spelling])
@@ -439,9 +440,12 @@ import Testing
         let unknown = try importing(["titel,status"] + (1...30).map { "x\($0),open" })
         #expect(unknown.status == 9, "\(unknown.stdout) \(unknown.stderr)")
         #expect(unknown.stdout.isEmpty, "\(unknown.stdout)")
-        #expect(unknown.stderr.contains("Line 1: 'titel' is not a field of Task. Did you mean 'title'?"), "\(unknown.stderr)")
+        #expect(
+            unknown.stderr.contains("Line 1: 'titel' is not a field of Task. Did you mean 'title'?"),
+            "\(unknown.stderr)")
         let twice = try importing(["title,title", "x,y"], ["--key", "title"])
-        #expect(twice.status == 9 && twice.stderr.contains("Line 1: the column 'title' appears twice."), "\(twice.stderr)")
+        #expect(
+            twice.status == 9 && twice.stderr.contains("Line 1: the column 'title' appears twice."), "\(twice.stderr)")
         let key = try importing(["title", "x", "y"], ["--key", "nosuch"])
         #expect(key.status == 9 && key.stdout.isEmpty, "\(key.stdout) \(key.stderr)")
         #expect(key.stderr.contains("--key: 'nosuch' is not a field of Task."), "\(key.stderr)")
@@ -453,7 +457,8 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
         // A key field's `""` is no key value; blank lines before the header are skipped.
         let emptyKey = try importing(["title,notes", #""",x"#], ["--key", "title"])
-        #expect(emptyKey.status == 9 && emptyKey.stdout.contains("no value for the key field title"), "\(emptyKey.stdout)")
+        #expect(
+            emptyKey.status == 9 && emptyKey.stdout.contains("no value for the key field title"), "\(emptyKey.stdout)")
         let blankFirst = try importing(["", "title", "Blank first"], ["--key", "title"])
         #expect(blankFirst.status == 0, "\(blankFirst.stderr)")
         // A trailing empty column (a spreadsheet's) imports.
@@ -488,13 +493,15 @@ import Testing
         let (server, ostack, _) = try signedInWithScratch()
         defer { withExtendedLifetime(server) {} }
         let ndjson = try ostack.run(
-            ["records", "import", "task", "-", "--format", "ndjson", "--key", "title"], stdin: #"{"title":"One"}"# + "\n")
+            ["records", "import", "task", "-", "--format", "ndjson", "--key", "title"],
+            stdin: #"{"title":"One"}"# + "\n")
         #expect(ndjson.status == 0 && ndjson.stdout == "Imported 1 task record (1 pushed).\n", "\(ndjson.stdout)")
         let csv = try ostack.run(
             ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--json"], stdin: "title\nTwo\n")
         #expect(csv.status == 0 && csv.stdout.contains(#""queued":1"#), "\(csv.stdout) \(csv.stderr)")
         let jq = try ostack.run(
-            ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--jq", ".pushed"], stdin: "title\nThree\n")
+            ["records", "import", "task", "-", "--format", "csv", "--key", "title", "--jq", ".pushed"],
+            stdin: "title\nThree\n")
         #expect(jq.status == 0 && jq.stdout == "1\n", "\(jq.stdout) \(jq.stderr)")
         // A usage error of an import is plain text: its `--format json` names the file's format.
         let usage = try ostack.run(["records", "import", "task", "-", "--format", "json", "--bogus"], stdin: "[]")
@@ -503,7 +510,8 @@ import Testing
         #expect(list.status == 64 && list.stderr.contains("Pass --json or --format csv, not both."), "\(list.stderr)")
         let filtered = try ostack.run(["records", "list", "task", "--format", "tsv", "--jq", "."])
         #expect(filtered.status == 64, "\(filtered.stderr)")
-        #expect(filtered.stderr.contains("ostack: usage: ostack records list [<options>] <object>"), "\(filtered.stderr)")
+        #expect(
+            filtered.stderr.contains("ostack: usage: ostack records list [<options>] <object>"), "\(filtered.stderr)")
         let export = try ostack.run(["records", "export", "task", "--format", "csv", "--json"])
         #expect(export.status == 64 && export.stdout.isEmpty, "\(export.stdout) \(export.stderr)")
     }

@@ -124,7 +124,8 @@ import Testing
         // A negative limit is named as such (it was "Missing value for '--limit <limit>'"), an empty
         // record id is refused before anything is asked of the server (it was exit 11).
         let negative = try ostack.run(["records", "list", "task", "--limit", "-1"])
-        #expect(negative.status == 64 && negative.stderr.contains("--limit must not be negative."), "\(negative.stderr)")
+        #expect(
+            negative.status == 64 && negative.stderr.contains("--limit must not be negative."), "\(negative.stderr)")
         let empty = try ostack.run(["records", "get", "task", ""])
         #expect(empty.status == 64 && empty.stderr.contains("The record id must not be empty."), "\(empty.stderr)")
     }
@@ -207,29 +208,38 @@ import Testing
         let server = try DevServerProcess()
         let ostack = OStackRunner()
         try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
-        #expect(try ostack.run(["queue", "list", "--format", "csv"]).stdout
-            == "id,object,record,operation,status,attempts,last error\r\n")
-        #expect(try ostack.run(["queue", "list"]).stdout
-            == "id\tobject\trecord\toperation\tstatus\tattempts\tlast error\n")
-        #expect(try ostack.run(["conflicts", "list", "--format", "tsv"]).stdout == "id\tobject\trecord\tchange\tfields\n")
-        #expect(try ostack.run(["audit", "--format", "csv", "--event", "nothing.such"]).stdout
-            == "seq,time,account,event,outcome,details\r\n")
+        #expect(
+            try ostack.run(["queue", "list", "--format", "csv"]).stdout
+                == "id,object,record,operation,status,attempts,last error\r\n")
+        #expect(
+            try ostack.run(["queue", "list"]).stdout
+                == "id\tobject\trecord\toperation\tstatus\tattempts\tlast error\n")
+        #expect(
+            try ostack.run(["conflicts", "list", "--format", "tsv"]).stdout == "id\tobject\trecord\tchange\tfields\n")
+        #expect(
+            try ostack.run(["audit", "--format", "csv", "--event", "nothing.such"]).stdout
+                == "seq,time,account,event,outcome,details\r\n")
         let accounts = try ostack.run(["accounts", "list", "--format", "csv"]).stdout
         #expect(accounts.hasPrefix("default,alias,email,server,state\r\n*,alice,"), "\(accounts)")
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
-        #expect(try ostack.run(["sync", "status", "--format", "csv"]).stdout == "object,records,pulled\r\ntask,0,never\r\n")
+        #expect(
+            try ostack.run(["sync", "status", "--format", "csv"]).stdout == "object,records,pulled\r\ntask,0,never\r\n")
         // `status` honours an explicit line format (it printed aligned text whatever was asked);
         // `config list` names its third column.
         let status = try ostack.run(["status", "--format", "csv"]).stdout
-        #expect(status.hasPrefix("field,value\r\naccount,alice (") && status.contains("\r\nlock,no PIN\r\n"), "\(status)")
+        #expect(
+            status.hasPrefix("field,value\r\naccount,alice (") && status.contains("\r\nlock,no PIN\r\n"), "\(status)")
         let all = try ostack.run(["status", "--all", "--format", "tsv"]).stdout
         #expect(all.hasPrefix("account\tserver\tuser\tsession\tlock\tqueue\tlast sync\nalice ("), "\(all)")
         #expect(try ostack.run(["status"]).stdout.hasPrefix("account      alice ("))
         // `--format ndjson` of a list: one item per line (it printed the list's JSON document).
         let accountLines = try ostack.run(["accounts", "list", "--format", "ndjson"]).stdout
-        #expect(accountLines.hasPrefix(#"{"alias":"alice","#) && accountLines.split(separator: "\n").count == 1, "\(accountLines)")
+        #expect(
+            accountLines.hasPrefix(#"{"alias":"alice","#) && accountLines.split(separator: "\n").count == 1,
+            "\(accountLines)")
         let settingLines = try ostack.run(["config", "list", "--format", "ndjson"]).stdout.split(separator: "\n")
-        #expect(settingLines.count > 3 && settingLines.allSatisfy { $0.hasPrefix(#"{"isDefault":"#) }, "\(settingLines)")
+        #expect(
+            settingLines.count > 3 && settingLines.allSatisfy { $0.hasPrefix(#"{"isDefault":"#) }, "\(settingLines)")
         #expect(try ostack.run(["queue", "list", "--format", "ndjson"]).stdout.isEmpty)
         let settings = try ostack.run(["config", "list", "--format", "csv"]).stdout
         #expect(settings.hasPrefix("key,value,source\r\nkeyring.backend,secret-service,default\r\n"), "\(settings)")
@@ -244,7 +254,8 @@ import Testing
         for source in ["--local", "--remote"] {
             let lines = try ostack.run(["records", "list", "task", source, "--format", "ndjson"]).stdout
                 .split(separator: "\n")
-            #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix("{\"") && $0.contains("\"title\":") }, "\(lines)")
+            #expect(
+                lines.count == 2 && lines.allSatisfy { $0.hasPrefix("{\"") && $0.contains("\"title\":") }, "\(lines)")
         }
     }
 

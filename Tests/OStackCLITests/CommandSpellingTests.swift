@@ -111,7 +111,10 @@ import Testing
             // Unreachable: a later push is promised only for a change saved and queued (counted, or
             // flagged as an import's and a multi-record create's are).
             (OStackError(.offline), "Check the connection."),
-            (OStackError(.offline, context: .init(count: 1)), "Check the connection; `ostack sync` pushes queued changes later."),
+            (
+                OStackError(.offline, context: .init(count: 1)),
+                "Check the connection; `ostack sync` pushes queued changes later."
+            ),
             (
                 { () -> OStackError in
                     var error = OStackError(.offline)

@@ -30,7 +30,12 @@ struct ConfigList: AsyncParsableCommand {
                 let table = context.terminal.defaultFormat == .table
                 return Table(
                     headers: ["key", "value", table ? "" : "source"],
-                    rows: entries.map { [$0.key, $0.value, table ? ($0.isDefault ? "(default)" : "") : ($0.isDefault ? "default" : "set")] }
+                    rows: entries.map {
+                        [
+                            $0.key, $0.value,
+                            table ? ($0.isDefault ? "(default)" : "") : ($0.isDefault ? "default" : "set"),
+                        ]
+                    }
                 ).render(terminal: context.terminal)
             }
         }

@@ -68,7 +68,8 @@ public struct ErrorPresenter: Sendable {
                 "Cannot reach \(host ?? "the server").\(context.count.map { _ in " The change is saved and queued." } ?? "")",
                 suggestion
                     ?? (context.count == nil && !context.savedAndQueued
-                        ? "Check the connection." : "Check the connection; `ostack sync` pushes queued changes later."), 5)
+                        ? "Check the connection." : "Check the connection; `ostack sync` pushes queued changes later."),
+                5)
         case .tls:
             return make(
                 "The secure connection to \(host ?? "the server") could not be verified.",
@@ -76,9 +77,11 @@ public struct ErrorPresenter: Sendable {
         case .timeout:
             return make(
                 "\(host ?? "The server") did not answer in time.\(context.count.map { _ in " The change is saved and queued." } ?? "")",
-                suggestion.map { "\($0) --timeout allows a slow server longer." } ?? (context.count == nil
-                    ? "Try again later, or allow longer with --timeout."
-                    : "`ostack sync` pushes queued changes later; --timeout allows a slow server longer."), 5)
+                suggestion.map { "\($0) --timeout allows a slow server longer." }
+                    ?? (context.count == nil
+                        ? "Try again later, or allow longer with --timeout."
+                        : "`ostack sync` pushes queued changes later; --timeout allows a slow server longer."),
+                5)
         case .conflict:
             return make(
                 "The record was changed on the server since you last saw it.",
@@ -121,12 +124,15 @@ public struct ErrorPresenter: Sendable {
             return make("The data is not valid\(list).", suggestion, 9)
         case .olderChangeFailed:
             let count = context.count ?? 1
-            let first = [context.object, context.recordIDs.first].compactMap { $0.map { Self.sanitize($0, maxLength: 64) } }
+            let first = [context.object, context.recordIDs.first].compactMap {
+                $0.map { Self.sanitize($0, maxLength: 64) }
+            }
             return make(
                 "\(count == 1 ? "An older queued change" : "\(count) older queued changes")"
                     + "\(first.isEmpty ? "" : " (\(first.joined(separator: " "))\(count == 1 ? "" : ", …"))")"
                     + " sent with this one did not go through; this one did.",
-                suggestion ?? "Run `ostack queue list` to see \(count == 1 ? "it" : "them"); `ostack sync` tries again.", 11)
+                suggestion
+                    ?? "Run `ostack queue list` to see \(count == 1 ? "it" : "them"); `ostack sync` tries again.", 11)
         case .refused:
             let count = context.count ?? 1
             let list = fields.isEmpty ? "" : ": " + fields.joined(separator: ", ")

@@ -15,14 +15,17 @@ public struct Setting: Sendable, Equatable {
     public static let all: [Setting] = [
         Setting(
             key: "keyring.backend", summary: "Keyring backend for new accounts (secret-service or file).",
-            defaultValue: "secret-service", accepts: "secret-service or file", isValid: { ["secret-service", "file"].contains($0) }),
+            defaultValue: "secret-service", accepts: "secret-service or file",
+            isValid: { ["secret-service", "file"].contains($0) }),
         Setting(
             key: AgentLimits.idleSetting,
             summary: "Lock unlocked accounts after this much idle time (e.g. 15m, 1h).",
-            defaultValue: AgentLimits.defaultIdleText, accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
+            defaultValue: AgentLimits.defaultIdleText, accepts: Setting.durationForm,
+            isValid: { Setting.duration($0) != nil }),
         Setting(
             key: AgentLimits.lifetimeSetting, summary: "Lock unlocked accounts after this long regardless of use.",
-            defaultValue: AgentLimits.defaultLifetimeText, accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
+            defaultValue: AgentLimits.defaultLifetimeText, accepts: Setting.durationForm,
+            isValid: { Setting.duration($0) != nil }),
         Setting(
             key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
             accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
@@ -31,11 +34,14 @@ public struct Setting: Sendable, Equatable {
             summary:
                 "A PEM file of certificate authorities to trust instead of the system's (a private CA), as an absolute path.",
             defaultValue: "", accepts: "the absolute path of a file that exists",
-            isValid: { $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}") && SecureFileSystem.size(of: $0) != nil) }),
+            isValid: {
+                $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}") && SecureFileSystem.size(of: $0) != nil)
+            }),
         Setting(
             key: "locale",
             summary: "Language of labels from the server, sent as Accept-Language (auto: from LANG; e.g. de, fr-CA).",
-            defaultValue: "auto", accepts: "auto or a language tag (de, fr-CA)", isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),
+            defaultValue: "auto", accepts: "auto or a language tag (de, fr-CA)",
+            isValid: { $0 == "auto" || Setting.languageTag($0) != nil }),
     ]
 
     static let durationForm = "a duration from 1s to 30d: a number with s, m, h or d (90s, 15m, 1.5h, 1d)"

@@ -176,7 +176,8 @@ public struct FieldValidator: Sendable {
             if name == "id" {
                 guard !text.isEmpty else {
                     throw OStackError(
-                        .validation, context: .init(object: schema.name, fields: [name], suggestion: "An id cannot be empty."),
+                        .validation,
+                        context: .init(object: schema.name, fields: [name], suggestion: "An id cannot be empty."),
                         detail: "empty id in --set")
                 }
                 return .string(text)

@@ -225,7 +225,8 @@ public struct RecordReads {
             if left.isEmpty {
                 try store.removeValue(key)
             } else {
-                try store.setValue(key, String(decoding: JSONValue.array(left.map { .string($0) }).serialized(), as: UTF8.self))
+                try store.setValue(
+                    key, String(decoding: JSONValue.array(left.map { .string($0) }).serialized(), as: UTF8.self))
             }
         }
     }

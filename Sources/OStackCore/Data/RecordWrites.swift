@@ -42,7 +42,8 @@ public struct RecordWrites {
             var results: [WriteResult] = []
             for row in created {
                 results.append(
-                    WriteResult(object: object, id: row.id, record: try store.record(object, row.id)?.data, queued: true))
+                    WriteResult(
+                        object: object, id: row.id, record: try store.record(object, row.id)?.data, queued: true))
             }
             return (results, nil)
         }
@@ -64,7 +65,8 @@ public struct RecordWrites {
             do throws(OStackError) {
                 // The row's own entry decides a refusal (its id may since be another record's alias).
                 if let own = row.ownEntry, let entry = try store.entry(own.id), entry.status == .failed,
-                    let failure = entry.failure, failure.isRefusal, try store.discardIfLatest(own.id, payload: own.payload)
+                    let failure = entry.failure, failure.isRefusal,
+                    try store.discardIfLatest(own.id, payload: own.payload)
                 {
                     let labels = schema
                     result.queued = false
@@ -144,7 +146,8 @@ public struct RecordWrites {
                 let json = JSONValue.object(record).serialized()
                 func refused(_ suggestion: Wording, _ detail: String) -> OStackError {
                     OStackError(
-                        .validation, context: .init(object: object, fields: ["id"], suggestion: suggestion), detail: detail)
+                        .validation, context: .init(object: object, fields: ["id"], suggestion: suggestion),
+                        detail: detail)
                 }
                 guard ids.insert(id).inserted else {
                     throw refused(
@@ -221,7 +224,8 @@ public struct RecordWrites {
         let renamed = try store.currentID(object, id)
         if renamed != id, let local = try store.record(object, renamed) { return local }
         if try store.hasQueuedChange(object, recordID: id) {
-            throw notFound("Its deletion is queued here; \(command: .queueDiscard) of that change brings it back.", "deleted here")
+            throw notFound(
+                "Its deletion is queued here; \(command: .queueDiscard) of that change brings it back.", "deleted here")
         }
         let untracked = try !store.isTracked(object)
         let track: Wording =
@@ -234,13 +238,13 @@ public struct RecordWrites {
         let remote: LocalStore.StoredRecord?
         do {
             remote = try session.reads.fetchRemote(object, id)
-        } catch where error.code == .unknownObject && error.context.object == nil {
+        } catch  where error.code == .unknownObject && error.context.object == nil {
             var error = error
             error.context.object = object  // named: "Unknown object 'tsak'."
             throw error
-        } catch where error.code == .notFound && error.context.recordIDs.isEmpty && error.context.count == nil {
+        } catch  where error.code == .notFound && error.context.recordIDs.isEmpty && error.context.count == nil {
             throw notFound(nil, "not on the server")  // named, with where to look
-        } catch where [.offline, .timeout].contains(error.code) && untracked && error.context.suggestion == nil {
+        } catch  where [.offline, .timeout].contains(error.code) && untracked && error.context.suggestion == nil {
             var error = error
             error.context.suggestion = "Nothing was saved: the record must be read from the server first.\(track)"
             throw error
@@ -351,9 +355,10 @@ public struct RecordWrites {
         // command: a script that retried a failed create would create it twice.
         do {
             return .ran(
-                stopped: try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push() }
-                    .stoppedError)
-        } catch where [.storageFailure, .unsafeStorage].contains(error.code) {
+                stopped: try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push()
+                }
+                .stoppedError)
+        } catch  where [.storageFailure, .unsafeStorage].contains(error.code) {
             return .notStarted(error)
         }
     }

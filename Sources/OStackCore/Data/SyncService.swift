@@ -215,7 +215,8 @@ public struct SyncService {
                 guard let current = try store.entry(id), current.status != .inProgress else {
                     throw OStackError(
                         .notFound,
-                        context: .init(suggestion: "It is gone, or a sync is sending it now: see \(command: .queueList)."),
+                        context: .init(
+                            suggestion: "It is gone, or a sync is sending it now: see \(command: .queueList)."),
                         detail: "entry gone or being pushed")
                 }
                 try store.discard(current)

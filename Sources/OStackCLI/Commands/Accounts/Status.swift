@@ -16,7 +16,9 @@ struct Status: AsyncParsableCommand {
 
     func validate() throws {
         if short && all { throw ValidationError("--short and --all cannot be used together.") }
-        if all && global.account != nil { throw ValidationError("--all shows every account: --account does not apply.") }
+        if all && global.account != nil {
+            throw ValidationError("--all shows every account: --account does not apply.")
+        }
     }
 
     func run() async throws {

@@ -45,7 +45,8 @@ struct APICommand: AsyncParsableCommand {
         }
         // The server's JSON is printed as it came: no table, tsv or csv of it.
         if let format = global.format, format != .json {
-            throw ValidationError("ostack api prints the server's JSON: --format \(format) does not apply (--jq picks values).")
+            throw ValidationError(
+                "ostack api prints the server's JSON: --format \(format) does not apply (--jq picks values).")
         }
     }
 
@@ -262,7 +263,9 @@ struct APIRequest {
                 index += 1
                 continue
             }
-            guard index + 2 < bytes.count, let high = Hex.nibble(bytes[index + 1]), let low = Hex.nibble(bytes[index + 2]) else {
+            guard index + 2 < bytes.count, let high = Hex.nibble(bytes[index + 1]),
+                let low = Hex.nibble(bytes[index + 2])
+            else {
                 return nil
             }
             let value = high << 4 | low
@@ -304,11 +307,13 @@ struct APIRequest {
             let why: String? =
                 !name.isEmpty && !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") })
                 ? "Header '\(shown)' is not a valid header name (letters, digits and '-')."
-                : name.isEmpty ? "-H takes 'Name: value'."
-                : value.contains(where: { $0.isNewline || $0 == "\r" })
-                    ? "The value of header '\(shown)' cannot contain a line break."
-                : reserved.contains(name.lowercased())
-                    ? "Header '\(shown)' cannot be set: ostack sets the credentials and the framing itself." : nil
+                : name.isEmpty
+                    ? "-H takes 'Name: value'."
+                    : value.contains(where: { $0.isNewline || $0 == "\r" })
+                        ? "The value of header '\(shown)' cannot contain a line break."
+                        : reserved.contains(name.lowercased())
+                            ? "Header '\(shown)' cannot be set: ostack sets the credentials and the framing itself."
+                            : nil
             if let why {
                 throw OStackError(.invalidInput, context: .init(suggestion: .text(why)), detail: "header")
             }

@@ -644,7 +644,9 @@ extension RecordsCommand {
                 guard let header = records.first?.fields else { return [] }
                 try checkHeader(records, schema: validator.schema)
                 // A blank line is no row (a lone `""` is one: an empty text).
-                return records.dropFirst().filter { !($0.fields.count == 1 && $0.fields[0].isEmpty && $0.emptyText.isEmpty) }.map { record in
+                return records.dropFirst().filter {
+                    !($0.fields.count == 1 && $0.fields[0].isEmpty && $0.emptyText.isEmpty)
+                }.map { record in
                     guard record.fields.count == header.count else {
                         return .failure(
                             Problem(
@@ -695,7 +697,8 @@ extension RecordsCommand {
                     throw OStackError(
                         .invalidInput,
                         context: .init(
-                            suggestion: "A JSON import is one array of objects; for one object per line, use --format ndjson."),
+                            suggestion:
+                                "A JSON import is one array of objects; for one object per line, use --format ndjson."),
                         detail: "import json")
                 }
                 return items.enumerated().map { index, item in
@@ -727,15 +730,19 @@ extension RecordsCommand {
         static func checkHeader(_ records: [CSVReader.Record], schema: ObjectSchema) throws(OStackError) {
             func refuse(_ line: Int, _ what: Wording, _ detail: String) -> OStackError {
                 OStackError(
-                    .invalidInput, context: .init(object: schema.name, suggestion: "Line \(line): \(what) Nothing was imported."),
+                    .invalidInput,
+                    context: .init(object: schema.name, suggestion: "Line \(line): \(what) Nothing was imported."),
                     detail: "import csv: \(detail)")
             }
             guard let (line, header, _) = records.first else { return }
             var seen = Set<String>()
             for (index, name) in header.enumerated() {
                 guard !name.isEmpty else {
-                    if let filled = records.dropFirst().first(where: { $0.fields.count > index && !$0.fields[index].isEmpty }) {
-                        throw refuse(filled.line, "column \(index + 1) has a value but no name in the header.", "unnamed column")
+                    if let filled = records.dropFirst().first(where: {
+                        $0.fields.count > index && !$0.fields[index].isEmpty
+                    }) {
+                        throw refuse(
+                            filled.line, "column \(index + 1) has a value but no name in the header.", "unnamed column")
                     }
                     continue
                 }
@@ -743,7 +750,9 @@ extension RecordsCommand {
                     throw refuse(line, "the column '\(name)' appears twice.", "duplicate column")
                 }
                 guard name == "id" || ObjectSchema.systemFields.contains(name) || schema.field(name) != nil else {
-                    throw refuse(line, "'\(name)' is not a field of \(schema.label). \(fieldHint(name, schema))", "unknown column")
+                    throw refuse(
+                        line, "'\(name)' is not a field of \(schema.label). \(fieldHint(name, schema))",
+                        "unknown column")
                 }
             }
         }
