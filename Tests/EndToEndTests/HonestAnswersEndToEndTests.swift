@@ -181,6 +181,27 @@ import Testing
         #expect(none.status == 0 && none.stdout.isEmpty && none.stderr.contains("No accounts yet."), "\(none.stdout)")
     }
 
+    /// A signed-out account's `sync` with nothing to do said "pushed 0, pulled 0" and exit 0; it is
+    /// `not-signed-in` (3). `--account` with `--all` on `sync` and `audit verify` was ignored; it is a
+    /// usage error. `accounts remove --force` recorded `forced=no` while it threw changes away.
+    @Test func signedOutSyncsAndForcedRemovalsAreToldAsTheyAre() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["logout"]).status == 0)
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 3, "\(sync.stdout) \(sync.stderr)")
+        for command in [["sync", "--all", "--account", "alice"], ["audit", "verify", "--all", "--account", "alice"]] {
+            let both = try ostack.run(command)
+            #expect(both.status == 64, "\(command) \(both.stderr)")
+        }
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Unsynced", "--offline"]).status == 0)
+        #expect(try ostack.run(["accounts", "remove", "alice", "--force", "--yes"]).status == 0)
+        let trail = try ostack.run(["audit", "--all", "--event", "account", "--json"]).stdout
+        #expect(trail.contains(#""forced":"yes""#), "\(trail)")
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

@@ -123,6 +123,12 @@ struct AuditCommand: AsyncParsableCommand {
         @OptionGroup var selection: AccountArgument
         @Flag(name: .long, help: "Every account, and the global trail.") var all = false
 
+        func validate() throws {
+            if all && (selection.target != nil || global.account != nil) {
+                throw ValidationError("Pass an account (or --account) or --all, not both.")
+            }
+        }
+
         struct Result: Encodable {
             var id: String
             var intact: Bool

@@ -31,12 +31,15 @@ struct AccountsRemove: AsyncParsableCommand {
                         detail: "cannot count unsynced changes while locked")
                 }
             }
+            // With --force the changes are counted too, where the account opens (not while
+            // locked): the audit event says whether unsynced changes were thrown away.
+            if force && !LogoutService.removalPending(environment, account) { counter = try? context.session(account) }
             func unsynced() throws(OStackError) -> Int {
                 guard let counts = try counter?.store.counts() else { return 0 }
                 return counts.pending + counts.failed + counts.conflict
             }
             let before = try unsynced()
-            if before > 0 {
+            if before > 0 && !force {
                 throw OStackError(.unsyncedChanges, context: .init(account: account.alias, count: before))
             }
             try context.confirm(

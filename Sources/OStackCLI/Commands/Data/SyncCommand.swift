@@ -48,6 +48,7 @@ struct SyncCommand: AsyncParsableCommand {
 
         func validate() throws {
             if pushOnly && pullOnly { throw ValidationError("Pass --push-only or --pull-only, not both.") }
+            if all && global.account != nil { throw ValidationError("Pass --account or --all, not both.") }
             if let interval, Setting.duration(interval) == nil {
                 throw ValidationError("--interval takes a duration such as 30s or 5m.")
             }
@@ -92,6 +93,13 @@ struct SyncCommand: AsyncParsableCommand {
                     id: account.id.rawValue, alias: account.alias, pushed: 0, pulled: 0, deleted: 0, failed: 0,
                     conflicts: 0, ok: false)
                 do throws(OStackError) {
+                    // Known signed out or expired: not synced, even with nothing to send or pull (it
+                    // said "pushed 0, pulled 0" and exit 0 without reaching the server).
+                    switch account.sessionState {
+                    case .signedIn: break
+                    case .signedOut: throw OStackError(.notSignedIn, context: .init(account: account.alias))
+                    case .expired: throw OStackError(.sessionExpired, context: .init(account: account.alias))
+                    }
                     let session = try context.session(account)
                     var progress: (@Sendable (SyncProgress) -> Void)?
                     if let line { progress = { line.update($0) } }
