@@ -202,6 +202,22 @@ import Testing
         #expect(trail.contains(#""forced":"yes""#), "\(trail)")
     }
 
+    /// `login --account A`, the hint a signed-out account gives, signs A in again: it ignored
+    /// `--account` and signed in the last server's account (or asked for an e-mail).
+    @Test func loginWithAnAccountSignsThatAccountIn() throws {
+        let first = try DevServerProcess()
+        let second = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(first.url, "alice@example.com", "alice-pass", extra: ["--alias", "one"]).status == 0)
+        #expect(try ostack.login(second.url, "alice@example.com", "alice-pass", extra: ["--alias", "two"]).status == 0)
+        #expect(try ostack.run(["logout", "one"]).status == 0)
+        let again = try ostack.run(["login", "--account", "one", "--password-stdin"], stdin: "alice-pass\n")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains("Signed in to 127.0.0.1:\(first.port)") && again.stdout.contains("(account one)"), "\(again.stdout)")
+        let status = try ostack.run(["status", "--account", "one", "--json"]).stdout
+        #expect(status.contains(#""state":"valid""#), "\(status)")
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

@@ -65,15 +65,18 @@ struct Login: AsyncParsableCommand {
         }
         try await CommandRunner.run(global, unlockOnDemand: false, adjust: keyringHint) { context in
             let environment = try context.authEnvironment()
+            // `login --account A` (the hint a signed-out or expired account gives): A's server and
+            // e-mail unless given; it used to sign in the last server's account instead.
+            let named = try global.account.flatMap { try context.accounts(target: $0, all: false).first }
             guard
-                let serverInput = try server ?? context.configuration.load().lastServer
+                let serverInput = try server ?? named?.server.absoluteString ?? context.configuration.load().lastServer
                     ?? SecretInput.promptVisible("Server: ", noInput: global.noInput)
             else {
                 throw OStackError(.inputRequired, context: .init(suggestion: "Pass --server URL."))
             }
             let url = try ServerURL(parsing: serverInput, allowInsecureHTTP: allowInsecureHTTP)
             let credential: LoginCredential
-            var address = email ?? ""
+            var address = email ?? named?.email ?? ""
             if apiKeyStdin {
                 credential = .apiKey(try SecretInput.fromStdin())
             } else {
