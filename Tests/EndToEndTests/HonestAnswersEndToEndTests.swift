@@ -213,7 +213,9 @@ import Testing
         #expect(try ostack.run(["logout", "one"]).status == 0)
         let again = try ostack.run(["login", "--account", "one", "--password-stdin"], stdin: "alice-pass\n")
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout.contains("Signed in to 127.0.0.1:\(first.port)") && again.stdout.contains("(account one)"), "\(again.stdout)")
+        #expect(
+            again.stdout.contains("Signed in to 127.0.0.1:\(first.port)") && again.stdout.contains("(account one)"),
+            "\(again.stdout)")
         let status = try ostack.run(["status", "--account", "one", "--json"]).stdout
         #expect(status.contains(#""state":"valid""#), "\(status)")
     }

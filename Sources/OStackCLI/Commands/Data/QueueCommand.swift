@@ -10,21 +10,8 @@ struct QueueCommand: AsyncParsableCommand {
     struct EntryDocument: Encodable {
         var id, object, recordId, operation, status: String
         var attempts: Int
-        var lastError: String?
-
-        enum CodingKeys: String, CodingKey { case id, object, recordId, operation, status, attempts, lastError }
-
-        /// Every key, `lastError` as null when there is none (as docs/commands.md lists them).
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(id, forKey: .id)
-            try container.encode(object, forKey: .object)
-            try container.encode(recordId, forKey: .recordId)
-            try container.encode(operation, forKey: .operation)
-            try container.encode(status, forKey: .status)
-            try container.encode(attempts, forKey: .attempts)
-            try container.encode(lastError, forKey: .lastError)
-        }
+        /// Null when there is none (a key every entry carries, as docs/commands.md lists them).
+        var lastError: JSONValue
     }
 
     struct List: AsyncParsableCommand {
@@ -37,7 +24,8 @@ struct QueueCommand: AsyncParsableCommand {
                     EntryDocument(
                         id: $0.id, object: $0.object, recordId: $0.recordID, operation: $0.operation.rawValue,
                         status: $0.status.rawValue, attempts: $0.attempts,
-                        lastError: $0.status == .conflict ? "conflict" : $0.failure?.summary)
+                        lastError: ($0.status == .conflict ? "conflict" : $0.failure?.summary).map(JSONValue.string)
+                            ?? .null)
                 }
                 struct Document: Encodable { var entries: [EntryDocument] }
                 context.emit(json: Document(entries: entries)) {
@@ -46,7 +34,7 @@ struct QueueCommand: AsyncParsableCommand {
                         rows: entries.map {
                             [
                                 $0.id, $0.object, $0.recordId, $0.operation, $0.status, String($0.attempts),
-                                $0.lastError ?? "",
+                                $0.lastError.stringValue ?? "",
                             ]
                         }
                     ).render(terminal: context.terminal, whenEmpty: "The queue is empty.")
