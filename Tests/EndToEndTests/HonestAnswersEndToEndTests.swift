@@ -220,6 +220,23 @@ import Testing
         #expect(status.contains(#""state":"valid""#), "\(status)")
     }
 
+    /// Without `--sort`, a tracked object's list and `--remote` give the same rows in the same order,
+    /// page by page (the mirror lists by id, the server listed in its own order).
+    @Test func localAndRemoteListsAgreeWithoutASort() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        try server.control("POST", "seed", #"{"object":"task","count":12}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        for page in [["--limit", "3"], ["--limit", "3", "--offset", "3"], ["--all"]] {
+            let arguments = ["records", "list", "task", "--fields", "id", "--format", "csv"] + page
+            let local = try ostack.run(arguments + ["--local"]).stdout
+            let remote = try ostack.run(arguments + ["--remote"]).stdout
+            #expect(local == remote && local.split(separator: "\r\n").count > 3, "\(page): \(local) vs \(remote)")
+        }
+    }
+
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
     /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
     @Test func destructiveCommandsConfirmOnATerminal() throws {

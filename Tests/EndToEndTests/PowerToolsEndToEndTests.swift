@@ -12,16 +12,19 @@ import Testing
         try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         _ = try server.control("POST", "seed", #"{"object":"task","count":5}"#)
 
-        let titles = try ostack.run(["records", "list", "task", "--jq", ".records[].title"])
+        // In title order: without --sort a list is in id order, and seeded ids are random.
+        let titles = try ostack.run(["records", "list", "task", "--sort", "title", "--jq", ".records[].title"])
         #expect(titles.status == 0, "\(titles.stderr)")
         #expect(titles.stdout == "Seed 1\nSeed 2\nSeed 3\nSeed 4\nSeed 5\n", "\(titles.stdout)")
         let count = try ostack.run(["records", "list", "task", "--all", "--jq", ".records | length"])
         #expect(count.stdout == "5\n")
-        let negated = try ostack.run(["records", "list", "task", "--limit", "1", "--jq", "-.records[0].amount"])
+        let negated = try ostack.run(
+            ["records", "list", "task", "--sort", "title", "--limit", "1", "--jq", "-.records[0].amount"])
         #expect(negated.stdout == "-1\n", "an expression starting with - is not an option: \(negated.stderr)")
 
         let template = #"{{range .records}}{{.title}} ({{if .done}}done{{else}}open{{end}}){{"\n"}}{{end}}"#
-        let rendered = try ostack.run(["records", "list", "task", "--limit", "3", "--template", template])
+        let rendered = try ostack.run(
+            ["records", "list", "task", "--sort", "title", "--limit", "3", "--template", template])
         #expect(rendered.status == 0, "\(rendered.stderr)")
         #expect(rendered.stdout == "Seed 1 (open)\nSeed 2 (open)\nSeed 3 (done)\n", "\(rendered.stdout)")
 

@@ -91,7 +91,13 @@ public struct RecordReads {
         if let wire = request.wireFilter {
             base.append(("filter", String(decoding: wire.serialized(), as: UTF8.self)))
         }
-        if !request.sort.isEmpty { base.append(("sort", request.sort.map(\.wire).joined(separator: ","))) }
+        // The mirror's order: the sort asked for, then the id (alone without a sort), so a tracked
+        // object lists the same rows in the same order either way, and pages over top/skip are
+        // stable (a server's order without ORDER BY is not).
+        let sort =
+            request.sort.contains { $0.field == "id" }
+            ? request.sort : request.sort + [SortKey(field: "id", descending: false)]
+        base.append(("sort", sort.map(\.wire).joined(separator: ",")))
         if let fields = request.fields {
             base.append(("select", (["id"] + fields.filter { $0 != "id" }).joined(separator: ",")))
         }
