@@ -69,3 +69,14 @@ public struct Account: Sendable, Equatable, Codable {
     /// `email@host`, one of the ways a user may refer to the account.
     public var emailAtHost: String { "\(email)@\(id.host)" }
 }
+
+extension Account {
+    /// `not-signed-in` or `session-expired` when the account is known to be so (as last observed).
+    public func requireSignedIn() throws(OStackError) {
+        switch sessionState {
+        case .signedIn: return
+        case .expired: throw OStackError(.sessionExpired, context: .init(account: alias))
+        case .signedOut: throw OStackError(.notSignedIn, context: .init(account: alias))
+        }
+    }
+}

@@ -189,11 +189,7 @@ public struct SessionKeeper: Sendable {
     }
 
     func requireSignedIn(_ account: Account) throws(OStackError) {
-        switch account.sessionState {
-        case .signedIn: return
-        case .expired: throw OStackError(.sessionExpired, context: .init(account: account.alias))
-        case .signedOut: throw OStackError(.notSignedIn, context: .init(account: account.alias))
-        }
+        try account.requireSignedIn()
     }
 
     /// The account's token as the keyring holds it now. `keep`: remembered for the next request of

@@ -100,19 +100,9 @@ struct RecordsCommand: AsyncParsableCommand {
     struct WriteDocument: Encodable {
         var object: String
         var id: String
-        var record: JSONValue?
+        /// Null after a delete (a key every document carries, as docs/commands.md lists them).
+        var record: JSONValue
         var queued: Bool
-
-        enum CodingKeys: String, CodingKey { case object, id, record, queued }
-
-        /// Every key, `record` as null after a delete (as docs/commands.md lists them).
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(object, forKey: .object)
-            try container.encode(id, forKey: .id)
-            try container.encode(record ?? .null, forKey: .record)
-            try container.encode(queued, forKey: .queued)
-        }
     }
 
     /// Prints the result; a change still queued for a reason ends with that reason's exit code —
@@ -121,7 +111,8 @@ struct RecordsCommand: AsyncParsableCommand {
     static func finish(
         _ result: RecordWrites.WriteResult, verb: String, context: CommandContext, requireOnline: Bool = false
     ) throws {
-        let document = WriteDocument(object: result.object, id: result.id, record: result.record, queued: result.queued)
+        let document = WriteDocument(
+            object: result.object, id: result.id, record: result.record ?? .null, queued: result.queued)
         context.emit(json: document) {
             var text = result.record.map { RecordText.detail($0) } ?? ""
             if !result.queued {
@@ -314,7 +305,8 @@ struct RecordsCommand: AsyncParsableCommand {
                     context.emit(
                         json: Document(
                             records: kept.map {
-                                WriteDocument(object: $0.object, id: $0.id, record: $0.record, queued: $0.queued)
+                                WriteDocument(
+                                    object: $0.object, id: $0.id, record: $0.record ?? .null, queued: $0.queued)
                             }, refused: refusals),
                         human: kept.isEmpty && !refused.isEmpty
                             ? ""

@@ -95,11 +95,7 @@ struct SyncCommand: AsyncParsableCommand {
                 do throws(OStackError) {
                     // Known signed out or expired: not synced, even with nothing to send or pull (it
                     // said "pushed 0, pulled 0" and exit 0 without reaching the server).
-                    switch account.sessionState {
-                    case .signedIn: break
-                    case .signedOut: throw OStackError(.notSignedIn, context: .init(account: account.alias))
-                    case .expired: throw OStackError(.sessionExpired, context: .init(account: account.alias))
-                    }
+                    try account.requireSignedIn()
                     let session = try context.session(account)
                     var progress: (@Sendable (SyncProgress) -> Void)?
                     if let line { progress = { line.update($0) } }
