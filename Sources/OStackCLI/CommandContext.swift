@@ -90,9 +90,12 @@ public struct CommandContext: Sendable {
     }
 
     /// The accounts a command acts on: one reference, the selected account, or all of them.
-    public func accounts(target: String?, all: Bool) throws(OStackError) -> [Account] {
+    /// `exactFor`: what must name the account exactly (a command that cannot be undone), for the hint.
+    public func accounts(target: String?, all: Bool, exactFor: String? = nil) throws(OStackError) -> [Account] {
         if all { return try registry.accounts() }
-        if let target { return [try AccountSelection(accounts: registry.accounts()).resolve(target)] }
+        if let target {
+            return [try AccountSelection(accounts: registry.accounts()).resolve(target, exactFor: exactFor)]
+        }
         return [try selectedAccount().account]
     }
 

@@ -13,7 +13,8 @@ enum HelpTopics {
     /// Every environment variable ostack reads (docs/commands.md, "Environment variables").
     static let environment = """
         ENVIRONMENT
-          OSTACK_ACCOUNT                the account for this process (below --account, above the default)
+          OSTACK_ACCOUNT                the account for this process (below --account, above the default):
+                                        its whole alias, id or e-mail address, not a prefix
           OSTACK_HOME                   one root for config, data, state and runtime files (absolute)
           XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_STATE_HOME, XDG_RUNTIME_DIR
                                         base directories when OSTACK_HOME is unset (relative values ignored)

@@ -53,6 +53,17 @@ import Testing
         let twice = try ostack.run(["status", "--account", "alice@example.com"])
         #expect(twice.status == 7 && twice.stderr.contains("staging, work"), "\(twice.stderr)")
 
+        // OSTACK_ACCOUNT and `accounts remove` take a whole name: a prefix there is refused with the
+        // account it would have picked (a profile's OSTACK_ACCOUNT=alice once moved on to alice-work
+        // when alice was removed); --account still takes one.
+        let byPrefix = try ostack.run(["status", "--json"], environment: ["OSTACK_ACCOUNT": "sta"])
+        #expect(byPrefix.status == 7 && byPrefix.stdout.isEmpty, "\(byPrefix.status) \(byPrefix.stdout)")
+        #expect(byPrefix.stderr.contains("OSTACK_ACCOUNT needs") && byPrefix.stderr.contains("did you mean staging"))
+        let removal = try ostack.run(["accounts", "remove", "sta", "--force"])
+        #expect(removal.status == 7 && removal.stderr.contains("did you mean staging"), "\(removal.stderr)")
+        #expect(try status(["--account", "sta"]).account.alias == "staging")
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains(#""alias":"staging""#))
+
         #expect(try ostack.run(["switch", "bob"]).status == 0)
         #expect(try status().account.alias == "bob")
         // Another "shell" with OSTACK_ACCOUNT is unaffected by the switch.

@@ -40,6 +40,25 @@ import Testing
         #expect(try selection.resolve("ho") == home)
     }
 
+    /// OSTACK_ACCOUNT outlives the accounts it was set for: once `alice` is removed, `alice` must not
+    /// come to mean `alice-work`. A prefix there is refused, naming the account it would have picked;
+    /// `--account` (typed now) still takes one.
+    @Test func theEnvironmentNamesAnAccountExactly() throws {
+        let refused = #expect(throws: OStackError.self) {
+            try selection.select(flag: nil, environment: "worksh", defaultAccount: work.id)
+        }
+        #expect(refused?.code == .unknownAccount)
+        #expect(refused?.context.suggestion?.rendered(spellingCommands: { "\($0)" }).contains("OSTACK_ACCOUNT") == true)
+        #expect(refused?.context.suggestion?.rendered(spellingCommands: { "\($0)" }).contains("workshop") == true)
+        #expect(try selection.select(flag: "worksh", environment: "home", defaultAccount: work.id).account == workshop)
+        #expect(try selection.select(flag: nil, environment: "workshop", defaultAccount: work.id).account == workshop)
+        #expect(try selection.select(flag: nil, environment: home.id.rawValue, defaultAccount: nil).account == home)
+        #expect(try selection.select(flag: nil, environment: "HOME@example.com", defaultAccount: nil).account == home)
+        let exact = #expect(throws: OStackError.self) { try selection.resolve("ho", exactFor: "removal") }
+        #expect(exact?.code == .unknownAccount)
+        #expect(try selection.resolve("ho") == home)
+    }
+
     @Test func ambiguousAndUnknownReferencesAreRefused() {
         let ambiguous = #expect(throws: OStackError.self) { try selection.resolve("wor") }
         #expect(ambiguous?.code == .ambiguousAccount)

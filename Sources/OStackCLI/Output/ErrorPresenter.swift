@@ -103,7 +103,9 @@ public struct ErrorPresenter: Sendable {
             if let object { return make("No such \(object) record.", suggestion, 7) }
             return make("Not found.", suggestion, 7)
         case .unknownAccount:
-            return make("No account matches \(Self.quoted(account)).", "Run `ostack accounts list` to see accounts.", 7)
+            return make(
+                "No account matches \(Self.quoted(account)).",
+                suggestion ?? "Run `ostack accounts list` to see accounts.", 7)
         case .ambiguousAccount:
             return make(
                 "\(Self.quoted(account)) matches more than one account\(suggestion.map { ": \($0)" } ?? "").",

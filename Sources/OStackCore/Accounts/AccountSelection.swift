@@ -21,7 +21,11 @@ public struct AccountSelection: Sendable {
         -> (account: Account, source: SelectionSource)
     {
         if let flag, !flag.isEmpty { return (try resolve(flag), .flag) }
-        if let environment, !environment.isEmpty { return (try resolve(environment), .env) }
+        // OSTACK_ACCOUNT outlives the accounts it was set for (a shell profile, a script): it must name
+        // one exactly, so that removing `alice` never sends its commands to `alice-work`.
+        if let environment, !environment.isEmpty {
+            return (try resolve(environment, exactFor: "OSTACK_ACCOUNT"), .env)
+        }
         if let defaultAccount, let account = accounts.first(where: { $0.id == defaultAccount }) {
             return (account, .default)
         }
@@ -30,7 +34,9 @@ public struct AccountSelection: Sendable {
 
     /// Resolves a user's reference: an account id, an alias, `email@host` (or an e-mail address
     /// that only one account uses), or an unambiguous prefix of an alias (in that order).
-    public func resolve(_ reference: String) throws(OStackError) -> Account {
+    /// `exactFor` is what must name an account exactly ("OSTACK_ACCOUNT", "Removing an account"): a
+    /// prefix is then refused, naming the account it would have picked.
+    public func resolve(_ reference: String, exactFor: String? = nil) throws(OStackError) -> Account {
         // An empty reference (a script's unset variable) is a prefix of every alias: it names none.
         guard !reference.trimmingWhitespace().isEmpty else {
             throw OStackError(
@@ -45,8 +51,18 @@ public struct AccountSelection: Sendable {
         if byEmail.isEmpty { byEmail = accounts.filter { $0.email.lowercased() == lowered } }
         if byEmail.count == 1 { return byEmail[0] }
         let byPrefix = accounts.filter { $0.alias.hasPrefix(reference) }
-        if byPrefix.count == 1 { return byPrefix[0] }
         let shown = String(reference.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(80))
+        if byPrefix.count == 1 {
+            guard let exactFor else { return byPrefix[0] }
+            throw OStackError(
+                .unknownAccount,
+                context: .init(
+                    account: shown,
+                    suggestion: .text(
+                        "\(exactFor) needs an account's whole alias, id or e-mail address, not a prefix: "
+                            + "did you mean \(byPrefix[0].alias)?")),
+                detail: "prefix refused")
+        }
         if byPrefix.count > 1 || byEmail.count > 1 {
             throw OStackError(
                 .ambiguousAccount,

@@ -15,7 +15,8 @@ struct AccountsRemove: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             let environment = try context.authEnvironment()
-            guard let account = try context.accounts(target: target, all: false).first else { return }
+            guard let account = try context.accounts(target: target, all: false, exactFor: "Removing an account").first
+            else { return }
             // Unsynced changes are counted before the question (no question for a removal that is
             // refused anyway) and again after it: the answer may take minutes, and another shell may
             // queue a change meanwhile. One open database counts both times, so an account that
