@@ -100,6 +100,40 @@ import Testing
         #expect(try ostack.run(["audit", "verify"]).status == 0)
     }
 
+    /// A sync summary is `ok` only when the sync was: one that left a refused change was recorded as
+    /// `sync ok failed=1` while the command exited 9.
+    @Test func aSyncSummarySaysWhetherTheSyncWasClean() throws {
+        var (server, ostack): (DevServerProcess?, OStackRunner) = try signedIn()
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Refused", "--offline"]).status == 0)
+        try server?.control(
+            "POST", "faults",
+            #"{"action":"status","status":400,"count":1,"match":{"method":"POST"},"body":{"error":"no","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"no"}]}}"#
+        )
+        let refused = try ostack.run(["sync"])
+        #expect(refused.status == 9, "\(refused.stderr)")
+        func last() throws -> String {
+            let events = try ostack.run(["audit", "--event", "sync", "--json"]).stdout
+            // The newest entry: the list is oldest first, each entry an object starting with its account.
+            return String(
+                events[(events.range(of: #"{"account""#, options: .backwards)?.lowerBound ?? events.startIndex)...])
+        }
+        let incomplete = try last()
+        #expect(
+            incomplete.contains("\"outcome\":\"incomplete\"") && incomplete.contains(#""failed":"1""#), "\(incomplete)")
+        let queued = try ostack.run(["queue", "list", "--json"]).stdout
+        let id = try #require(
+            queued.firstRange(of: #""id":""#).map { String(queued[$0.upperBound...].prefix { $0 != "\"" }) })
+        #expect(try ostack.run(["queue", "discard", id]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(try last().contains("\"outcome\":\"ok\""))
+        // A sync that stops (the server gone) is `failed`, naming why.
+        server = nil  // killed
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Later", "--offline"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 5)
+        let stopped = try last()
+        #expect(stopped.contains("\"outcome\":\"failed\"") && stopped.contains(#""stopped":"offline""#), "\(stopped)")
+    }
+
     @Test func theTrailHoldsNoSecretAndNoServerText() throws {
         let canary = "CANARY\(UInt32.random(in: 0...UInt32.max))"
         let (server, ostack) = try signedIn(
@@ -151,7 +185,9 @@ import Testing
         try SecureFileSystem.createPrivateDirectory(socket)
         let blocked = try ostack.run(["doctor", "--json"])
         #expect(blocked.status == 0, "\(blocked.stdout)")
-        #expect(blocked.stdout.contains("Something that is not a socket is at the agent's socket path"), "\(blocked.stdout)")
+        #expect(
+            blocked.stdout.contains("Something that is not a socket is at the agent's socket path"), "\(blocked.stdout)"
+        )
         try SecureFileSystem.removeTree(socket)
         chmod(run, 0o755)
         let open = try ostack.run(["doctor", "--json"])

@@ -136,7 +136,11 @@ public struct SyncService {
         if !report.rejected.isEmpty { details["rejected"] = String(report.rejected.count) }
         if let error = report.error { details["stopped"] = error.code.rawValue }
         let kind = push && pull ? "sync" : (push ? "sync.push" : "sync.pull")
-        try? session.audit.append(kind, outcome: report.error == nil ? "ok" : "failed", details: details)
+        if report.conflicts > 0 { details["conflicts"] = String(report.conflicts) }
+        // `ok` only for a clean sync (the command exits 0); one that ran through but left changes
+        // failed, in conflict or not stored is `incomplete`; one that stopped is `failed`.
+        let outcome = report.error != nil ? "failed" : (report.ok ? "ok" : "incomplete")
+        try? session.audit.append(kind, outcome: outcome, details: details)
         if report.conflicts > 0 {
             try? session.audit.append("conflict.open", details: ["count": String(report.conflicts)])
         }
