@@ -223,6 +223,12 @@ import Testing
         let afterLogout = try ostack.keyringItems(namespace: namespace)
         #expect(!afterLogout.contains("session-token") && afterLogout.contains("db-key"))
         #expect(try ostack.run(["status", "--account", "work", "--json"]).stdout.contains("\"state\":\"signed-out\""))
+        // A second logout says there was nothing to do (it said "Signed out of work. The server
+        // could not be told") and records no second sign-out.
+        let again = try ostack.run(["logout", "work"])
+        #expect(again.status == 0 && again.stdout == "work was already signed out.\n", "\(again.stdout)")
+        let events = try ostack.run(["audit", "work", "--event", "sign-out", "--json"]).stdout
+        #expect(events.components(separatedBy: "\"event\":\"sign-out\"").count == 2, "\(events)")
         #expect(try ostack.run(["accounts", "remove", "work"]).status == 0)
         #expect(!(try ostack.keyringItems(namespace: namespace)).contains("attribute"))
         #expect(!(try ostack.run(["accounts", "list"])).stdout.contains("work"))

@@ -13,6 +13,9 @@ public struct LogoutService: Sendable {
         public var account: Account
         /// Whether the server confirmed the sign-out (best effort; local sign-out happens anyway).
         public var serverSignedOut: Bool
+        /// The account was signed out before, with no credential left in the keyring: nothing was
+        /// done (and no second sign-out event recorded).
+        public var alreadySignedOut = false
     }
 
     /// Signs out: best-effort `POST /sign-out`, then the session token is deleted from the keyring
@@ -24,7 +27,12 @@ public struct LogoutService: Sendable {
         let kind: SecretKind = account.credentialKind == .apiKey ? .apiKey : .sessionToken
         let key = environment.namespaces.key(account.id, kind)
         var serverSignedOut = false
-        if account.credentialKind == .session, try environment.secrets.read(key) != nil {
+        let other = environment.namespaces.key(account.id, kind == .apiKey ? .sessionToken : .apiKey)
+        let held = try environment.secrets.read(key) != nil
+        if account.sessionState == .signedOut, !held, (try? environment.secrets.read(other)) == nil {
+            return Outcome(account: account, serverSignedOut: false, alreadySignedOut: true)
+        }
+        if account.credentialKind == .session, held {
             // A locked account refuses auth commands (exit 4): its token opens only when unlocked.
             let token = try SessionKeeper(environment: environment).storedToken(account)
             do {
@@ -36,7 +44,6 @@ public struct LogoutService: Sendable {
         }
         // Both kinds go: a credential of the other kind left by an older sign-in is no less stale
         // (a session token among them is signed out too, when it can be read without the PIN).
-        let other = environment.namespaces.key(account.id, kind == .apiKey ? .sessionToken : .apiKey)
         if kind == .apiKey, let stale = try? environment.secrets.read(other), !TokenSeal.isSealed(stale) {
             try? AuthAPI(account: account, transport: environment.transport).signOut(token: SessionCredential(stale))
         }

@@ -29,6 +29,11 @@ struct Logout: AsyncParsableCommand {
                 let service = context.accountsService()
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: defaultAccount)))
                 // A confirmation, on stdout like every other command's.
+                if outcome.alreadySignedOut {
+                    lines.append(
+                        ErrorPresenter.sanitize("\(outcome.account.alias) was already signed out.", maxLength: 200))
+                    continue
+                }
                 lines.append(
                     ErrorPresenter.sanitize("Signed out of \(outcome.account.alias).", maxLength: 200)
                         + (outcome.serverSignedOut ? "" : " The server could not be told; the local session is gone."))
