@@ -53,6 +53,12 @@ import Testing
         #expect(tsv[0].hasPrefix("id\ttitle\tstatus"))
         #expect(tsv.allSatisfy { !$0.contains("  ") && !$0.contains("…") && $0.split(separator: "\t").count >= 3 })
         #expect(piped.stderr.contains("Showing 30 of 50000"))
+        // After an offset, the rows by position among all that match (it said "Showing 5 of 49990",
+        // counting what followed the offset).
+        let page = try ostack.run(["records", "list", "task", "--offset", "10", "--limit", "5"])
+        #expect(page.stderr.contains("Showing 11–15 of 50000 — use --offset, --limit or --all."), "\(page.stderr)")
+        let tail = try ostack.run(["records", "list", "task", "--offset", "49998", "--limit", "5"])
+        #expect(tail.stdout.split(separator: "\n").count == 3 && !tail.stderr.contains("Showing"), "\(tail.stderr)")
 
         let csv = try ostack.run(["records", "list", "task", "--limit", "2", "--format", "csv"])
         #expect(csv.stdout.hasPrefix("id,title,status,") && csv.stdout.split(separator: "\r\n").count == 3)

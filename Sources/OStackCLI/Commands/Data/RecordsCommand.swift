@@ -236,12 +236,17 @@ struct RecordsCommand: AsyncParsableCommand {
 
         static let defaultLimit = 30
 
-        /// After a list cut short by its limit, on stderr: "Showing 30 of 50000 — use --limit or --all."
+        /// After a list cut short by its limit, on stderr: "Showing 30 of 50000 — use --limit or --all.";
+        /// after an offset, the rows shown by position: "Showing 11–15 of 40 — use --offset, …". (It
+        /// said "Showing 5 of 30" there, counting what followed the offset.)
         func showing(_ shown: Int, of total: Int?, limit: Int?, context: CommandContext) {
             guard let limit, shown == limit, total.map({ $0 > offset + shown }) ?? (shown > 0) else { return }
-            let of = total.map { " of \($0 - offset)" } ?? ""
-            context.note(
-                context.terminal.dim("Showing \(shown)\(of) — use --limit or --all."))
+            let of = total.map { " of \($0)" } ?? ""
+            let line =
+                offset == 0
+                ? "Showing \(shown)\(of) — use --limit or --all."
+                : "Showing \(offset + 1)–\(offset + shown)\(of) — use --offset, --limit or --all."
+            context.note(context.terminal.dim(line))
         }
     }
 
