@@ -169,6 +169,15 @@ import Testing
         let interval = try ostack.run(["config", "set", "sync.interval", "31d"])
         #expect(interval.status == 9, "\(interval.stderr)")
         #expect(interval.stderr.contains("sync.interval takes a duration from 1s to 30d"), "\(interval.stderr)")
+        // A value starting with '-' is the value, refused by the setting's own rule (the parser took
+        // it for an unknown option and dropped it: "Give a value, or --unset"), also after `--`.
+        for arguments in [["sync.interval", "-5"], ["sync.interval", "--", "-5"]] {
+            let negative = try ostack.run(["config", "set"] + arguments)
+            #expect(negative.status == 9 && negative.stderr.contains("'-5' is not one"), "\(negative.stderr)")
+        }
+        let typo = try ostack.run(["config", "set", "sync.interval", "5m", "--jsn"])
+        #expect(typo.status == 64 && typo.stderr.contains("Unknown option '--jsn'."), "\(typo.stderr)")
+        #expect(try ostack.run(["config", "set", "sync.interval", "5m", "--json"]).stdout.contains(#""value":"5m""#))
         let ca = try ostack.run(["config", "set", "tls.ca-file", "/nonexistent/ca.pem"])
         #expect(ca.status == 9 && ca.stderr.contains("the absolute path of a file that exists"), "\(ca.stderr)")
         #expect(try ostack.run(["config", "get", "tls.ca-file", "--json"]).stdout.contains(#""isDefault":true"#))

@@ -63,10 +63,25 @@ struct ConfigSet: AsyncParsableCommand {
         commandName: "set", abstract: "Change one setting (--unset restores its default).")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The setting.") var key: String
-    @Argument(help: "The new value.") var value: String?
+    /// Every word after the key that is not one of the command's options: a value may start with
+    /// '-' (`-5`), which the parser would otherwise take for an unknown option and drop, leaving
+    /// "Give a value"; the setting's own check then says what it takes.
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The new value.", valueName: "value"))
+    var values: [String] = []
     @Flag(name: .long, help: "Restore the default.") var unset = false
 
+    /// The words given as the value (a `--` before it, as in `config set sync.interval -- -5`, ends
+    /// the options and is not one of them).
+    var words: [String] { values.first == "--" ? Array(values.dropFirst()) : values }
+    var value: String? { words.first }
+
     func validate() throws {
+        if words.count > 1 {
+            if let unknown = words.dropFirst().first(where: { $0.hasPrefix("-") }) {
+                throw ValidationError("Unknown option '\(ErrorPresenter.sanitize(unknown, maxLength: 40))'.")
+            }
+            throw ValidationError("Give one value (quote a value with spaces).")
+        }
         if unset == (value != nil) { throw ValidationError("Give a value, or --unset.") }
     }
 
