@@ -151,6 +151,10 @@ import Testing
         #expect(line("[1,\n2,\n") == 3)
         #expect(line("") == 1)
         #expect(line("{\"a\": tru}") == 1)
+        // A raw line break inside a string is the error, on the line where it is (not the next one).
+        #expect(line("[\n\"a\nb\"\n]") == 2)
+        #expect(line("[\n{\"title\":\"one\ntwo\"}\n]") == 2)
+        #expect(line("[\"tab\there\"]") == 1)
     }
 
     /// `parse` reads ordinary text itself and hands the rest to `JSONDecoder`: for valid text, broken

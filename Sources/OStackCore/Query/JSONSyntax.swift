@@ -158,7 +158,11 @@ extension FieldScanner.Reader {
             if byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") { continue }
             switch byte {
             case UInt8(ascii: "\""): return true
-            case 0..<0x20: return false
+            // Left at the control character: `JSONValue.errorLine` names the line it is on (a raw
+            // line break counted as read put the error on the next line).
+            case 0..<0x20:
+                index -= 1
+                return false
             case UInt8(ascii: "\\"):
                 guard let escape = current else { return false }
                 index += 1
