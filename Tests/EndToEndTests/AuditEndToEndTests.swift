@@ -100,6 +100,30 @@ import Testing
         #expect(try ostack.run(["audit", "verify"]).status == 0)
     }
 
+    /// An older copy of the account's files put back and written to is `rolled-back`, however many
+    /// commands ran on it since: each of them anchored its head, and the first one moved the anchor
+    /// onto the fork, which then verified as intact.
+    @Test func aRestoredOlderCopyStaysRolledBackAfterWrites() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=one"]).status == 0)
+        let directory = try accountDirectory(ostack)
+        let copy = ostack.home.path + "/old.db"
+        _ = try runProcess(executable: "/bin/cp", arguments: [directory + "/data.db", copy])
+        for title in ["two", "three"] {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=\(title)"]).status == 0)
+        }
+        #expect(try ostack.run(["audit", "verify"]).status == 0)
+        _ = try runProcess(executable: "/bin/cp", arguments: [copy, directory + "/data.db"])
+        for title in ["a", "b", "c", "d"] {
+            #expect(try ostack.run(["records", "create", "task", "--set", "title=f-\(title)"]).status == 0)
+        }
+        let verify = try ostack.run(["audit", "verify", "--json"])
+        #expect(verify.status == 1 && verify.stdout.contains(#""problem":"rolled-back""#), "\(verify.stdout)")
+        let doctor = try ostack.run(["doctor", "--json"])
+        #expect(doctor.status != 0, "\(doctor.stdout)")
+    }
+
     /// A sync summary is `ok` only when the sync was: one that left a refused change was recorded as
     /// `sync ok failed=1` while the command exited 9.
     @Test func aSyncSummarySaysWhetherTheSyncWasClean() throws {

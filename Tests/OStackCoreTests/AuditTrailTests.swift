@@ -107,6 +107,13 @@ import Testing
         try restored.append("sync")
         try restored.append("sync")
         #expect(try restored.verify() == .init(intact: false, events: 4, firstBadSeq: 4, problem: "rolled-back"))
+        // And after the commands that wrote them anchored their heads: the anchor does not move off
+        // the chain it names (it was moved to the fork's head, which then verified as intact).
+        restored.anchor()
+        try restored.append("sync")
+        restored.anchor()
+        AnchorWrites.settle()
+        #expect(try restored.verify() == .init(intact: false, events: 5, firstBadSeq: 4, problem: "rolled-back"))
     }
 
     @Test func aDatabaseAheadOfItsAnchorStillVerifies() throws {
@@ -220,7 +227,8 @@ import Testing
         #expect(try global.verify() == .init(intact: true, events: 4))
         // A line past the anchor that does not chain (written by no one with the key) is no head:
         // the append goes after the anchor, and verify reports the damage.
-        try SecureFileSystem.appendLine(Array(#"{"seq":5,"time":"t","event":"x","outcome":"ok","details":{},"mac":"00"}"#.utf8), to: global.path)
+        try SecureFileSystem.appendLine(
+            Array(#"{"seq":5,"time":"t","event":"x","outcome":"ok","details":{},"mac":"00"}"#.utf8), to: global.path)
         global.append("after-damage")
         #expect(try global.verify().intact == false)
     }
@@ -243,11 +251,13 @@ private final class Thread: @unchecked Sendable {
             }
         }
         let box = Unmanaged.passRetained(thread).toOpaque()
-        pthread_create(&thread.handle, nil, { raw in
-            let thread = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
-            thread.body()
-            return nil
-        }, box)
+        pthread_create(
+            &thread.handle, nil,
+            { raw in
+                let thread = Unmanaged<Thread>.fromOpaque(raw!).takeRetainedValue()
+                thread.body()
+                return nil
+            }, box)
         return thread
     }
 

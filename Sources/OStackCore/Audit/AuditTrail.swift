@@ -280,23 +280,47 @@ public struct AuditTrail: Sendable {
     /// Writes the head to the keyring (best effort; `audit verify` and `doctor` report a stale anchor).
     /// The head is read here; the keyring write runs on `AnchorWrites`' queue when the process asked
     /// for that (the ostack executable does), else before returning.
+    ///
+    /// The anchor moves forward only along the chain it names: when the entry at the anchored
+    /// sequence is not the anchored one (an older copy of the files was put back and written to
+    /// since), it stays where it is, so that `verify` reports `rolled-back`. Moving it to the new head
+    /// made the fork verify as intact after the first write.
     public func anchor() {
         guard let head = try? head(), head.seq > 0 else { return }
+        // The MACs of the newest entries, for the check above (read here: the keyring write runs on
+        // another thread). An anchor further behind than this — a keyring that refused writes for
+        // that long — is moved without the check.
+        guard
+            let recent = try? store.rows(
+                "SELECT seq, mac FROM audit WHERE seq > ? ORDER BY seq", [.integer(Int64(head.seq - Self.anchorWindow))]
+            )
+        else { return }
+        var macs: [Int: [UInt8]] = [:]
+        for row in recent { if case .blob(let mac) = row["mac"] { macs[Int(row.int("seq") ?? 0)] = mac } }
+        let chain = macs
         let secrets = self.secrets
         let anchorKey = self.anchorKey
         AnchorWrites.run {
-            // Never move the anchor backwards (another process may have anchored a later head).
-            if let stored = try? secrets.read(anchorKey),
-                let seq = stored.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }).split(separator: ":").first
-                    .flatMap({ Int($0) }),
-                seq >= head.seq
-            {
-                return
+            if let stored = try? secrets.read(anchorKey) {
+                let parts = stored.withUnsafeBytes({ String(decoding: $0, as: UTF8.self) }).split(separator: ":")
+                if let seq = parts.first.flatMap({ Int($0) }) {
+                    // Never backwards (another process may have anchored a later head).
+                    if seq >= head.seq { return }
+                    // Never off the chain it names.
+                    if parts.count == 2, let mac = Hex.decode(String(parts[1])), let ours = chain[seq],
+                        !BLAKE2b.constantTimeEqual(ours, mac)
+                    {
+                        return
+                    }
+                }
             }
             let text = "\(head.seq):" + Hex.encode(head.mac)
             try? secrets.write(SecretBytes(copying: Array(text.utf8)), for: anchorKey)
         }
     }
+
+    /// How many of the newest entries `anchor` checks the stored anchor against.
+    static let anchorWindow = 4096
 
     func head() throws(OStackError) -> (seq: Int, mac: [UInt8]) {
         if let row = try store.rows("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1").first,
