@@ -38,6 +38,14 @@ public enum Argon2id {
                 memLimit: UInt64(crypto_pwhash_memlimit_moderate()), salt: Argon2id.freshSalt())
         }
 
+        /// libsodium's smallest limits (for tests; never written by ostack), with a fresh random salt.
+        public static func minimum() -> Parameters {
+            Sodium.ensureInitialized()
+            return Parameters(
+                opsLimit: UInt64(crypto_pwhash_opslimit_min()), memLimit: UInt64(crypto_pwhash_memlimit_min()),
+                salt: Argon2id.freshSalt())
+        }
+
         /// libsodium's SENSITIVE limits with a fresh random salt (4 passes, 1 GiB).
         public static func sensitive() -> Parameters {
             Sodium.ensureInitialized()

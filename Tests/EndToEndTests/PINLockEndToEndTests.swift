@@ -172,7 +172,9 @@ import Testing
         #expect(try unlock.waitForExit(timeout: 60) == 0, "\(unlock.stderrText())")
         let status = try ostack.run(["agent", "status"]).stdout
         let pid = try #require(
-            status.split(separator: " ").drop { $0 != "(pid" }.dropFirst().first.flatMap { Int32($0.trimmingCharacters(in: .punctuationCharacters)) },
+            status.split(separator: " ").drop { $0 != "(pid" }.dropFirst().first.flatMap {
+                Int32($0.trimmingCharacters(in: .punctuationCharacters))
+            },
             "\(status)")
         var buffer = [CChar](repeating: 0, count: 4096)
         let length = readlink("/proc/\(pid)/cwd", &buffer, buffer.count - 1)
@@ -215,6 +217,48 @@ import Testing
         #expect(killed.status == 137)
         let next = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
         #expect(next.stderr.contains("3 attempts left"))  // 1 (killed) + 1 (wrong) = 2 used
+    }
+
+    /// SOD-3: a key derivation the OS refuses memory for is `not-enough-memory` and gives its attempt
+    /// back (the right PIN on a host short of memory ended in a lockout after five tries), and an
+    /// envelope asking Argon2id for more than libsodium's SENSITIVE limits is refused before an
+    /// attempt is counted (4 294 967 295 passes held `unlock` at full CPU).
+    @Test func aDerivationThatCannotRunCostsNoAttempt() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let found = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "pin.env"])
+        let envelope = try #require(found.stdout.split(separator: "\n").first.map(String.init))
+        _ = try runProcess(executable: "/bin/cp", arguments: [envelope, envelope + ".kept"])
+        func edit(_ field: String, _ value: UInt64) throws {
+            let script =
+                "import json,sys;p=sys.argv[1];e=json.load(open(p));e['kdf'][sys.argv[2]]=int(sys.argv[3]);json.dump(e,open(p,'w'))"
+            _ = try runProcess(
+                executable: "/usr/bin/python3", arguments: ["-c", script, envelope, field, String(value)])
+        }
+        // 1 GiB asked, about 900 MB of address space allowed: six tries, each refused, none counted.
+        try edit("memLimit", 1 << 30)
+        for _ in 0..<6 {
+            let short = try runProcess(
+                executable: "/bin/sh",
+                arguments: ["-c", "ulimit -v 900000; exec \"$0\" unlock --pin-stdin", OStackBinary.path],
+                environment: ostack.baseEnvironment, stdin: Array("7319\n".utf8))
+            #expect(short.status == 10 && short.stderr.contains("Not enough memory to unlock"), "\(short.stderr)")
+            #expect(short.stderr.contains("The attempt was not counted."))
+        }
+        try edit("opsLimit", 4_294_967_295)
+        let costly = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n", timeout: 20)
+        #expect(
+            costly.status == 10 && costly.stderr.contains("format this version does not understand"), "\(costly.stderr)"
+        )
+        _ = try runProcess(executable: "/bin/mv", arguments: [envelope + ".kept", envelope])
+        let wrong = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n")
+        #expect(wrong.stderr.contains("4 attempts left"), "\(wrong.stderr)")  // only this one counted
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
     }
 
     @Test func changeAndRemove() throws {
@@ -293,7 +337,8 @@ import Testing
         #expect(unlock.status == 10, "\(unlock.stderr)")
         // `pin change` and the recovery key are refused before anything is spent or changed too
         // (the change used to take effect and then fail).
-        let change = try near.run(["pin", "change", "--pin-stdin"], stdin: "7319\n482913\n482913\n", environment: Self.fast)
+        let change = try near.run(
+            ["pin", "change", "--pin-stdin"], stdin: "7319\n482913\n482913\n", environment: Self.fast)
         #expect(change.status == 10, "\(change.stderr)")
         let recovery = try near.run(["unlock", "--recovery-key-stdin"], stdin: "AAAA-BBBB\n", environment: Self.fast)
         #expect(recovery.status == 10, "\(recovery.stderr)")

@@ -208,6 +208,11 @@ public struct ErrorPresenter: Sendable {
                 "Restore the account's directory from a backup; without one, `ostack accounts remove"
                     + "\(named) --force` and signing in again rebuild it from the server (unsynced changes are lost)."
                     + " `ostack doctor` says more.", 10)
+        case .notEnoughMemory:
+            let needed = context.count.map { " (the PIN's key derivation needs \($0) MiB)" } ?? ""
+            return make(
+                "Not enough memory to unlock\(account.map { " account \($0)" } ?? "")\(needed). The attempt was not counted.",
+                "Close other programs and try again.", 10)
         case .pinBusy:
             return make(
                 "Another ostack command is using the PIN of account\(named) (a `pin set` still showing its recovery key, an unlock).",

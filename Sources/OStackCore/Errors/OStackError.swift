@@ -14,6 +14,8 @@ public struct OStackError: Error, Sendable {
         case locked = "locked"
         case pinLockedOut = "pin-locked-out"
         case wrongPIN = "wrong-pin"
+        /// The OS refused the memory a PIN's key derivation needs (SOD-3); the attempt is not counted.
+        case notEnoughMemory = "not-enough-memory"
         case wrongRecoveryKey = "wrong-recovery-key"
         case offline = "offline"
         case tls = "tls"

@@ -30,14 +30,37 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
     static func kek(
         purpose: Purpose, secret: SecretBytes, ringKey: RingKey, accountID: AccountID, kdf: Argon2id.Parameters
     ) throws(OStackError) -> KeyEncryptionKey {
+        let derived: SecretBytes
         do {
-            let derived = try Argon2id.deriveKey(password: secret, parameters: kdf)
+            derived = try Argon2id.deriveKey(password: secret, parameters: kdf)
+        } catch .outOfMemory {
+            // The OS refused Argon2id its memory (SOD-3): nothing was learnt about the secret.
+            throw OStackError(
+                .notEnoughMemory, context: .init(count: Int(kdf.memLimit >> 20)), detail: "key derivation: no memory")
+        } catch {
+            throw OStackError(.internal, detail: "key derivation failed: \(error)")
+        }
+        do {
             return KeyEncryptionKey(
                 try BLAKE2b.keyedHash(
                     key: ringKey.bytes, parts: [Array(purpose.rawValue.utf8), Array(accountID.rawValue.utf8)],
                     secretParts: [derived]))
         } catch {
             throw OStackError(.internal, detail: "key derivation failed: \(error)")
+        }
+    }
+
+    /// Refuses an envelope that asks Argon2id for more than libsodium's SENSITIVE limits (4 passes,
+    /// 1 GiB) or less than its minimum. ostack writes MODERATE at most; an envelope asking more was
+    /// edited, and would hold an unlock for hours or exhaust the memory before a PIN is checked.
+    /// Checked before an attempt is counted.
+    public func checkCost() throws(OStackError) {
+        let most = Argon2id.Parameters.sensitive()
+        let least = Argon2id.Parameters.minimum()
+        guard kdf.opsLimit >= least.opsLimit, kdf.opsLimit <= most.opsLimit, kdf.memLimit >= least.memLimit,
+            kdf.memLimit <= most.memLimit
+        else {
+            throw OStackError(.unsupportedFormat, detail: "envelope key-derivation cost out of range")
         }
     }
 
@@ -73,6 +96,7 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
         guard version == Self.currentVersion else {
             throw OStackError(.unsupportedFormat, detail: "envelope version \(version)")
         }
+        try checkCost()
         return try Self.kek(purpose: purpose, secret: secret.bytes, ringKey: ringKey, accountID: accountID, kdf: kdf)
     }
 

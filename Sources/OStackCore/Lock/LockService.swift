@@ -267,6 +267,9 @@ public struct LockService: Sendable {
                 .invalidInput,
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
+        // An envelope asking Argon2id for more than ostack ever writes is refused before it costs an
+        // attempt (it would hold the unlock for hours or exhaust the memory).
+        try envelope.checkCost()
         // Read, refuse at the limit, increment and persist — under the counter lock (PINCounter.swift).
         var ring = try countAttempt(account)
         FailPoint.hit("unlock.after-count")
@@ -275,6 +278,12 @@ public struct LockService: Sendable {
             try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
         }
         afterDeriving()
+        // A derivation the OS refused memory for checked nothing: the attempt is given back (a host
+        // short of memory must not count the right PIN towards the lockout).
+        if case .failure(let error) = derived, error.code == .notEnoughMemory {
+            try? refundAttempt(account)
+            throw OStackError(.notEnoughMemory, context: .init(account: account.alias, count: error.context.count))
+        }
         let kek = try derived.get()
         do {
             let dek = try envelope.open(kek: kek, accountID: account.id)

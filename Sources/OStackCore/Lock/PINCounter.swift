@@ -25,6 +25,21 @@ extension LockService {
         return try withExtendedLifetime(lock) { () throws(OStackError) -> R in try body() }
     }
 
+    /// Gives back the attempt `countAttempt` counted, when the derivation could not run (the OS
+    /// refused its memory): under the lock, the counter as it is now, one lower.
+    func refundAttempt(_ account: Account) throws(OStackError) {
+        let ringKey = key(account, .pinRing)
+        let secrets = self.secrets
+        try Self.withCounterLock(path: pinCounterLockPath(account), timeout: environment.lockTimeout) {
+            () throws(OStackError) -> Void in
+            guard let item = try secrets.read(ringKey) else { return }
+            var ring = try PINRing(decoding: item)
+            guard ring.failures > 0 else { return }
+            ring.failures -= 1
+            try secrets.write(ring.encoded(), for: ringKey)
+        }
+    }
+
     /// One attempt is counted: under the lock, read `pin-ring`; at the limit erase the PIN path
     /// (`pin-locked-out`); otherwise write the counter incremented — persisted before the caller runs
     /// Argon2id — and return the ring as written.
