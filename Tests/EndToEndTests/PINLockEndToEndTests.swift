@@ -269,6 +269,17 @@ import Testing
         #expect(try ostack.run(["lock"]).status == 0)
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 4)
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "9753\n").status == 0)
+        // Wrong PINs spent through `pin change` and `pin remove` are in the trail (AUD-5), as
+        // `unlock`'s are: they were counted but left no trace.
+        #expect(
+            try ostack.run(["pin", "change", "--pin-stdin"], stdin: "0000\n2468\n", environment: Self.fast).status == 4)
+        #expect(try ostack.run(["pin", "remove", "--pin-stdin"], stdin: "0000\n").status == 4)
+        let guesses = try ostack.run(["audit", "--event", "pin", "--json"]).stdout
+        for event in ["pin.change", "pin.remove"] {
+            #expect(
+                guesses.contains(#""details":{"reason":"wrong-pin"},"event":"\#(event)","outcome":"failed""#),
+                "\(guesses)")
+        }
         #expect(try ostack.run(["pin", "remove", "--pin-stdin"], stdin: "9753\n").status == 0)
         let items = try ostack.keyringItems(namespace: namespace(ostack, server))
         #expect(items.contains("kind = db-key") && !items.contains("kind = pin-ring"))

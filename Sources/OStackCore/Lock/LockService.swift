@@ -125,7 +125,7 @@ public struct LockService: Sendable {
         try PINPolicy.validate(new)
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
-        let (dek, ring) = try openWithPIN(account, pin: old)
+        let (dek, ring) = try openAudited(account, pin: old, event: "pin.change")
         try finishReset()
         FailPoint.hit("pin-change.after-open")
         let envelope = try KeyEnvelope.seal(
@@ -141,7 +141,7 @@ public struct LockService: Sendable {
     public func removePIN(_ account: Account, pin: PIN) throws(OStackError) {
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
-        let (dek, _) = try openWithPIN(account, pin: pin)
+        let (dek, _) = try openAudited(account, pin: pin, event: "pin.remove")
         try finishReset()
         FailPoint.hit("pin-remove.after-open")
         let steps = PINSteps(environment: environment, account: account)
@@ -152,6 +152,22 @@ public struct LockService: Sendable {
         try steps.finishRemove()
         agent.forget(account.id)
         environment.audit(account, "pin.remove")
+    }
+
+    /// `openWithPIN` for `pin change` and `pin remove`: a wrong PIN (or the lockout it causes) is
+    /// recorded as the command's failed event, as `unlock` records its own (AUD-5); guesses spent
+    /// through these commands left no trace.
+    private func openAudited(_ account: Account, pin: PIN, event: String) throws(OStackError) -> (
+        AccountDataKey, PINRing
+    ) {
+        do {
+            return try openWithPIN(account, pin: pin)
+        } catch {
+            if error.code == .wrongPIN || error.code == .pinLockedOut {
+                environment.audit(account, event, outcome: "failed", details: ["reason": error.code.rawValue])
+            }
+            throw error
+        }
     }
 
     // MARK: lock / unlock
