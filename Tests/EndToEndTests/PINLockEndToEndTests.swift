@@ -261,6 +261,31 @@ import Testing
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
     }
 
+    /// `audit --all` and `audit verify --all` with one account locked: the others and the global
+    /// trail are listed and checked (one locked account made both fail outright, so a nightly
+    /// `audit verify --all` could not see tampering elsewhere); the locked one is named as not
+    /// checked, and the command exits 4 (`locked`; 1 if a checked trail were broken).
+    @Test func oneLockedAccountDoesNotHideTheOthersTrails() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(
+            try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "bob", "--no-switch"]).status
+                == 0)
+        try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let verify = try ostack.run(["audit", "verify", "--all", "--json"])
+        #expect(verify.status == 4, "\(verify.stderr)")
+        #expect(verify.stdout.contains(#""id":"global","intact":true"#), "\(verify.stdout)")
+        #expect(verify.stdout.contains("usr_bob") && verify.stdout.contains(#""reason":"locked""#), "\(verify.stdout)")
+        let human = try ostack.run(["audit", "verify", "--all"])
+        #expect(human.stdout.contains("usr_alice: not checked (locked)"), "\(human.stdout)")
+        let listed = try ostack.run(["audit", "--all", "--json"])
+        #expect(listed.status == 4 && listed.stdout.contains(#""alias":"bob""#), "\(listed.stdout) \(listed.stderr)")
+    }
+
     @Test func changeAndRemove() throws {
         let (server, ostack) = try signedIn()
         try setPIN(ostack)

@@ -72,8 +72,19 @@ struct AuditCommand: AsyncParsableCommand {
                 var context = context
                 context.countsAsUse = false  // reading the trail is not using the account (LOCK-2)
                 var events: [EventDocument] = []
+                // With --all, a locked account's trail cannot be read (its key is sealed by the PIN):
+                // the others and the global trail are listed, and the command then exits `locked`.
+                // (One locked account made the whole listing fail.)
+                var locked: OStackError?
                 for account in try context.accounts(target: selection.target, all: all) {
-                    let service = try context.session(account)
+                    let service: AccountSession
+                    do {
+                        service = try context.session(account)
+                    } catch let error as OStackError where all && (error.code == .locked || error.code == .pinLockedOut)
+                    {
+                        locked = locked ?? error
+                        continue
+                    }
                     for entry in try service.audit.entries(since: since, event: event, limit: limit) {
                         events.append(
                             EventDocument(
@@ -111,6 +122,7 @@ struct AuditCommand: AsyncParsableCommand {
                         }
                     ).render(terminal: context.terminal, whenEmpty: "No audit events.")
                 }
+                if let locked { throw locked }
             }
         }
     }
@@ -129,6 +141,12 @@ struct AuditCommand: AsyncParsableCommand {
             }
         }
 
+        /// An account whose trail could not be checked (`locked`, `pin-locked-out`).
+        struct Skipped: Encodable {
+            var id: String
+            var reason: String
+        }
+
         struct Result: Encodable {
             var id: String
             var intact: Bool
@@ -142,8 +160,24 @@ struct AuditCommand: AsyncParsableCommand {
                 var context = context
                 context.countsAsUse = false  // checking the trail is not using the account (LOCK-2)
                 var results: [Result] = []
+                // With --all, a locked account cannot be checked (its trail's key is sealed by the
+                // PIN): every other trail and the global one are, the locked ones are listed as
+                // skipped, and the command exits 1 if a checked trail is not intact, else `locked`
+                // (4). One locked account made the whole check fail, so tampering elsewhere went
+                // unreported.
+                var skipped: [Skipped] = []
+                var locked: OStackError?
                 for account in try context.accounts(target: selection.target, all: all) {
-                    let verification = try context.session(account).audit.verify()
+                    let session: AccountSession
+                    do {
+                        session = try context.session(account)
+                    } catch let error as OStackError where all && (error.code == .locked || error.code == .pinLockedOut)
+                    {
+                        skipped.append(Skipped(id: account.id.rawValue, reason: error.code.rawValue))
+                        locked = locked ?? error
+                        continue
+                    }
+                    let verification = try session.audit.verify()
                     if !verification.intact {
                         try context.authEnvironment().auditGlobal(
                             "audit.verify", outcome: "failed",
@@ -164,15 +198,19 @@ struct AuditCommand: AsyncParsableCommand {
                             id: "global", intact: verification.intact, events: verification.events,
                             firstBadSeq: verification.firstBadSeq, problem: verification.problem))
                 }
-                struct Document: Encodable { var accounts: [Result] }
-                context.emit(json: Document(accounts: results)) {
-                    results.map { result in
+                struct Document: Encodable {
+                    var accounts: [Result]
+                    var skipped: [Skipped]?
+                }
+                context.emit(json: Document(accounts: results, skipped: skipped.isEmpty ? nil : skipped)) {
+                    (results.map { result in
                         result.intact
                             ? "\(result.id): intact (\(result.events) events)"
                             : "\(result.id): NOT intact at sequence \(result.firstBadSeq ?? 0) (\(Self.explain(result.problem)))"
-                    }.joined(separator: "\n")
+                    } + skipped.map { "\($0.id): not checked (\($0.reason))" }).joined(separator: "\n")
                 }
                 if results.contains(where: { !$0.intact }) { throw ExitCode(1) }
+                if let locked { throw locked }
             }
         }
 
