@@ -286,6 +286,40 @@ import Testing
         #expect(listed.status == 4 && listed.stdout.contains(#""alias":"bob""#), "\(listed.stdout) \(listed.stderr)")
     }
 
+    /// `doctor` on the PIN's envelopes: a missing recovery envelope is a failure (all was `ok`, while
+    /// a lockout would then leave the data unreadable); a missing pin.env is named as such (it was
+    /// a "stray pin-ring" with `logout` as the fix); a lockout's fix is the recovery key (it said
+    /// `unlock`, which cannot work then).
+    @Test func doctorNamesWhatIsWrongWithThePINsEnvelopes() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        try setPIN(ostack)
+        let found = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "pin.env"])
+        let pin = try #require(found.stdout.split(separator: "\n").first.map(String.init))
+        let recovery = String(pin.dropLast("pin.env".count)) + "recovery.env"
+        func doctor() throws -> ProcessResult { try ostack.run(["doctor", "work"]) }
+        #expect(try doctor().status == 0)
+        _ = try runProcess(executable: "/bin/mv", arguments: [recovery, recovery + ".kept"])
+        let noRecovery = try doctor()
+        #expect(
+            noRecovery.status != 0 && noRecovery.stdout.contains("recovery envelope (recovery.env) is missing"),
+            "\(noRecovery.stdout)")
+        _ = try runProcess(executable: "/bin/mv", arguments: [recovery + ".kept", recovery])
+        #expect(try ostack.run(["lock"]).status == 0)
+        _ = try runProcess(executable: "/bin/mv", arguments: [pin, pin + ".kept"])
+        let noPIN = try doctor()
+        #expect(noPIN.stdout.contains("The PIN envelope (pin.env) is missing"), "\(noPIN.stdout)")
+        #expect(!noPIN.stdout.contains("Unexpected keyring item"), "\(noPIN.stdout)")
+        _ = try runProcess(executable: "/bin/mv", arguments: [pin + ".kept", pin])
+        for _ in 0..<5 { _ = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n") }
+        let lockedOut = try doctor()
+        #expect(lockedOut.stdout.contains("The PIN is locked out"), "\(lockedOut.stdout)")
+        #expect(lockedOut.stdout.contains("`ostack unlock work --recovery-key`"), "\(lockedOut.stdout)")
+    }
+
     @Test func changeAndRemove() throws {
         let (server, ostack) = try signedIn()
         try setPIN(ostack)

@@ -12,6 +12,7 @@ import Testing
         (.authRefresh, "ostack auth refresh"),
         (.unlock(account: nil), "ostack unlock"),
         (.unlock(account: "work"), "ostack unlock work"),
+        (.unlockWithRecoveryKey(account: "work"), "ostack unlock work --recovery-key"),
         (.pinSet, "ostack pin set"),
         (.pinChange, "ostack pin change"),
         (.sync, "ostack sync"),
@@ -41,6 +42,7 @@ import Testing
         case .loginOrganization: "loginOrganization"
         case .authRefresh: "authRefresh"
         case .unlock: "unlock"
+        case .unlockWithRecoveryKey: "unlockWithRecoveryKey"
         case .pinSet: "pinSet"
         case .pinChange: "pinChange"
         case .sync: "sync"
@@ -63,7 +65,8 @@ import Testing
     }
 
     static let allCaseNames: Set<String> = [
-        "login", "authRefresh", "unlock", "pinSet", "pinChange", "sync", "syncWatch", "queueList", "queueRetry",
+        "login", "authRefresh", "unlock", "unlockWithRecoveryKey", "pinSet", "pinChange", "sync", "syncWatch",
+        "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
         "objectsShow", "syncTrack", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
     ]

@@ -14,6 +14,7 @@ extension CommandSuggestion {
         case .loginOrganization: "login --organization ID"
         case .authRefresh: "auth refresh"
         case .unlock(let account): "unlock" + (account.map { " \($0)" } ?? "")
+        case .unlockWithRecoveryKey(let account): "unlock \(account) --recovery-key"
         case .pinSet: "pin set"
         case .pinChange: "pin change"
         case .sync: "sync"

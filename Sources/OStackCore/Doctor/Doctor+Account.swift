@@ -76,6 +76,8 @@ extension Doctor {
                         "A PIN change was interrupted; the next command that uses the keyring finishes or undoes it.",
                         fix: .run(.authRefresh)))
             }
+        } else if let envelopes = pinEnvelopes(account) {
+            checks.append(envelopes)
         }
         // Keyring items: expected present, nothing stray — and no stale copies in another backend.
         if case .unusable(let why) = keyring {
@@ -216,9 +218,13 @@ extension Doctor {
     func databaseOpenFailure(_ account: Account, _ error: OStackError, directory: String) -> Check {
         switch error.code {
         case .locked, .pinLockedOut:
+            // After a lockout (or without pin.env) the PIN cannot unlock: the recovery key does.
+            let unlock: CommandSuggestion =
+                error.code == .pinLockedOut || !environment.hasPIN(account)
+                ? .unlockWithRecoveryKey(account: account.alias) : .unlock(account: account.alias)
             return check(
                 "database", account, .warn, "Could not check the database: the account is locked.",
-                fix: "Run \(command: .unlock(account: account.alias)) and then \(command: .doctor).", checked: false)
+                fix: "Run \(command: unlock) and then \(command: .doctor).", checked: false)
         case .storageFailure where diskIsFull(directory):
             return check(
                 "database", account, .warn, "Could not open the database: the disk is full (nothing is damaged).",
@@ -253,6 +259,38 @@ extension Doctor {
         }
     }
 
+    /// The PIN's two envelopes (docs/security.md, PIN-4/PIN-5): a PIN without its recovery envelope
+    /// has no way back after a lockout; a missing `pin.env` whose counter is still in the keyring is
+    /// not a lockout (unlock calls it one); a lockout itself needs the recovery key, not the PIN.
+    func pinEnvelopes(_ account: Account) -> Check? {
+        let pin = environment.hasPIN(account)
+        let recovery = SecureFileSystem.exists(environment.recoveryEnvelopePath(account))
+        if pin && !recovery {
+            return check(
+                "pin", account, .fail,
+                "The recovery envelope (recovery.env) is missing: the recovery key cannot open the data, and a PIN lockout would leave it unreadable.",
+                fix:
+                    "Restore recovery.env from a backup; or, while the PIN works, remove the PIN and set it again (\(command: .pinSet)) for a new recovery key."
+            )
+        }
+        guard !pin && recovery else { return nil }
+        // A lockout removes pin.env and then the counter; one killed between the two leaves the
+        // counter at its limit, which is still a lockout.
+        let counter = (try? environment.secrets.read(environment.namespaces.key(account.id, .pinRing)))?
+            .flatMap { try? PINRing(decoding: $0) }
+        if let counter, counter.failures < UInt32(PINRing.maximumFailures) {
+            return check(
+                "pin", account, .fail,
+                "The PIN envelope (pin.env) is missing: the PIN cannot open the data (this is not a lockout).",
+                fix:
+                    "Restore pin.env from a backup; or unlock with the recovery key (\(command: .unlockWithRecoveryKey(account: account.alias))) and set a new PIN."
+            )
+        }
+        return check(
+            "pin", account, .warn, "The PIN is locked out (too many wrong PINs): only the recovery key opens the data.",
+            fix: "Run \(command: .unlockWithRecoveryKey(account: account.alias)), then \(command: .pinSet).")
+    }
+
     func keyringItems(_ account: Account) -> Check {
         do {
             let present = Set(
@@ -267,7 +305,8 @@ extension Doctor {
                 expected.insert(.dbKey)
             }
             var allowed = expected.union([.auditAnchor])
-            if environment.keyIsSealed(account) { allowed.insert(.recoveryRing) }
+            // A counter left beside a missing pin.env is the `pin` check's finding, not stray.
+            if environment.keyIsSealed(account) { allowed.formUnion([.recoveryRing, .pinRing]) }
             let missing = expected.subtracting(present)
             let stray = present.subtracting(allowed)
             if !missing.isEmpty {

@@ -104,6 +104,8 @@ public enum CommandSuggestion: Sendable, Hashable {
     case authRefresh
     /// `unlock`, or `unlock A`.
     case unlock(account: String?)
+    /// `unlock A --recovery-key` (after a PIN lockout, or without pin.env).
+    case unlockWithRecoveryKey(account: String)
     case pinSet
     case pinChange
     case sync
