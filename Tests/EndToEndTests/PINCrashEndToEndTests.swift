@@ -99,6 +99,10 @@ import Testing
             environment: Self.fast.merging(["OSTACK_FAILPOINT": failpoint]) { _, new in new })
         #expect(killed.status == 137, "\(failpoint): \(killed.stderr)")
         try expectPIN(ostack, server, failpoint == "pin-change.after-open" ? "7319" : "9753", failpoint)
+        // A change that took effect is in the trail, however it ended (AUD-5): killed after the new
+        // envelope was in place it was not.
+        let changes = try ostack.run(["audit", "--event", "pin.change", "--json"]).stdout
+        #expect(changes.contains(#""event":"pin.change""#) == (failpoint == "pin-change.after-envelope"), "\(changes)")
     }
 
     static let removeBeforeJournal = ["pin-remove.after-open", "pin-remove.after-db-key"]

@@ -131,9 +131,11 @@ public struct LockService: Sendable {
         let envelope = try KeyEnvelope.seal(
             dek, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
         try envelope.write(to: environment.pinEnvelopePath(account))
+        // Recorded as soon as the new envelope is in place, before the agent is given the key: a
+        // change killed or failing after the rename is still in the trail (AUD-5).
+        environment.audit(account, "pin.change")
         FailPoint.hit("pin-change.after-envelope")
         try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
-        environment.audit(account, "pin.change")
     }
 
     /// Removes the PIN: the plain `db-key` comes back first (read back), then the journal (phase
