@@ -191,7 +191,7 @@ public struct CommandContext: Sendable {
         try service.verifyAgent()
         switch service.pinState(account) {
         case .none: throw error
-        case .lockedOut: throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+        case .lockedOut: throw service.missingPINError(account)
         case .set: break
         }
         let name = ErrorPresenter.sanitize(account.alias, maxLength: 64)

@@ -313,8 +313,14 @@ import Testing
         let noPIN = try doctor()
         #expect(noPIN.stdout.contains("The PIN envelope (pin.env) is missing"), "\(noPIN.stdout)")
         #expect(!noPIN.stdout.contains("Unexpected keyring item"), "\(noPIN.stdout)")
+        // And `unlock` says so, instead of "Too many wrong PINs".
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(
+            unlock.status == 10 && unlock.stderr.contains("The PIN envelope (pin.env) of account work is missing"),
+            "\(unlock.stderr)")
         _ = try runProcess(executable: "/bin/mv", arguments: [pin + ".kept", pin])
         for _ in 0..<5 { _ = try ostack.run(["unlock", "--pin-stdin"], stdin: "0000\n") }
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").stderr.contains("Too many wrong PINs"))
         let lockedOut = try doctor()
         #expect(lockedOut.stdout.contains("The PIN is locked out"), "\(lockedOut.stdout)")
         #expect(lockedOut.stdout.contains("`ostack unlock work --recovery-key`"), "\(lockedOut.stdout)")

@@ -219,6 +219,11 @@ public struct ErrorPresenter: Sendable {
                 "Try again when it is done.", 10)
         case .storageFailure:
             return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
+        case .storageMissing where context.object == "pin.env":
+            return make(
+                "The PIN envelope (pin.env) of account\(named) is missing: the PIN cannot open the data. This is not a lockout.",
+                "Restore pin.env from a backup, or unlock with the recovery key"
+                    + "\(account.map { " (`ostack unlock \($0) --recovery-key`)" } ?? "") and set a new PIN.", 10)
         case .storageMissing:
             return make(
                 "The local database of account\(named) is missing or empty. Nothing was recreated.",

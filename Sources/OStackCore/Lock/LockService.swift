@@ -246,6 +246,20 @@ public struct LockService: Sendable {
     /// Refuses a runtime directory or agent socket of another user (#lock-3), before anything else.
     public func verifyAgent() throws(OStackError) { try agent.verify() }
 
+    /// Why a PIN without its `pin.env` cannot unlock: after a lockout (its counter erased, or at
+    /// its limit when the lockout was killed half-way) `pin-locked-out`; with the counter still below
+    /// the limit the file went missing (`storage-missing`, naming pin.env): "Too many wrong PINs"
+    /// blamed the user for a file that was deleted or not restored.
+    public func missingPINError(_ account: Account) -> OStackError {
+        if let item = try? secrets.read(key(account, .pinRing)), let ring = try? PINRing(decoding: item),
+            ring.failures < UInt32(PINRing.maximumFailures)
+        {
+            return OStackError(
+                .storageMissing, context: .init(account: account.alias, object: "pin.env"), detail: "pin.env missing")
+        }
+        return OStackError(.pinLockedOut, context: .init(account: account.alias))
+    }
+
     public func pinState(_ account: Account) -> PINState {
         if SecureFileSystem.exists(environment.pinEnvelopePath(account)) { return .set }
         return SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) ? .lockedOut : .none
@@ -278,9 +292,7 @@ public struct LockService: Sendable {
         _ account: Account, pin: PIN, whileDeriving: () -> Void = {}, afterDeriving: () -> Void = {}
     ) throws(OStackError) -> (AccountDataKey, PINRing) {
         guard let envelope = try KeyEnvelope.read(from: environment.pinEnvelopePath(account)) else {
-            if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) {
-                throw OStackError(.pinLockedOut, context: .init(account: account.alias))
-            }
+            if SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) { throw missingPINError(account) }
             throw OStackError(
                 .invalidInput,
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))

@@ -76,7 +76,7 @@ struct Unlock: AsyncParsableCommand {
                     context: .init(
                         suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."),
                     detail: "unlock without a PIN")
-            case .lockedOut: throw OStackError(.pinLockedOut, context: .init(account: account.alias))
+            case .lockedOut: throw service.missingPINError(account)
             case .set: break
             }
             let prompt = "PIN for \(ErrorPresenter.sanitize(account.alias, maxLength: 64)): "
