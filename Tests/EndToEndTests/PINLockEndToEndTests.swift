@@ -426,6 +426,25 @@ import Testing
         #expect(try near.run(["unlock", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
     }
 
+    /// A shorter `agent.idle-timeout` or `agent.max-lifetime` applies at once to an account already
+    /// unlocked (it kept the limits of its unlock: up to 15 minutes more for a user who shortened the
+    /// timeout before walking away); a longer one waits for the next unlock.
+    @Test func aShorterAgentTimeoutAppliesToUnlockedAccounts() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        try setPIN(ostack)
+        func unlocked() throws -> Bool { try ostack.run(["status", "--json"]).stdout.contains("\"locked\":false") }
+        #expect(try unlocked())
+        #expect(try ostack.run(["config", "set", "agent.max-lifetime", "24h"]).status == 0)
+        #expect(try ostack.run(["agent", "status", "--json"]).stdout.contains("\"lifetimeSecondsLeft\":43"))
+        #expect(try ostack.run(["config", "set", "agent.idle-timeout", "1s"]).status == 0)
+        usleep(2_500_000)
+        #expect(try !unlocked(), "still unlocked after a 1s idle timeout")
+    }
+
     @Test func agentForgetsAfterIdleTimeoutAndIsPrivate() throws {
         let (server, ostack) = try signedIn()
         defer {

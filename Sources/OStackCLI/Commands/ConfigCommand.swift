@@ -89,6 +89,16 @@ struct ConfigSet: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             try context.configuration.set(key, to: unset ? nil : value)
             let (current, isDefault) = try context.configuration.value(of: key)
+            // A shorter agent timeout applies at once to the accounts already unlocked (they kept
+            // the limits of their unlock); a longer one from their next unlock. Best effort: the
+            // setting is saved either way.
+            if key == AgentLimits.idleSetting || key == AgentLimits.lifetimeSetting,
+                let limits = try? AgentLimits(configuration: context.configuration)
+            {
+                let agent = AgentClient(
+                    layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))
+                try? agent.shorten(to: limits)
+            }
             context.emit(
                 json: ConfigEntry(key: key, value: current, isDefault: isDefault),
                 human: ErrorPresenter.sanitize("\(key) = \(current)", maxLength: Int.max))

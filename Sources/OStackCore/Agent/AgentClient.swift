@@ -149,6 +149,14 @@ public struct AgentClient: Sendable {
         _ = try exchange(AgentMessage.request(.forget, account: account.rawValue))
     }
 
+    /// Applies shorter limits to the keys the agent already holds (a setting made shorter takes
+    /// effect at once, not at the next unlock). No agent: nothing to do.
+    public func shorten(to limits: AgentLimits) throws(OStackError) {
+        _ = try exchange(
+            AgentMessage.request(
+                .limit, idle: UInt32(clamping: Int(limits.idle)), lifetime: UInt32(clamping: Int(limits.lifetime))))
+    }
+
     /// `forgetChecked` of every key.
     public func forgetAllChecked() throws(OStackError) { _ = try exchange(AgentMessage.request(.forgetAll)) }
 

@@ -13,6 +13,9 @@ enum AgentMessage {
         case put = 1, get, has, forget, forgetAll, status, stop
         /// `get` without counting as use: the idle timer runs on (`sync --watch`).
         case peek
+        /// Shortens every held key's limits to `idle` and `lifetime` (0: that one unchanged), as
+        /// `config set` of a shorter timeout asks; a longer one waits for the next unlock.
+        case limit
     }
 
     enum Status: UInt8 {

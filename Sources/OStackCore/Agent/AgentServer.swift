@@ -107,6 +107,14 @@ public final class AgentServer {
         case .peek:
             guard let entry = entries[request.account] else { return (AgentMessage.response(.notFound), false) }
             return (AgentMessage.response(.ok, entry.key), false)
+        case .limit:
+            for (name, var entry) in entries {
+                if request.idle > 0 { entry.idle = min(entry.idle, Double(request.idle)) }
+                if request.lifetime > 0 { entry.lifetime = min(entry.lifetime, Double(request.lifetime)) }
+                entries[name] = entry
+            }
+            expire()
+            return (AgentMessage.response(.ok), false)
         case .has:
             return (AgentMessage.response(entries[request.account] == nil ? .notFound : .ok), false)
         case .forget:
