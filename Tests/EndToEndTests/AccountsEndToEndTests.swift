@@ -215,6 +215,7 @@ import Testing
     @Test func removeLeavesNoKeyringItemAndLogoutKeepsData() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
+        #expect(try ostack.run(["logout", "--all"]).stdout == "No accounts.\n")
         #expect(
             try ostack.login(server.url, "alice@example.com", "alice-pass", extra: ["--alias", "work"]).status == 0)
         #expect(try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--alias", "home"]).status == 0)
@@ -236,6 +237,10 @@ import Testing
         // Signing out of the default account leaves it the default, and the document says so.
         let out = try ostack.run(["logout", "home", "--json"])
         #expect(out.status == 0 && out.stdout.contains("\"isDefault\":true"), "\(out.stdout)")
+        // `--all` with every account signed out says so (it printed nothing), and signs nothing out.
+        let none = try ostack.run(["logout", "--all"])
+        #expect(none.status == 0 && none.stdout == "Every account was already signed out.\n", "\(none.stdout)")
+        #expect(try ostack.run(["logout", "--all", "--json"]).stdout == "{\"accounts\":[]}\n")
     }
 
     func refreshes(_ server: DevServerProcess) throws -> Int {

@@ -38,6 +38,10 @@ struct Logout: AsyncParsableCommand {
                     ErrorPresenter.sanitize("Signed out of \(outcome.account.alias).", maxLength: 200)
                         + (outcome.serverSignedOut ? "" : " The server could not be told; the local session is gone."))
             }
+            // `--all` passes over accounts already signed out: with none signed in it said nothing.
+            if all && lines.isEmpty {
+                lines.append(accounts.isEmpty ? "No accounts." : "Every account was already signed out.")
+            }
             struct Document: Encodable { var accounts: [AccountDocument] }
             context.emit(json: Document(accounts: documents), human: lines.joined(separator: "\n"))
         }
