@@ -177,6 +177,9 @@ import Testing
         }
         let typo = try ostack.run(["config", "set", "sync.interval", "5m", "--jsn"])
         #expect(typo.status == 64 && typo.stderr.contains("Unknown option '--jsn'."), "\(typo.stderr)")
+        // Also before the value (it said "Give one value (quote a value with spaces).").
+        let before = try ostack.run(["config", "set", "sync.interval", "--jsn", "5m"])
+        #expect(before.status == 64 && before.stderr.contains("Unknown option '--jsn'."), "\(before.stderr)")
         #expect(try ostack.run(["config", "set", "sync.interval", "5m", "--json"]).stdout.contains(#""value":"5m""#))
         let ca = try ostack.run(["config", "set", "tls.ca-file", "/nonexistent/ca.pem"])
         #expect(ca.status == 9 && ca.stderr.contains("the absolute path of a file that exists"), "\(ca.stderr)")

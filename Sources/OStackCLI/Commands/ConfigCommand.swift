@@ -77,7 +77,10 @@ struct ConfigSet: AsyncParsableCommand {
 
     func validate() throws {
         if words.count > 1 {
-            if let unknown = words.dropFirst().first(where: { $0.hasPrefix("-") }) {
+            // An unknown option: a word after the value starting with '-', or a first word starting
+            // with '--' followed by another (`--jsn 5m` said "Give one value").
+            let unknown = words.enumerated().first { $0.element.hasPrefix($0.offset == 0 ? "--" : "-") }?.element
+            if let unknown {
                 throw ValidationError("Unknown option '\(ErrorPresenter.sanitize(unknown, maxLength: 40))'.")
             }
             throw ValidationError("Give one value (quote a value with spaces).")
