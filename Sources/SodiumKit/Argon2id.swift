@@ -38,14 +38,6 @@ public enum Argon2id {
                 memLimit: UInt64(crypto_pwhash_memlimit_moderate()), salt: Argon2id.freshSalt())
         }
 
-        /// libsodium's smallest limits (for tests; never written by ostack), with a fresh random salt.
-        public static func minimum() -> Parameters {
-            Sodium.ensureInitialized()
-            return Parameters(
-                opsLimit: UInt64(crypto_pwhash_opslimit_min()), memLimit: UInt64(crypto_pwhash_memlimit_min()),
-                salt: Argon2id.freshSalt())
-        }
-
         /// libsodium's SENSITIVE limits with a fresh random salt (4 passes, 1 GiB).
         public static func sensitive() -> Parameters {
             Sodium.ensureInitialized()
@@ -65,6 +57,16 @@ public enum Argon2id {
                 memLimit >= UInt64(crypto_pwhash_memlimit_min()), memLimit <= UInt64(crypto_pwhash_memlimit_max())
             else { throw .invalidParameters }
         }
+    }
+
+    /// The costs an envelope may ask for: from libsodium's minimum (tests) to its SENSITIVE limits
+    /// (4 passes, 1 GiB). No salt is drawn: these are bounds, not parameters.
+    public static var acceptedCost: (opsLimit: ClosedRange<UInt64>, memLimit: ClosedRange<UInt64>) {
+        Sodium.ensureInitialized()
+        return (
+            UInt64(crypto_pwhash_opslimit_min())...UInt64(crypto_pwhash_opslimit_sensitive()),
+            UInt64(crypto_pwhash_memlimit_min())...UInt64(crypto_pwhash_memlimit_sensitive())
+        )
     }
 
     /// `crypto_pwhash_ALG_ARGON2ID13`.

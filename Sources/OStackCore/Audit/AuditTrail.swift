@@ -288,8 +288,10 @@ public struct AuditTrail: Sendable {
     public func anchor() {
         guard let head = try? head(), head.seq > 0 else { return }
         // The MACs of the newest entries, for the check above (read here: the keyring write runs on
-        // another thread). An anchor further behind than this — a keyring that refused writes for
-        // that long — is moved without the check.
+        // another thread). A fork is caught when its head first passes the anchored sequence, which
+        // is then among the newest few (one command appends a handful of events), so a short window
+        // does; an anchor further behind — a keyring that refused writes for that long — is moved
+        // without the check. (Every write command anchors: this read stays small.)
         guard
             let recent = try? store.rows(
                 "SELECT seq, mac FROM audit WHERE seq > ? ORDER BY seq", [.integer(Int64(head.seq - Self.anchorWindow))]
@@ -320,7 +322,7 @@ public struct AuditTrail: Sendable {
     }
 
     /// How many of the newest entries `anchor` checks the stored anchor against.
-    static let anchorWindow = 4096
+    static let anchorWindow = 256
 
     func head() throws(OStackError) -> (seq: Int, mac: [UInt8]) {
         if let row = try store.rows("SELECT seq, mac FROM audit ORDER BY seq DESC LIMIT 1").first,

@@ -55,11 +55,8 @@ public struct KeyEnvelope: Sendable, Equatable, Codable {
     /// edited, and would hold an unlock for hours or exhaust the memory before a PIN is checked.
     /// Checked before an attempt is counted.
     public func checkCost() throws(OStackError) {
-        let most = Argon2id.Parameters.sensitive()
-        let least = Argon2id.Parameters.minimum()
-        guard kdf.opsLimit >= least.opsLimit, kdf.opsLimit <= most.opsLimit, kdf.memLimit >= least.memLimit,
-            kdf.memLimit <= most.memLimit
-        else {
+        let accepted = Argon2id.acceptedCost
+        guard accepted.opsLimit.contains(kdf.opsLimit), accepted.memLimit.contains(kdf.memLimit) else {
             throw OStackError(.unsupportedFormat, detail: "envelope key-derivation cost out of range")
         }
     }
