@@ -57,6 +57,7 @@ import Testing
     static let setAfterCommit = [
         "pin-set.after-commit-journal", "pin-set.after-ring-copy", "pin-set.after-recovery-envelope",
         "pin-set.after-pin-envelope", "pin-set.after-seal", "pin-set.after-agent", "pin-set.after-db-key-delete",
+        "pin-set.after-audit",
     ]
 
     @Test(arguments: setBeforeCommit + setAfterCommit)
@@ -83,10 +84,19 @@ import Testing
             #expect(try ostack.run(["lock"]).status == 0)
             let recovered = try ostack.run(["unlock", "--recovery-key-stdin"], stdin: String(parts[3]) + "\n")
             #expect(recovered.status == 0, "\(failpoint): \(recovered.stderr)")
+            // A PIN that took effect is in the trail, however the command ended (AUD-5).
+            let sets = try ostack.run(["audit", "--event", "pin.set", "--json"]).stdout
+            #expect(sets.contains(#""event":"pin.set","outcome":"ok""#), "\(failpoint): \(sets)")
         }
     }
 
-    @Test(arguments: ["pin-change.after-open", "pin-change.after-envelope"])
+    static let changeBeforeCommit = ["pin-change.after-open", "pin-change.after-ring", "pin-change.after-staging"]
+    static let changeAfterCommit = [
+        "pin-change.after-commit-journal", "pin-change.after-ring-copy", "pin-change.after-pin-envelope",
+        "pin-change.after-audit",
+    ]
+
+    @Test(arguments: changeBeforeCommit + changeAfterCommit)
     func pinChangeKilledAtEveryStep(failpoint: String) throws {
         let (server, ostack) = try signedInWithAChange()
         defer {
@@ -98,11 +108,18 @@ import Testing
             ["pin", "change", "--pin-stdin"], stdin: "7319\n9753\n",
             environment: Self.fast.merging(["OSTACK_FAILPOINT": failpoint]) { _, new in new })
         #expect(killed.status == 137, "\(failpoint): \(killed.stderr)")
-        try expectPIN(ostack, server, failpoint == "pin-change.after-open" ? "7319" : "9753", failpoint)
-        // A change that took effect is in the trail, however it ended (AUD-5): killed after the new
-        // envelope was in place it was not.
+        let committed = Self.changeAfterCommit.contains(failpoint)
+        try expectPIN(ostack, server, committed ? "9753" : "7319", failpoint)
+        // A change that took effect is in the trail, however it ended (AUD-5); one undone is not.
         let changes = try ostack.run(["audit", "--event", "pin.change", "--json"]).stdout
-        #expect(changes.contains(#""event":"pin.change""#) == (failpoint == "pin-change.after-envelope"), "\(changes)")
+        #expect(changes.contains(#""event":"pin.change","outcome":"ok""#) == committed, "\(failpoint): \(changes)")
+        if failpoint != "pin-change.after-open" && !committed {
+            #expect(changes.contains(#""details":{"reason":"interrupted"},"event":"pin.change","outcome":"failed""#))
+        }
+        // The other PIN does not open it (a ring copied without its envelope would fail both).
+        #expect(try ostack.run(["lock"]).status == 0)
+        let other = try ostack.run(["unlock", "--pin-stdin"], stdin: committed ? "7319\n" : "9753\n")
+        #expect(other.status == 4, "\(failpoint): \(other.stderr)")
     }
 
     static let removeBeforeJournal = ["pin-remove.after-open", "pin-remove.after-db-key"]

@@ -329,10 +329,20 @@ import Testing
     @Test func changeAndRemove() throws {
         let (server, ostack) = try signedIn()
         try setPIN(ostack)
+        let found = try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "pin.env"])
+        let envelope = try #require(found.stdout.split(separator: "\n").first.map(String.init))
+        _ = try runProcess(executable: "/bin/cp", arguments: ["-p", envelope, envelope + ".before-change"])
         let change = try ostack.run(["pin", "change", "--pin-stdin"], stdin: "7319\n9753\n", environment: Self.fast)
         #expect(change.status == 0, "\(change.stderr)")
         #expect(try ostack.run(["lock"]).status == 0)
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 4)
+        // The change replaced the ring key too: the envelope from before it, put back (a backup, a
+        // copy), does not open with the old PIN (it did while the ring key stayed).
+        _ = try runProcess(executable: "/bin/cp", arguments: ["-p", envelope, envelope + ".after-change"])
+        _ = try runProcess(executable: "/bin/cp", arguments: ["-p", envelope + ".before-change", envelope])
+        let old = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+        #expect(old.status == 4 && old.stderr.contains("Incorrect PIN"), "\(old.stderr)")
+        _ = try runProcess(executable: "/bin/mv", arguments: [envelope + ".after-change", envelope])
         #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "9753\n").status == 0)
         // Wrong PINs spent through `pin change` and `pin remove` are in the trail (AUD-5), as
         // `unlock`'s are: they were counted but left no trace.

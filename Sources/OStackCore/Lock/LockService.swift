@@ -115,26 +115,35 @@ public struct LockService: Sendable {
             // After a lockout (no plain db-key) the DEK came from the agent already; keep it unlocked.
             try agent.store(pending.dek, for: account.id, limits: limits, environment: processEnvironment)
         }
-        environment.audit(account, "pin.set")
     }
 
-    /// Re-seals under a new PIN with a fresh salt and nonce (the DEK does not change). `pin.env` is
-    /// replaced in one atomic rename, so a crash leaves the old PIN or the new one.
+    /// Re-seals the DEK under a new PIN and a new ring key (fresh salt and nonce; the DEK does not
+    /// change), journaled like `pin set` (PINJournal, operation `change`): staged as
+    /// `pin-ring-pending` and `pin.env.new`, committed by copying the ring and renaming the envelope.
+    /// A crash leaves the old PIN (before the commit) or the new one; an older `pin.env` no longer
+    /// opens with the old PIN, because its ring key is gone.
     public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
         try agent.verify()  // the agent must be able to hold the key before the old PIN is spent
         try PINPolicy.validate(new)
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
-        let (dek, ring) = try openAudited(account, pin: old, event: "pin.change")
-        try finishReset()
+        if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
+        let (dek, _) = try openAudited(account, pin: old, event: "pin.change")
+        try finishReset()  // the old ring's counter reset is written before the new ring replaces it
         FailPoint.hit("pin-change.after-open")
+        let steps = PINSteps(environment: environment, account: account)
+        try PINJournal(operation: .change, phase: .staged).save(environment, account)
+        let ring = PINRing.generate()
+        try steps.writeVerified(ring.encoded(), .pendingPINRing)
+        FailPoint.hit("pin-change.after-ring")
         let envelope = try KeyEnvelope.seal(
             dek, secret: new, ringKey: ring.ringKey, accountID: account.id, kdf: pinParameters())
-        try envelope.write(to: environment.pinEnvelopePath(account))
-        // Recorded as soon as the new envelope is in place, before the agent is given the key: a
-        // change killed or failing after the rename is still in the trail (AUD-5).
-        environment.audit(account, "pin.change")
-        FailPoint.hit("pin-change.after-envelope")
+        try envelope.write(to: environment.pinEnvelopePath(account) + PINSteps.staged)
+        FailPoint.hit("pin-change.after-staging")
+        try PINJournal(operation: .change, phase: .committing).save(environment, account)
+        FailPoint.hit("pin-change.after-commit-journal")
+        // Recorded before the journal is cleared, as soon as the change has taken effect (AUD-5).
+        try steps.finishSet(.change, storeInAgent: nil)
         try agent.store(dek, for: account.id, limits: agentLimits, environment: processEnvironment)
     }
 

@@ -17,9 +17,14 @@ import SodiumKit
 /// - `remove`, phase `committing` (written after `db-key` is back and read back): roll forward —
 ///   unseal the token, remove `pin.env` and `recovery.env`, delete the ring items, clear the journal.
 ///
-/// `pin change` needs no journal: it replaces `pin.env` in one atomic rename (old or new PIN).
+/// - `change`, phase `staged`: a new ring key (failures 0) is under `pin-ring-pending` and the
+///   envelope sealed with it and the new PIN is staged as `pin.env.new`; the old PIN still opens the
+///   account. Recovery: undo (the PIN did not change).
+/// - `change`, phase `committing`: roll forward as for `set` — the pending ring → `pin-ring`, the
+///   staged envelope renamed into place, the pending item deleted, the journal cleared. A new ring key
+///   means an older `pin.env` (a backup, a copy) no longer opens with the old PIN.
 public struct PINJournal: Codable, Equatable, Sendable {
-    public enum Operation: String, Codable, Sendable { case set, remove }
+    public enum Operation: String, Codable, Sendable { case set, change, remove }
     public enum Phase: String, Codable, Sendable { case staged, committing }
 
     public var version = 1
@@ -76,12 +81,12 @@ public struct PINJournal: Codable, Equatable, Sendable {
         guard let journal = try load(environment, account) else { return }
         let steps = PINSteps(environment: environment, account: account)
         switch (journal.operation, journal.phase) {
-        case (.set, .staged):
+        case (.set, .staged), (.change, .staged):
             try steps.undoStagedSet()
-            environment.audit(account, "pin.set", outcome: "failed", details: ["reason": "interrupted"])
-        case (.set, .committing):
-            try steps.finishSet(storeInAgent: nil)
-            environment.audit(account, "pin.set", details: ["resumed": "yes"])
+            environment.audit(
+                account, journal.operation.event, outcome: "failed", details: ["reason": "interrupted"])
+        case (.set, .committing), (.change, .committing):
+            try steps.finishSet(journal.operation, storeInAgent: nil, details: ["resumed": "yes"])
         case (.remove, _):
             try steps.finishRemove()
             environment.agent?.forget(account.id)
@@ -90,7 +95,13 @@ public struct PINJournal: Codable, Equatable, Sendable {
     }
 }
 
-/// The idempotent steps of `pin set` and `pin remove`, shared by the commands and by recovery.
+extension PINJournal.Operation {
+    /// The audit event of the operation: `pin.set`, `pin.change`, `pin.remove`.
+    var event: String { "pin.\(rawValue)" }
+}
+
+/// The idempotent steps of `pin set`, `pin change` and `pin remove`, shared by the commands and by
+/// recovery.
 struct PINSteps {
     let environment: AuthEnvironment
     let account: Account
@@ -114,8 +125,8 @@ struct PINSteps {
         }
     }
 
-    /// `pin set`, phase `staged`, undone: the account is as it was (no PIN, or after a lockout its
-    /// recovery envelope).
+    /// `pin set` or `pin change`, phase `staged`, undone: the account is as it was (no PIN, after a
+    /// lockout its recovery envelope, or the old PIN).
     func undoStagedSet() throws(OStackError) {
         try removeFile(pinPath + Self.staged)
         try removeFile(recoveryPath + Self.staged)
@@ -124,37 +135,46 @@ struct PINSteps {
         try PINJournal.clear(environment, account)
     }
 
-    /// `pin set`, phase `committing`, rolled forward (every step idempotent).
-    func finishSet(storeInAgent: ((AccountDataKey) throws(OStackError) -> Void)?) throws(OStackError) {
+    /// `pin set` or `pin change`, phase `committing`, rolled forward (every step idempotent; a change
+    /// has no recovery ring or envelope staged and no plain `db-key`). The operation's event is
+    /// recorded before the journal is cleared: killed in between, recovery records it again
+    /// (`resumed`) rather than never.
+    func finishSet(
+        _ operation: PINJournal.Operation = .set, storeInAgent: ((AccountDataKey) throws(OStackError) -> Void)?,
+        details: [String: String] = [:]
+    ) throws(OStackError) {
+        func hit(_ set: StaticString, _ change: StaticString) { FailPoint.hit(operation == .change ? change : set) }
         for (pending, real) in [(SecretKind.pendingPINRing, SecretKind.pinRing), (.pendingRecoveryRing, .recoveryRing)]
         {
             if let value = try secrets.read(key(pending)) { try writeVerified(value, real) }
         }
-        FailPoint.hit("pin-set.after-ring-copy")
+        hit("pin-set.after-ring-copy", "pin-change.after-ring-copy")
         do {
             if SecureFileSystem.exists(recoveryPath + Self.staged) {
                 try SecureFileSystem.replace(recoveryPath, with: recoveryPath + Self.staged)
             }
-            FailPoint.hit("pin-set.after-recovery-envelope")
+            hit("pin-set.after-recovery-envelope", "pin-change.after-recovery-envelope")
             if SecureFileSystem.exists(pinPath + Self.staged) {
                 try SecureFileSystem.replace(pinPath, with: pinPath + Self.staged)
             }
         } catch {
             throw OStackError(.storageFailure, detail: "installing the PIN envelopes: \(error)")
         }
-        FailPoint.hit("pin-set.after-pin-envelope")
+        hit("pin-set.after-pin-envelope", "pin-change.after-pin-envelope")
         // The plain db-key is deleted last, so while it exists the DEK is at hand to seal the token.
         if let plain = try secrets.readUpgrading(key(.dbKey)) {
             let dek = AccountDataKey(plain)
             try sealCredential(dek: dek)
-            FailPoint.hit("pin-set.after-seal")
+            hit("pin-set.after-seal", "pin-change.after-seal")
             try storeInAgent?(dek)
-            FailPoint.hit("pin-set.after-agent")
+            hit("pin-set.after-agent", "pin-change.after-agent")
             try secrets.delete(key(.dbKey))  // verified
-            FailPoint.hit("pin-set.after-db-key-delete")
+            hit("pin-set.after-db-key-delete", "pin-change.after-db-key-delete")
         }
         try secrets.delete(key(.pendingPINRing))
         try secrets.delete(key(.pendingRecoveryRing))
+        environment.audit(account, operation.event, details: details)
+        hit("pin-set.after-audit", "pin-change.after-audit")
         try PINJournal.clear(environment, account)
     }
 
