@@ -28,6 +28,13 @@ long cplatform_peer_uid(int fd) {
     return (long)credentials.uid;
 }
 
+long cplatform_peer_pid(int fd) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    return (long)credentials.pid;
+}
+
 int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags) {
     return posix_spawnattr_setflags(attributes, (short)(otherFlags | POSIX_SPAWN_SETSID));
 }

@@ -55,6 +55,12 @@ public final class UnixSocket: @unchecked Sendable {
         return uid >= 0 ? UInt32(uid) : nil
     }
 
+    /// The pid of the connected peer (SO_PEERCRED: the process that listened), or nil.
+    public var peerPID: Int32? {
+        let pid = cplatform_peer_pid(fd)
+        return pid > 0 ? Int32(pid) : nil
+    }
+
     /// Sends one frame: a 4-byte big-endian length and the payload.
     public func send(_ payload: [UInt8]) throws(PlatformError) {
         let length = UInt32(payload.count)

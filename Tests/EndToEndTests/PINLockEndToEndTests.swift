@@ -153,6 +153,58 @@ import Testing
         #expect(!after.stdout.contains("unlocked"), "\(after.stdout)")
     }
 
+    /// The pid of the agent serving `ostack`'s home (its command line and environment in /proc).
+    func agentPID(_ ostack: OStackRunner) throws -> pid_t? {
+        let listing = try runProcess(executable: "/bin/ls", arguments: ["/proc"])
+        for name in listing.stdout.split(separator: "\n") {
+            guard let pid = pid_t(name) else { continue }
+            let command = try? runProcess(executable: "/bin/cat", arguments: ["/proc/\(pid)/cmdline"]).stdout
+            guard let command, command.contains("agent\u{0}--foreground") else { continue }
+            let environ = try? runProcess(executable: "/bin/cat", arguments: ["/proc/\(pid)/environ"]).stdout
+            if environ?.contains("OSTACK_HOME=\(ostack.home.path)\u{0}") == true { return pid }
+        }
+        return nil
+    }
+
+    /// Whether `pid` is gone or a zombie (its memory released), not merely stopped.
+    func isDead(_ pid: pid_t) -> Bool {
+        guard let stat = try? runProcess(executable: "/bin/cat", arguments: ["/proc/\(pid)/stat"]).stdout,
+            let close = stat.lastIndex(of: ")")
+        else { return true }
+        return stat[stat.index(close, offsetBy: 2)] == "Z"
+    }
+
+    /// `lock` against an agent that takes the request and never answers (stopped with SIGSTOP)
+    /// kills it and says so. It said "Locked work." after five seconds unconfirmed, while the
+    /// stopped agent kept the key in its memory until someone continued it.
+    @Test func lockingAnAgentThatDoesNotAnswerStopsIt() throws {
+        let (server, ostack) = try signedIn()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        _ = try setPIN(ostack)  // unlocked: the agent holds the key
+        let pid = try #require(try agentPID(ostack))
+        #expect(kill(pid, SIGSTOP) == 0)
+        let lock = try ostack.run(["lock", "--json"])
+        #expect(isDead(pid), "the agent that held the key is still there")
+        _ = kill(pid, SIGCONT)
+        #expect(lock.status == 0 && lock.stdout.contains(#""agentStopped":true"#), "\(lock.stdout) \(lock.stderr)")
+        let status = try ostack.run(["status", "--json"]).stdout
+        #expect(status.contains("\"locked\":true"), "\(status)")
+        #expect(try ostack.run(["records", "list", "task", "--local"]).status == 4)
+        // A new agent takes the next unlock.
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        let again = try #require(try agentPID(ostack))
+        #expect(again != pid)
+        #expect(kill(again, SIGSTOP) == 0)
+        let all = try ostack.run(["lock", "--all"])
+        #expect(isDead(again), "the agent that held the key is still there")
+        _ = kill(again, SIGCONT)
+        #expect(all.status == 0 && all.stdout.contains("was stopped, so every account is locked"), "\(all.stdout)")
+        #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
+    }
+
     /// The agent an unlock starts keeps none of the unlocking command's files or working
     /// directory: it held a caller's pipe (whose reader then waited hours for its end) and its
     /// directory (a stick that could not be unmounted).

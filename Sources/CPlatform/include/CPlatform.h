@@ -25,6 +25,9 @@ int cplatform_spawn_addclosefrom(posix_spawn_file_actions_t *actions, int lowest
 /// needs _GNU_SOURCE). Returns -1 on error.
 long cplatform_peer_uid(int fd);
 
+/// The pid of the process that set up the other end of a connected Unix socket (SO_PEERCRED), or -1.
+long cplatform_peer_pid(int fd);
+
 /// posix_spawnattr_setflags with POSIX_SPAWN_SETSID added (a GNU extension the overlay lacks), so a
 /// spawned daemon starts its own session and survives its parent's terminal.
 int cplatform_spawnattr_setsid(posix_spawnattr_t *attributes, short otherFlags);

@@ -145,8 +145,44 @@ public struct AgentClient: Sendable {
 
     /// Makes the agent forget `account`'s key. Throws when the runtime directory or the agent's
     /// peer is not safe (the key may still be held there); no agent at all holds nothing.
-    public func forgetChecked(_ account: AccountID) throws(OStackError) {
-        _ = try exchange(AgentMessage.request(.forget, account: account.rawValue))
+    @discardableResult
+    public func forgetChecked(_ account: AccountID) throws(OStackError) -> ForgetOutcome {
+        try forgetOrStop(AgentMessage.request(.forget, account: account.rawValue))
+    }
+
+    /// How a `lock` ended at the agent.
+    public enum ForgetOutcome: Sendable, Equatable {
+        /// The agent answered (it holds the key no longer), or none runs (nothing is held).
+        case forgotten
+        /// The agent took the request but did not answer within `answerTimeout` (stopped with
+        /// SIGSTOP, hung): it was killed, so every key it held is gone, every account's.
+        case agentStopped
+    }
+
+    /// How long a lock waits for the agent's answer before it kills the agent.
+    public static let answerTimeout: Double = 5
+
+    /// A forget whose effect must be known, for `lock`: "Locked" was said after an agent that
+    /// accepted the connection but never answered (SIGSTOPped: it still held the key and served it
+    /// once continued). Such an agent — our uid, checked by `connect` — is sent SIGKILL, which a
+    /// stopped process cannot ignore, and its socket is watched until nothing listens there.
+    func forgetOrStop(_ request: SecretBytes) throws(OStackError) -> ForgetOutcome {
+        guard let socket = try connect() else { return .forgotten }
+        if (try? socket.send(secret: request)) != nil,
+            let frame = try? socket.receiveSecret(limit: 1 << 20, timeout: Self.answerTimeout),
+            AgentMessage.parseResponse(frame) != nil
+        {
+            return .forgotten
+        }
+        guard let pid = socket.peerPID, pid > 1, kill(pid, SIGKILL) == 0 || errno == ESRCH else {
+            throw OStackError(.internal, detail: "the agent did not answer a lock and could not be stopped")
+        }
+        // Gone when its listening socket is (a zombie holds no descriptors): up to two seconds.
+        for _ in 0..<200 {
+            guard (try? UnixSocket.connect(path: socketPath)) != nil else { return .agentStopped }
+            usleep(10_000)
+        }
+        throw OStackError(.internal, detail: "the agent did not answer a lock and did not stop")
     }
 
     /// Applies shorter limits to the keys the agent already holds (a setting made shorter takes
@@ -158,7 +194,10 @@ public struct AgentClient: Sendable {
     }
 
     /// `forgetChecked` of every key.
-    public func forgetAllChecked() throws(OStackError) { _ = try exchange(AgentMessage.request(.forgetAll)) }
+    @discardableResult
+    public func forgetAllChecked() throws(OStackError) -> ForgetOutcome {
+        try forgetOrStop(AgentMessage.request(.forgetAll))
+    }
 
     /// `forgetChecked` for callers to whom an unsafe agent is the same as none.
     public func forget(_ account: AccountID) { try? forgetChecked(account) }

@@ -274,7 +274,10 @@ public struct LockService: Sendable {
         return SecureFileSystem.exists(environment.recoveryEnvelopePath(account)) ? .lockedOut : .none
     }
 
-    public func lock(_ account: Account) throws(OStackError) {
+    /// Locks one account; `.agentStopped` when the agent did not answer and was killed, which
+    /// locked every account (`AgentClient.forgetOrStop`).
+    @discardableResult
+    public func lock(_ account: Account) throws(OStackError) -> AgentClient.ForgetOutcome {
         // A locked-out PIN is still a PIN (the key is sealed): locking it is no mistake.
         guard pinState(account) != .none || agent.isUnlocked(account.id) else {
             throw OStackError(
@@ -282,14 +285,19 @@ public struct LockService: Sendable {
                 context: .init(suggestion: "Account \(account.alias) has no PIN: set one with \(command: .pinSet)."))
         }
         // An agent that cannot be reached safely has not forgotten anything: said, not "Locked".
-        try agent.forgetChecked(account.id)
-        environment.audit(account, "lock")
+        let outcome = try agent.forgetChecked(account.id)
+        environment.audit(account, "lock", details: outcome == .agentStopped ? ["agent": "stopped"] : [:])
+        return outcome
     }
 
     /// `lock --all`: the agent forgets every key; each of `accounts` with a PIN records a lock.
-    public func lockAll(_ accounts: [Account]) throws(OStackError) {
-        try agent.forgetAllChecked()
-        for account in accounts where pinState(account) != .none { environment.audit(account, "lock") }
+    @discardableResult
+    public func lockAll(_ accounts: [Account]) throws(OStackError) -> AgentClient.ForgetOutcome {
+        let outcome = try agent.forgetAllChecked()
+        for account in accounts where pinState(account) != .none {
+            environment.audit(account, "lock", details: outcome == .agentStopped ? ["agent": "stopped"] : [:])
+        }
+        return outcome
     }
 
     /// One PIN attempt (docs/security.md#pin-3): the failure counter is incremented and persisted BEFORE Argon2 runs,

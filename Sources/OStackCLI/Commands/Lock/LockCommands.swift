@@ -15,17 +15,27 @@ struct Lock: AsyncParsableCommand {
                 var account: AccountReference?
                 var accounts: [AccountReference]?
                 var locked = true
+                /// Present (true) when the agent did not answer and was stopped.
+                var agentStopped: Bool?
             }
+            // An agent that took the request and never answered was killed: true, but not what was
+            // asked, so said.
+            let stopped =
+                " The agent did not answer within \(Int(AgentClient.answerTimeout)) seconds and was stopped, so every account is locked."
             if all {
                 let registered = try context.registry.accounts()
-                try service.lockAll(registered)
+                let outcome = try service.lockAll(registered)
                 let accounts = registered.map(AccountReference.init)
-                context.emit(json: Document(accounts: accounts), human: "Locked every account.")
+                context.emit(
+                    json: Document(accounts: accounts, agentStopped: outcome == .agentStopped ? true : nil),
+                    human: "Locked every account." + (outcome == .agentStopped ? stopped : ""))
                 return
             }
             let account = try selection.account(context)
-            try service.lock(account)
-            context.emit(json: Document(account: .init(account)), human: "Locked \(account.alias).")
+            let outcome = try service.lock(account)
+            context.emit(
+                json: Document(account: .init(account), agentStopped: outcome == .agentStopped ? true : nil),
+                human: "Locked \(account.alias)." + (outcome == .agentStopped ? stopped : ""))
         }
     }
 }
