@@ -28,11 +28,20 @@ public final class UnixSocket: @unchecked Sendable {
         return socket
     }
 
-    /// Connects to the socket at `path`.
-    public static func connect(path: String) throws(PlatformError) -> UnixSocket {
+    /// Connects to the socket at `path`. A listener that accepts nothing (stopped, hung) makes
+    /// `connect` wait once its backlog is full — forever, unless `timeout` (seconds) bounds the wait:
+    /// then it fails with `EAGAIN`.
+    public static func connect(path: String, timeout: Double? = nil) throws(PlatformError) -> UnixSocket {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw PlatformError(.open, errno: errno, path: path) }
         let socket = UnixSocket(fd: fd)
+        if let timeout {
+            // A Unix socket's connect waits for room in the backlog for as long as its send timeout.
+            var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+            guard setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+                throw PlatformError(.open, errno: errno, path: path)
+            }
+        }
         try withAddress(path) { (address, length) throws(PlatformError) in
             if Glibc.connect(fd, address, length) != 0 { throw PlatformError(.open, errno: errno, path: path) }
         }

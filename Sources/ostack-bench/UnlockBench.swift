@@ -49,7 +49,7 @@ enum UnlockBench {
             unlocks.append(try Measure.time { try service.unlock(account, pin: pin) })
             argon.append(try Measure.time { _ = try Argon2id.deriveKey(password: pin.bytes, parameters: envelope.kdf) })
         }
-        _ = agent.stop()
+        _ = try? agent.stop()
         let unlock = Measure.median(unlocks) * 1000
         let baseline = Measure.median(argon) * 1000
         // Paired: each unlock is followed by a bare derivation, so the medians of the differences and

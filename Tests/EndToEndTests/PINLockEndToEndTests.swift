@@ -1,4 +1,5 @@
 import Glibc
+import PlatformKit
 import OStackTestSupport
 import Testing
 
@@ -203,6 +204,31 @@ import Testing
         _ = kill(again, SIGCONT)
         #expect(all.status == 0 && all.stdout.contains("was stopped, so every account is locked"), "\(all.stdout)")
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
+
+        // Stopped long enough for its backlog to fill, an agent makes `connect` itself wait: an
+        // unlock then hung for as long as the agent stayed stopped. Now it ends with what to do,
+        // `lock` finds the agent by its ownership lock, and `agent stop` kills it too.
+        #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+        for stopper in [["lock"], ["agent", "stop"]] {
+            if stopper == ["agent", "stop"] {
+                #expect(try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n").status == 0)
+            }
+            let third = try #require(try agentPID(ostack))
+            #expect(kill(third, SIGSTOP) == 0)
+            let socket = try #require(
+                try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "agent-*.sock"])
+                    .stdout.split(separator: "\n").first.map(String.init))
+            // Connections nobody accepts, until the backlog is full.
+            let waiting = (0..<40).compactMap { _ in try? UnixSocket.connect(path: socket, timeout: 0.05) }
+            #expect(waiting.count < 40, "the backlog never filled")
+            let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "7319\n")
+            #expect(unlock.status != 0 && unlock.stderr.contains("ostack agent stop"), "\(unlock.stderr)")
+            let stopped = try ostack.run(stopper)
+            #expect(isDead(third), "\(stopper): \(stopped.stdout) \(stopped.stderr)")
+            _ = kill(third, SIGCONT)
+            #expect(stopped.status == 0 && stopped.stdout.contains("every account is locked"), "\(stopped.stdout)")
+            withExtendedLifetime(waiting) {}
+        }
     }
 
     /// The agent an unlock starts keeps none of the unlocking command's files or working

@@ -118,9 +118,15 @@ struct AgentStop: AsyncParsableCommand {
         try await CommandRunner.run(global) { context in
             let client = AgentClient(
                 layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))
-            let stopped = client.stop()
-            context.emit(
-                json: ["stopped": stopped], human: stopped ? "The agent stopped." : "The agent was not running.")
+            let outcome = try client.stop()
+            let human =
+                switch outcome {
+                case nil: "The agent was not running."
+                case .stopped:
+                    "The agent did not answer within \(Int(AgentClient.answerTimeout)) seconds and was killed; every account is locked."
+                default: "The agent stopped."
+                }
+            context.emit(json: ["stopped": outcome != nil], human: human)
         }
     }
 }

@@ -213,6 +213,10 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "Not enough memory to unlock\(account.map { " account \($0)" } ?? "")\(needed). The attempt was not counted.",
                 "Close other programs and try again.", 10)
+        case .agentUnresponsive:
+            return make(
+                "The ostack agent does not answer (stopped or hung), so the key cannot be handed to it.",
+                "Run `ostack agent stop` (it ends the agent; every account is locked), then try again.", 10)
         case .pinBusy:
             return make(
                 "Another ostack command is using the PIN of account\(named) (a `pin set` still showing its recovery key, an unlock).",

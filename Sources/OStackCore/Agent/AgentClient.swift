@@ -26,19 +26,41 @@ public struct AgentClient: Sendable {
     /// can be made first by another user — and the process listening must run under our uid
     /// (`SO_PEERCRED`), checked before a single byte is sent. Either failing is `unsafe-storage`.
     func connect() throws(OStackError) -> UnixSocket? {
-        guard SecureFileSystem.exists(runtimeDirectory) else { return nil }
+        if case .connected(let socket) = try reach() { return socket }
+        return nil
+    }
+
+    /// What is at the agent's socket.
+    enum Reach {
+        case none
+        case connected(UnixSocket)
+        /// An agent listens but accepts nothing (stopped with SIGSTOP, hung): its backlog is full.
+        case unresponsive
+    }
+
+    /// `connect`, telling no agent from one that accepts nothing: a plain `connect` to a stopped
+    /// agent whose backlog had filled waited forever (an `unlock` hung for as long as it stayed
+    /// stopped).
+    func reach() throws(OStackError) -> Reach {
+        guard SecureFileSystem.exists(runtimeDirectory) else { return .none }
         do {
             try SecureFileSystem.checkPrivateDirectory(runtimeDirectory)
         } catch {
             throw OStackError.unsafe(error, role: "the agent's runtime directory")
         }
-        guard mightBeRunning, let socket = try? UnixSocket.connect(path: socketPath) else { return nil }
+        guard mightBeRunning else { return .none }
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.connect(path: socketPath, timeout: Self.connectTimeout)
+        } catch {
+            return error.errno == EAGAIN ? .unresponsive : .none
+        }
         guard let peer = socket.peerUID, peer == getuid() else {
             throw OStackError(
                 .unsafeStorage, context: .init(object: "the agent socket"),
                 detail: "agent socket served by uid \(socket.peerUID.map(String.init) ?? "?"), not \(getuid())")
         }
-        return socket
+        return .connected(socket)
     }
 
     /// Checks the runtime directory and, when a socket exists, who serves it — before a command
@@ -147,42 +169,58 @@ public struct AgentClient: Sendable {
     /// peer is not safe (the key may still be held there); no agent at all holds nothing.
     @discardableResult
     public func forgetChecked(_ account: AccountID) throws(OStackError) -> ForgetOutcome {
-        try forgetOrStop(AgentMessage.request(.forget, account: account.rawValue))
+        try requestOrStop(AgentMessage.request(.forget, account: account.rawValue)) == .stopped
+            ? .agentStopped : .forgotten
     }
 
     /// How a `lock` ended at the agent.
     public enum ForgetOutcome: Sendable, Equatable {
         /// The agent answered (it holds the key no longer), or none runs (nothing is held).
         case forgotten
-        /// The agent took the request but did not answer within `answerTimeout` (stopped with
-        /// SIGSTOP, hung): it was killed, so every key it held is gone, every account's.
+        /// The agent did not answer within `answerTimeout` (stopped with SIGSTOP, hung): it was
+        /// killed, so every key it held is gone, every account's.
         case agentStopped
     }
 
-    /// How long a lock waits for the agent's answer before it kills the agent.
+    /// How long a lock waits for the agent's answer.
     public static let answerTimeout: Double = 5
+    /// How long a connection waits for room in the agent's backlog (there is room at once unless
+    /// the agent has stopped accepting).
+    static let connectTimeout: Double = 1
 
-    /// A forget whose effect must be known, for `lock`: "Locked" was said after an agent that
-    /// accepted the connection but never answered (SIGSTOPped: it still held the key and served it
-    /// once continued). Such an agent — our uid, checked by `connect` — is sent SIGKILL, which a
-    /// stopped process cannot ignore, and its socket is watched until nothing listens there.
-    func forgetOrStop(_ request: SecretBytes) throws(OStackError) -> ForgetOutcome {
-        guard let socket = try connect() else { return .forgotten }
-        if (try? socket.send(secret: request)) != nil,
-            let frame = try? socket.receiveSecret(limit: 1 << 20, timeout: Self.answerTimeout),
-            AgentMessage.parseResponse(frame) != nil
-        {
-            return .forgotten
+    /// How a request that must take effect ended.
+    public enum RequestOutcome: Sendable, Equatable { case noAgent, answered, stopped }
+
+    /// A request whose effect must be known (`lock`, `agent stop`): "Locked" was said after an agent
+    /// that never answered (stopped with SIGSTOP: it kept the key in its memory until continued).
+    /// An agent that does not accept the connection or answer within `answerTimeout` is sent
+    /// SIGKILL, which a stopped process cannot ignore — the process `SO_PEERCRED` names, or the one
+    /// holding the agent's ownership lock when no connection could be made, checked to run under our
+    /// uid — and its socket is watched until nothing listens there.
+    func requestOrStop(_ request: SecretBytes) throws(OStackError) -> RequestOutcome {
+        let pid: Int32?
+        switch try reach() {
+        case .none: return .noAgent
+        case .connected(let socket):
+            if (try? socket.send(secret: request)) != nil,
+                let frame = try? socket.receiveSecret(limit: 1 << 20, timeout: Self.answerTimeout),
+                AgentMessage.parseResponse(frame) != nil
+            {
+                return .answered
+            }
+            pid = socket.peerPID
+        case .unresponsive:
+            pid = AgentProcess.ownerOfLock(socketPath + ".lock")
         }
-        guard let pid = socket.peerPID, pid > 1, kill(pid, SIGKILL) == 0 || errno == ESRCH else {
-            throw OStackError(.internal, detail: "the agent did not answer a lock and could not be stopped")
+        guard let pid, pid > 1, AgentProcess.runsAsUs(pid), kill(pid, SIGKILL) == 0 || errno == ESRCH else {
+            throw OStackError(.internal, detail: "the agent did not answer and could not be stopped")
         }
         // Gone when its listening socket is (a zombie holds no descriptors): up to two seconds.
         for _ in 0..<200 {
-            guard (try? UnixSocket.connect(path: socketPath)) != nil else { return .agentStopped }
+            guard (try? UnixSocket.connect(path: socketPath, timeout: 0.1)) != nil else { return .stopped }
             usleep(10_000)
         }
-        throw OStackError(.internal, detail: "the agent did not answer a lock and did not stop")
+        throw OStackError(.internal, detail: "the agent did not answer and did not stop")
     }
 
     /// Applies shorter limits to the keys the agent already holds (a setting made shorter takes
@@ -196,12 +234,16 @@ public struct AgentClient: Sendable {
     /// `forgetChecked` of every key.
     @discardableResult
     public func forgetAllChecked() throws(OStackError) -> ForgetOutcome {
-        try forgetOrStop(AgentMessage.request(.forgetAll))
+        try requestOrStop(AgentMessage.request(.forgetAll)) == .stopped ? .agentStopped : .forgotten
     }
 
     /// `forgetChecked` for callers to whom an unsafe agent is the same as none.
     public func forget(_ account: AccountID) { try? forgetChecked(account) }
-    public func stop() -> Bool { call(AgentMessage.request(.stop))?.0 == .ok }
+    /// Stops the agent: asked, or killed when it does not answer (`requestOrStop`). Nil when none ran.
+    public func stop() throws(OStackError) -> RequestOutcome? {
+        let outcome = try requestOrStop(AgentMessage.request(.stop))
+        return outcome == .noAgent ? nil : outcome
+    }
 
     /// The agent's status JSON, or nil when no agent runs.
     public func status() -> String? {
@@ -231,6 +273,8 @@ public struct AgentClient: Sendable {
     public func ensureRunning(environment: [String: String]) throws(OStackError) {
         try checkSocketPath()
         if try checkedStatus() { return }
+        // One that accepts nothing cannot be replaced (it holds the socket): said, not waited on.
+        if case .unresponsive = try reach() { throw Self.unresponsiveError }
         startIfNeeded(environment: environment)
         for _ in 0..<1500 {
             if try checkedStatus() { return }
@@ -238,10 +282,62 @@ public struct AgentClient: Sendable {
         }
         // Something put where the agent's socket belongs while it started: not ours to remove.
         try checkSocketPath()
+        if case .unresponsive = try reach() { throw Self.unresponsiveError }
         throw OStackError(.internal, detail: "the agent did not start")
     }
 }
 
 import Glibc
+
+extension AgentClient {
+    /// An agent that holds the socket but answers nothing: the key cannot be handed over.
+    static var unresponsiveError: OStackError {
+        OStackError(.agentUnresponsive, detail: "the agent does not answer")
+    }
+}
+
+/// The agent process, found from outside: for a `lock` that must stop an agent accepting nothing.
+enum AgentProcess {
+    /// The pid holding the `flock` on `path` (the agent's ownership lock), from `/proc/locks`.
+    static func ownerOfLock(_ path: String) -> Int32? {
+        var info = stat()
+        guard stat(path, &info) == 0, let locks = read("/proc/locks") else { return nil }
+        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE",
+                let inode = fields[5].split(separator: ":").last.flatMap({ UInt64($0) }), inode == UInt64(info.st_ino)
+            else { continue }
+            return Int32(fields[4])
+        }
+        return nil
+    }
+
+    /// Whether `pid` runs under our real uid (`/proc/<pid>/status`; an agent is not dumpable, so the
+    /// owner of its /proc entries says nothing).
+    static func runsAsUs(_ pid: Int32) -> Bool {
+        guard let status = read("/proc/\(pid)/status"),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") })
+        else { return false }
+        let ids = line.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst()
+        return ids.first.flatMap { UInt32($0) } == getuid()
+    }
+
+    /// A /proc file (its size reads as zero: read to the end).
+    static func read(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 20 {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
 
 func usleepLite(_ microseconds: UInt32) { usleep(microseconds) }

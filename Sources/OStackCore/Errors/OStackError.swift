@@ -57,6 +57,8 @@ public struct OStackError: Error, Sendable {
         case storageFailure = "storage-failure"
         /// Another command holds the account's PIN lock (a `pin set` showing its recovery key).
         case pinBusy = "pin-busy"
+        /// The agent holds its socket but accepts or answers nothing (stopped, hung).
+        case agentUnresponsive = "agent-unresponsive"
         /// A registered account's `data.db` is missing or empty: reported, never silently recreated.
         case storageMissing = "storage-missing"
         /// A path ostack would use is unsafe: a planted symbolic link, a runtime or state directory
