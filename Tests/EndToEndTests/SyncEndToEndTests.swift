@@ -27,6 +27,76 @@ import Testing
         return String(json[range.upperBound...].prefix { $0 != "\"" })
     }
 
+    /// A real server's `updated_at` is not the strictly increasing, commit-ordered stamp the dev
+    /// server gives by default: two writes can share a millisecond (the server stamps `new Date()`),
+    /// and a transaction stamped at its start (`now()` in Postgres) can commit after later writes
+    /// were pulled. A keyset `(updated_at, id) > cursor` missed both for good; the pull starts
+    /// `Puller.lookback` before its cursor and skips what it already holds (docs/sync.md, "Pull").
+    @Test func writesStampedAtOrBeforeTheCursorAreStillPulled() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":3,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s3","fields":{"title":"Newest"}}"#)
+        #expect(try ostack.run(["sync"]).status == 0)  // the cursor is now tsk_s3's stamp
+        let newest = try #require(string("updated_at", in: try serverCount(server, id: "tsk_s3").1))
+        let millis = try #require(Self.millis(newest))
+        // tsk_s1: the same millisecond as the cursor, an id before it; tsk_s2: two seconds earlier.
+        try server.control(
+            "POST", "modify",
+            #"{"object":"task","id":"tsk_s1","fields":{"title":"Same millisecond"},"updated_at":"\#(newest)"}"#)
+        let earlier = Self.iso(millis - 2000)
+        try server.control(
+            "POST", "modify",
+            #"{"object":"task","id":"tsk_s2","fields":{"title":"Late commit"},"updated_at":"\#(earlier)"}"#)
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(sync.stdout.contains(#""pulled":2"#), "\(sync.stdout)")
+        for (id, title) in [("tsk_s1", "Same millisecond"), ("tsk_s2", "Late commit")] {
+            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            #expect(local.stdout.contains(title), "\(id): \(local.stdout) \(local.stderr)")
+        }
+        // What the window brings again and the mirror already holds is not pulled twice.
+        let again = try ostack.run(["sync", "--json"])
+        #expect(again.status == 0 && again.stdout.contains(#""pulled":0"#), "\(again.stdout)")
+    }
+
+    /// `records list --remote --limit 0` is the server's count. ObjectStack counts only for a page
+    /// size above zero (`top=0` answers `total: 0`, as the dev server now does too), so the count is
+    /// asked with `top=1` and its row not shown. It said 0 against a real server.
+    @Test func aRemoteCountIsTheServersCount() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":7,"ids":"sequential"}"#)
+        let count = try ostack.run(["records", "list", "task", "--remote", "--limit", "0", "--json"])
+        #expect(count.status == 0 && count.stdout.contains(#""total":7"#), "\(count.stdout) \(count.stderr)")
+        #expect(count.stdout.contains(#""records":[]"#), "\(count.stdout)")
+    }
+
+    static func millis(_ iso: String) -> Int64? {
+        // YYYY-MM-DDTHH:MM:SS.mmmZ, as the dev server writes it.
+        let digits = iso.unicodeScalars.filter { ("0"..."9").contains($0) }.map { Int64($0.value - 48) }
+        guard digits.count == 17 else { return nil }
+        func number(_ range: Range<Int>) -> Int64 { digits[range].reduce(0) { $0 * 10 + $1 } }
+        var parts = tm()
+        parts.tm_year = Int32(number(0..<4) - 1900)
+        parts.tm_mon = Int32(number(4..<6) - 1)
+        parts.tm_mday = Int32(number(6..<8))
+        parts.tm_hour = Int32(number(8..<10))
+        parts.tm_min = Int32(number(10..<12))
+        parts.tm_sec = Int32(number(12..<14))
+        return Int64(timegm(&parts)) * 1000 + number(14..<17)
+    }
+
+    static func iso(_ millis: Int64) -> String {
+        var seconds = time_t(millis / 1000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let text = String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday, parts.tm_hour,
+            parts.tm_min, parts.tm_sec)
+        let fraction = String(millis % 1000)
+        return text + "." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z"
+    }
+
     @Test func createOnlineIsNotQueuedAndValidationIsLocal() throws {
         let (server, ostack) = try signedIn()
         let created = try ostack.run([

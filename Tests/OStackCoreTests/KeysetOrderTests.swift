@@ -23,4 +23,28 @@ struct KeysetOrderTests {
     func earlierOnlyWhenBothAreTimestamps(_ version: String, _ current: String, _ earlier: Bool) {
         #expect(Puller.isEarlier(version, than: current) == earlier)
     }
+
+    /// The look-back's start: the cursor moved back, in the same UTC form; nothing for a cursor
+    /// that is not a UTC timestamp (the pull then keeps the plain keyset).
+    @Test(arguments: [
+        ("2026-11-25T03:12:47.821Z", 30_000, "2026-11-25T03:12:17.821Z"),
+        ("2026-01-01T00:00:10.005Z", 30_000, "2025-12-31T23:59:40.005Z"),
+        ("2026-11-25T03:12:47Z", 1_500, "2026-11-25T03:12:45.500Z"),
+        ("2026-11-25T03:12:47.000+01:00", 30_000, nil),
+        ("v42", 30_000, nil),
+        ("2026-11-25T03:12:47.821Z", 0, nil),
+    ] as [(String, Int64, String?)])
+    func lookbackStartsBeforeTheCursor(_ cursor: String, _ milliseconds: Int64, _ start: String?) {
+        #expect(Puller.lookbackStart(from: cursor, milliseconds: milliseconds) == start)
+    }
+
+    @Test func positionsCompareByStampThenId() {
+        let at = (version: "2026-11-25T03:12:47.821Z", id: "tsk_b")
+        #expect(Puller.isAtOrBefore(at, at))
+        #expect(Puller.isAtOrBefore((at.version, "tsk_a"), at))
+        #expect(!Puller.isAtOrBefore((at.version, "tsk_c"), at))
+        #expect(Puller.isAtOrBefore(("2026-11-25T03:12:47.820Z", "tsk_z"), at))
+        #expect(!Puller.isAtOrBefore(("2026-11-25T03:12:47.822Z", "tsk_a"), at))
+        #expect(!Puller.isAtOrBefore(("v1", "tsk_a"), at))  // not comparable: the cursor moves
+    }
 }

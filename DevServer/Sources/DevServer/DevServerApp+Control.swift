@@ -70,7 +70,16 @@ extension DevServerApp {
             guard let object = body["object"]?.stringValue, let id = body["id"]?.stringValue else {
                 return .error(status: 400, code: "VALIDATION_ERROR", message: "modify takes {object, id, fields}")
             }
-            return scoped.modifyAsOtherUser(object: object, id: id, fields: body["fields"] ?? .object([]))
+            // An explicit `updated_at` (ISO 8601): the stamp a real server may give (see modifyAsOtherUser).
+            var stamp: Int64?
+            if let text = body["updated_at"]?.stringValue {
+                guard let millis = VersionClockFormat.millis(text) else {
+                    return .error(status: 400, code: "VALIDATION_ERROR", message: "updated_at must be ISO 8601")
+                }
+                stamp = millis
+            }
+            return scoped.modifyAsOtherUser(
+                object: object, id: id, fields: body["fields"] ?? .object([]), stampedAt: stamp)
         case ("GET", "/__control__/counters"):
             let (signIns, refreshes, rotations) = auth.counters
             let requests = counters.withLock { $0 }.sorted { $0.key < $1.key }.map {

@@ -42,6 +42,17 @@ public final class DataStore: @unchecked Sendable {
 
         func record(_ id: String) -> Record? { index[id].flatMap { rows[$0] } }
 
+        /// Back into (updated_at, id) order after a write stamped out of order.
+        mutating func sortByVersion() {
+            compact()
+            rows.sort { left, right in
+                let (a, b) = (Instant.milliseconds(left!.version) ?? 0, Instant.milliseconds(right!.version) ?? 0)
+                return a != b ? a < b : FilterEvaluator.codePointOrder(left!.id, right!.id) < 0
+            }
+            index = [:]
+            for (position, row) in rows.enumerated() { index[row!.id] = position }
+        }
+
         /// The first position whose record's `updated_at` is at or after `millis` (rows are in
         /// version order; holes are skipped).
         func firstRow(from millis: Int64) -> Int {
@@ -186,16 +197,25 @@ public final class DataStore: @unchecked Sendable {
     }
 
     /// Changes a record as another user would (bumps `updated_at`).
-    public func modifyAsOtherUser(object: String, id: String, fields: JSONValue) -> CoreResponse {
+    /// A change made by another user. `stampedAt` (milliseconds) gives it the `updated_at` a real
+    /// server can give, which this one otherwise never does: one equal to another write's (two
+    /// writes in one millisecond: the real server stamps `new Date()`), or one earlier than writes
+    /// already visible (a transaction stamped at its start, `now()` in Postgres, that commits after
+    /// later ones). docs/devserver.md, "Version stamps".
+    public func modifyAsOtherUser(object: String, id: String, fields: JSONValue, stampedAt: Int64? = nil)
+        -> CoreResponse
+    {
         guard definition(object) != nil else { return objectNotFound(object) }
         return state.withLock { state in
             guard var record = state.tables[object]?.record(id) else { return recordNotFound(object, id) }
             for (key, value) in fields.objectValue ?? [] where !ObjectDefinition.systemFields.contains(key) {
                 record[key] = value
             }
-            record["updated_at"] = .string(state.clock.next())
+            record["updated_at"] = .string(stampedAt.map(VersionClockFormat.format(millis:)) ?? state.clock.next())
             record["updated_by"] = .string("usr_other")
             state.tables[object]!.append(record)
+            // Storage stays in (updated_at, id) order, which the keyset reads rely on.
+            if stampedAt != nil { state.tables[object]!.sortByVersion() }
             return CoreResponse(
                 status: 200, body: .object([("object", .string(object)), ("id", .string(id)), ("record", record.json)]))
         }
@@ -225,6 +245,14 @@ public final class DataStore: @unchecked Sendable {
     }
 
     func run(_ query: ListQuery, definition: ObjectDefinition) -> CoreResponse {
+        // ObjectStack counts only for a page size above zero (its `findData`): `top=0` answers no
+        // rows, `total: 0` and `hasMore: false`, however many records match.
+        if query.limit == 0 {
+            var members: [(String, JSONValue)] = [("object", .string(definition.name)), ("records", .array([]))]
+            if query.count { members.append(("total", .number(0))) }
+            members.append(("hasMore", .bool(false)))
+            return CoreResponse(status: 200, body: .object(members))
+        }
         let (page, total): ([JSONValue], Int?) = state.withLock { state in
             let table = state.tables[definition.name] ?? Table()
             let limit = query.limit ?? Int.max

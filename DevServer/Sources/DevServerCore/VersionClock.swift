@@ -18,6 +18,9 @@ struct VersionClock {
 
 /// ISO-8601 UTC with milliseconds.
 public enum VersionClockFormat {
+    /// An ISO 8601 date-time as milliseconds since the epoch, or nil.
+    public static func millis(_ text: String) -> Int64? { Instant.milliseconds(text) }
+
     public static func format(millis: Int64) -> String {
         var seconds = time_t(millis / 1000)
         var parts = tm()

@@ -298,6 +298,15 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
+    /// The version (`updated_at`) the mirror holds for a record, without decoding it: `.some(nil)`
+    /// for a record stored without one, nil when there is no record.
+    func mirrorVersion(_ object: String, _ id: String) throws(OStackError) -> String?? {
+        guard let (rid, _) = try index.current(object, id),
+            let row = try rows("SELECT version FROM records WHERE rid = ?", [.integer(rid)]).first
+        else { return nil }
+        return .some(row.text("version"))
+    }
+
     /// Writes a record as the server has it (or as a local edit shows it).
     public func putRecord(_ object: String, _ data: JSONValue, version: String?) throws(OStackError) {
         guard let id = data["id"]?.stringValue else { return }

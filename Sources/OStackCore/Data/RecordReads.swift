@@ -111,10 +111,12 @@ public struct RecordReads {
         var pages = 0
         while true {
             let want = request.limit.map { Swift.min(pageSize, $0 - fetched) } ?? pageSize
-            // `--limit 0` still asks once (`top=0`): the answer's `total` is the count.
-            if want <= 0 && !(request.limit == 0 && fetched == 0 && total == nil) { break }
+            // `--limit 0` still asks once, for the count alone: with `top=1`, whose row is not
+            // shown. ObjectStack counts only for a page size above zero: `top=0` answers `total: 0`.
+            let countOnly = request.limit == 0 && fetched == 0 && total == nil
+            if want <= 0 && !countOnly { break }
             let skip = request.offset + fetched
-            var query = base + [("top", String(want))]
+            var query = base + [("top", String(countOnly ? 1 : want))]
             if skip > 0 { query.append(("skip", String(skip))) }
             let outcome = try session.api.exchange(.list(object: request.object), query: query)
             guard outcome.ok else {
@@ -125,7 +127,8 @@ public struct RecordReads {
             guard let found = body.withUnsafeBytes({ FieldScanner.recordRanges(in: $0) }) else {
                 throw malformed("list: no records")
             }
-            if found.ranges.count > want { throw malformed("list: page bigger than asked") }
+            if found.ranges.count > (countOnly ? 1 : want) { throw malformed("list: page bigger than asked") }
+            if countOnly { return found.total }
             let scanner = FieldScanner(fields: ["id"])
             let ids: [String] = body.withUnsafeBytes { raw in
                 found.ranges.map { range in

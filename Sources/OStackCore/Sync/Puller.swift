@@ -52,10 +52,19 @@ struct Puller {
         _ = api.directory.discovery  // routes resolved here, not on the fetching thread
         let stream = PageStream(depth: pagesAhead, indexed: try store.indexedFields(object).sorted())
         defer { stream.cancel() }
-        stream.start(
-            after: state.cursorVersion.flatMap { v in state.cursorID.map { (v, $0) } }, pageSize: pageSize
-        ) { [self] (cursor, first) throws(OStackError) -> RawPage in
-            try fetchPage(object, after: cursor, count: first && progress != nil)
+        // The cursor a pull starts from, and the look-back before it: a real server's stamps can
+        // repeat within a millisecond and land before the cursor when a transaction commits late, so
+        // the pull asks for everything from `lookback` before the cursor and skips what the mirror
+        // already holds in that version (docs/sync.md, "Pull"). Without an ISO 8601 cursor, the plain
+        // keyset after it.
+        var stored = state.cursorVersion.flatMap { v in state.cursorID.map { (version: v, id: $0) } }
+        let windowStart = stored.flatMap { Self.lookbackStart(from: $0.version, milliseconds: lookbackMilliseconds) }
+        stream.start(after: windowStart == nil ? stored : nil, pageSize: pageSize) {
+            [self] (cursor, first) throws(OStackError) -> RawPage in
+            if first, cursor == nil, let windowStart {
+                return try fetchPage(object, from: windowStart, count: progress != nil)
+            }
+            return try fetchPage(object, after: cursor, count: first && progress != nil)
         }
         var page = try stream.next()
         // What is left to pull, counted by the server once (for the progress display only).
@@ -78,7 +87,8 @@ struct Puller {
         // Loop guard: every page must move the cursor to a place it has not been (a server that
         // repeats a page, or cycles, would otherwise be asked forever).
         var visited = Set<String>()
-        if let version = state.cursorVersion, let id = state.cursorID {
+        // (With the look-back the first page starts before the cursor and may end on it.)
+        if windowStart == nil, let version = state.cursorVersion, let id = state.cursorID {
             visited.insert(version + "\u{0}" + id)
             if let first = page.last, first.version == version, first.id == id {
                 throw malformed("list page repeated: the cursor did not advance")
@@ -103,6 +113,9 @@ struct Puller {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     stalled = page.count >= pageSize && last.version == nil
                     more = page.count >= pageSize && !stalled
+                    if windowStart != nil, let boundary = stored?.version {
+                        try dropUnchanged(object, &page, upTo: boundary)
+                    }
                     let applied = try store.applyPulled(
                         object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
                         into: bulk)
@@ -114,7 +127,11 @@ struct Puller {
                     rejected.formUnion(page.rejected.compactMap { $0 })
                     written += page.count
                     if let version = last.version {
-                        try store.advanceCursor(object, version: version, id: last.id)
+                        // The stored cursor only moves forward (a page of the look-back ends before it).
+                        if stored.map({ !Self.isAtOrBefore((version, last.id), $0) }) ?? true {
+                            try store.advanceCursor(object, version: version, id: last.id)
+                            stored = (version, last.id)
+                        }
                         state.cursorVersion = version
                         state.cursorID = last.id
                         visited.insert(version + "\u{0}" + last.id)
@@ -149,6 +166,43 @@ struct Puller {
         }
         try store.markPulled(object, reconciled: due)
         return report
+    }
+
+    /// How far before its cursor a pull starts (see `pull`): longer than a write transaction on the
+    /// server usually stays open, and than the clocks of a server's instances usually differ.
+    var lookbackMilliseconds: Int64 = 30_000
+
+    /// The records of a look-back page the mirror already holds in the same version: dropped, so
+    /// that what was pulled before is neither written nor counted again. Only records stamped at
+    /// or before `boundary` (the cursor the pull started from) can be such.
+    func dropUnchanged(_ object: String, _ page: inout Page, upTo boundary: String) throws(OStackError) {
+        var keep: [Int] = []
+        for (index, record) in page.records.enumerated() {
+            if let version = record.version, !Self.isEarlier(boundary, than: version),
+                let held = try store.mirrorVersion(object, record.id), held == version
+            {
+                continue
+            }
+            keep.append(index)
+        }
+        guard keep.count < page.records.count else { return }
+        page.records = keep.map { page.records[$0] }
+        if !page.fields.isEmpty { page.fields = keep.map { page.fields[$0] } }
+    }
+
+    /// Whether the keyset position `a` is at or before `b` (`updated_at`, then id); positions whose
+    /// stamps cannot be compared are not.
+    static func isAtOrBefore(_ a: (version: String, id: String), _ b: (version: String, id: String)) -> Bool {
+        if a.version == b.version { return a.id <= b.id }
+        return isEarlier(a.version, than: b.version)
+    }
+
+    /// `cursor` moved back by `milliseconds`, in the cursor's own form (UTC ISO 8601 with
+    /// milliseconds); nil when the cursor is not such a timestamp.
+    static func lookbackStart(from cursor: String, milliseconds: Int64) -> String? {
+        guard milliseconds > 0, cursor.hasSuffix("Z"), let at = CalendarInstant.milliseconds(cursor), at >= milliseconds
+        else { return nil }
+        return Timestamp.iso8601(secondsSince1970: Double(at - milliseconds) / 1000, milliseconds: true)
     }
 
     /// Whether `version` is an earlier `updated_at` than `current` — decided only when both are UTC
@@ -191,9 +245,11 @@ struct Puller {
     /// Fetches one keyset page (on the stream's thread).
     /// `count`: ask for the server's `total` (a COUNT query on its side; only the first page of a
     /// pull someone watches asks).
-    func fetchPage(_ object: String, after cursor: (version: String, id: String)?, count: Bool = false)
-        throws(OStackError) -> RawPage
-    {
+    /// `from`: the look-back's first page instead, every record stamped at or after it.
+    func fetchPage(
+        _ object: String, after cursor: (version: String, id: String)? = nil, from start: String? = nil,
+        count: Bool = false
+    ) throws(OStackError) -> RawPage {
         let api = self.api
         var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
         if !count { query.append(("count", "false")) }
@@ -202,6 +258,9 @@ struct Puller {
                 "or", ["updated_at", ">", .string(cursor.version)],
                 ["and", ["updated_at", "=", .string(cursor.version)], ["id", ">", .string(cursor.id)]],
             ]
+            query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
+        } else if let start {
+            let filter: JSONValue = ["updated_at", ">=", .string(start)]
             query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
         }
         let outcome = try api.exchange(.list(object: object), query: query)
