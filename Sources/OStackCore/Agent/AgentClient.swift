@@ -67,7 +67,8 @@ public struct AgentClient: Sendable {
     /// consumes a PIN attempt or hands over a key.
     public func verify() throws(OStackError) {
         try checkSocketPath()
-        _ = try connect()
+        // An agent that accepts nothing cannot take the key: said before a PIN is asked or tried.
+        if case .unresponsive = try reach() { throw Self.unresponsiveError }
     }
 
     /// Why no agent could listen at the socket path, if none could.

@@ -30,6 +30,12 @@ public struct Setting: Sendable, Equatable {
             key: "sync.interval", summary: "Interval of \(command: .syncWatch).", defaultValue: "5m",
             accepts: Setting.durationForm, isValid: { Setting.duration($0) != nil }),
         Setting(
+            key: "sync.lookback",
+            summary:
+                "How far before its cursor a pull starts again, so that changes a server stamps late are still pulled (0s: not at all).",
+            defaultValue: "5s", accepts: "0s, or a duration up to 1d: a number with s, m, h or d (5s, 2m)",
+            isValid: { Setting.lookback($0) != nil }),
+        Setting(
             key: "tls.ca-file",
             summary:
                 "A PEM file of certificate authorities to trust instead of the system's (a private CA), as an absolute path.",
@@ -80,6 +86,13 @@ public struct Setting: Sendable, Equatable {
     }
 
     /// Parses `90`, `90s`, `15m`, `12h`, `1d` into seconds (1 s … 30 days).
+    /// `sync.lookback` in milliseconds: 0 (`0`, `0s`) or a duration up to a day.
+    public static func lookback(_ text: String) -> Int64? {
+        if text == "0" || text == "0s" { return 0 }
+        guard let seconds = duration(text), seconds <= 86_400 else { return nil }
+        return Int64(seconds * 1000)
+    }
+
     public static func duration(_ text: String) -> Double? {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         var number = Substring(text)

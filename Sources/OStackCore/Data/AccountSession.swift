@@ -90,6 +90,11 @@ public final class AccountSession: @unchecked Sendable {
     public func engine() -> SyncEngine {
         var engine = SyncEngine(store: store, api: api)
         engine.conditionalBatches = api.directory.discovery.conditionalBatch
+        if let text = try? environment.configuration.value(of: "sync.lookback").value,
+            let milliseconds = Setting.lookback(text)
+        {
+            engine.lookbackMilliseconds = milliseconds
+        }
         return engine
     }
 

@@ -57,8 +57,11 @@ struct Puller {
         // the pull asks for everything from `lookback` before the cursor and skips what the mirror
         // already holds in that version (docs/sync.md, "Pull"). Without an ISO 8601 cursor, the plain
         // keyset after it.
-        var stored = state.cursorVersion.flatMap { v in state.cursorID.map { (version: v, id: $0) } }
-        let windowStart = stored.flatMap { Self.lookbackStart(from: $0.version, milliseconds: lookbackMilliseconds) }
+        let startCursor = state.cursorVersion.flatMap { v in state.cursorID.map { (version: v, id: $0) } }
+        var stored = startCursor
+        let windowStart = startCursor.flatMap {
+            Self.lookbackStart(from: $0.version, milliseconds: lookbackMilliseconds)
+        }
         stream.start(after: windowStart == nil ? stored : nil, pageSize: pageSize) {
             [self] (cursor, first) throws(OStackError) -> RawPage in
             if first, cursor == nil, let windowStart {
@@ -113,7 +116,7 @@ struct Puller {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     stalled = page.count >= pageSize && last.version == nil
                     more = page.count >= pageSize && !stalled
-                    if windowStart != nil, let boundary = stored?.version {
+                    if windowStart != nil, let boundary = startCursor?.version {
                         try dropUnchanged(object, &page, upTo: boundary)
                     }
                     let applied = try store.applyPulled(
@@ -168,9 +171,12 @@ struct Puller {
         return report
     }
 
-    /// How far before its cursor a pull starts (see `pull`): longer than a write transaction on the
-    /// server usually stays open, and than the clocks of a server's instances usually differ.
-    var lookbackMilliseconds: Int64 = 30_000
+    /// How far before its cursor a pull starts (see `pull`; the `sync.lookback` setting): longer than
+    /// a write transaction on the server usually stays open, and than the clocks of a server's
+    /// instances usually differ. Each pull fetches again what changed in that span before its
+    /// cursor (and skips it), so a server writing 1 000 records a second costs 5 000 more a pull.
+    var lookbackMilliseconds: Int64 = Self.defaultLookbackMilliseconds
+    static let defaultLookbackMilliseconds: Int64 = 5_000
 
     /// The records of a look-back page the mirror already holds in the same version: dropped, so
     /// that what was pulled before is neither written nor counted again. Only records stamped at

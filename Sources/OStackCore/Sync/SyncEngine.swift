@@ -12,6 +12,8 @@ public struct SyncEngine: Sendable {
     public var pageSize = 2000
     /// Reconcile deletions when the last reconciliation is older than this.
     public var reconcileInterval: Double = 900
+    /// How far before its cursor a pull starts (`sync.lookback`; docs/sync.md, "Look-back").
+    public var lookbackMilliseconds: Int64 = Puller.defaultLookbackMilliseconds
     public var progress: (@Sendable (SyncProgress) -> Void)?
 
     public init(store: LocalStore, api: DataAPI) {
@@ -28,9 +30,10 @@ public struct SyncEngine: Sendable {
 
     /// Pulls every change of a tracked object since its cursor, then reconciles deletions when due.
     public func pull(_ object: String, reconcile: Bool = false) throws(OStackError) -> PullReport {
-        try Puller(
-            store: store, api: api, pageSize: pageSize, reconcileInterval: reconcileInterval, progress: progress
-        ).pull(object, reconcile: reconcile)
+        var puller = Puller(
+            store: store, api: api, pageSize: pageSize, reconcileInterval: reconcileInterval, progress: progress)
+        puller.lookbackMilliseconds = lookbackMilliseconds
+        return try puller.pull(object, reconcile: reconcile)
     }
 
     /// `conflicts resolve ID --keep mine|theirs`.
