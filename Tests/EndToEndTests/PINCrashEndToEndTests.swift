@@ -1,3 +1,4 @@
+import Glibc
 import OStackTestSupport
 import Testing
 
@@ -120,6 +121,34 @@ import Testing
         #expect(try ostack.run(["lock"]).status == 0)
         let other = try ostack.run(["unlock", "--pin-stdin"], stdin: committed ? "7319\n" : "9753\n")
         #expect(other.status == 4, "\(failpoint): \(other.stderr)")
+    }
+
+    /// An unlock that waited for the PIN lock while a `pin change` was killed half-way (its
+    /// command's recovery passed over the journal then, as under way) finishes the change first.
+    /// It tried the PIN between the new ring and the old envelope, where neither PIN opens the
+    /// account, and counted each try.
+    @Test func anUnlockWaitingForAKilledChangeFinishesItFirst() throws {
+        let (server, ostack) = try signedInWithAChange()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
+        #expect(try ostack.run(["pin", "set", "--pin-stdin"], stdin: "7319\n", environment: Self.fast).status == 0)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let killed = try ostack.run(
+            ["pin", "change", "--pin-stdin"], stdin: "7319\n9753\n",
+            environment: Self.fast.merging(["OSTACK_FAILPOINT": "pin-change.after-ring-copy"]) { _, new in new })
+        #expect(killed.status == 137, "\(killed.stderr)")
+        let lockFile = try #require(
+            try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "pin-operation-*.lock"])
+                .stdout.split(separator: "\n").first.map(String.init))
+        // Another process holds the PIN lock for two seconds, as the killed change held it.
+        let holder = try ChildProcess(executable: "/usr/bin/flock", arguments: [lockFile, "sleep", "2"])
+        usleep(300_000)
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "9753\n")
+        _ = try? holder.waitForExit(timeout: 10)
+        #expect(unlock.status == 0, "\(unlock.stderr)")
+        try expectPIN(ostack, server, "9753", "after the waiting unlock")
     }
 
     static let removeBeforeJournal = ["pin-remove.after-open", "pin-remove.after-db-key"]

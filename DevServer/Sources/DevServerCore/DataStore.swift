@@ -215,7 +215,10 @@ public final class DataStore: @unchecked Sendable {
             record["updated_by"] = .string("usr_other")
             state.tables[object]!.append(record)
             // Storage stays in (updated_at, id) order, which the keyset reads rely on.
-            if stampedAt != nil { state.tables[object]!.sortByVersion() }
+            if let stampedAt {
+                state.clock.observe(millis: stampedAt)
+                state.tables[object]!.sortByVersion()
+            }
             return CoreResponse(
                 status: 200, body: .object([("object", .string(object)), ("id", .string(id)), ("record", record.json)]))
         }

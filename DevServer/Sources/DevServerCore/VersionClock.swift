@@ -13,6 +13,9 @@ struct VersionClock {
         return Self.format(millis: last)
     }
 
+    /// A stamp given from outside (a test's): later stamps come after it, so storage stays in order.
+    mutating func observe(millis: Int64) { last = max(last, millis) }
+
     static func format(millis: Int64) -> String { VersionClockFormat.format(millis: millis) }
 }
 

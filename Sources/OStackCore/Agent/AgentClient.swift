@@ -49,11 +49,16 @@ public struct AgentClient: Sendable {
             throw OStackError.unsafe(error, role: "the agent's runtime directory")
         }
         guard mightBeRunning else { return .none }
-        let socket: UnixSocket
-        do {
-            socket = try UnixSocket.connect(path: socketPath, timeout: Self.connectTimeout)
-        } catch {
-            return error.errno == EAGAIN ? .unresponsive : .none
+        var attempt: Result<UnixSocket, PlatformError>
+        repeat {  // a signal cuts a timed wait short (EINTR): waited again
+            attempt = Result { () throws(PlatformError) in
+                try UnixSocket.connect(path: socketPath, timeout: Self.connectTimeout)
+            }
+        } while (try? attempt.get()) == nil && Self.failureCode(attempt) == EINTR
+        guard case .success(let socket) = attempt else {
+            // Only "nothing listens there" is no agent; anything else (the backlog full, EAGAIN)
+            // is an agent that does not accept.
+            return Self.meansNoListener(Self.failureCode(attempt)) ? .none : .unresponsive
         }
         guard let peer = socket.peerUID, peer == getuid() else {
             throw OStackError(
@@ -62,6 +67,14 @@ public struct AgentClient: Sendable {
         }
         return .connected(socket)
     }
+
+    static func failureCode(_ result: Result<UnixSocket, PlatformError>) -> Int32 {
+        if case .failure(let error) = result { return error.errno }
+        return 0
+    }
+
+    /// A connect error that says nothing listens at the path.
+    static func meansNoListener(_ code: Int32) -> Bool { code == ECONNREFUSED || code == ENOENT }
 
     /// Checks the runtime directory and, when a socket exists, who serves it — before a command
     /// consumes a PIN attempt or hands over a key.
@@ -216,9 +229,11 @@ public struct AgentClient: Sendable {
         guard let pid, pid > 1, AgentProcess.runsAsUs(pid), kill(pid, SIGKILL) == 0 || errno == ESRCH else {
             throw OStackError(.internal, detail: "the agent did not answer and could not be stopped")
         }
-        // Gone when its listening socket is (a zombie holds no descriptors): up to two seconds.
+        // Gone when nothing listens on its socket any more (a zombie holds no descriptors): up to
+        // two seconds. A connect that times out (EAGAIN) is an agent still there.
         for _ in 0..<200 {
-            guard (try? UnixSocket.connect(path: socketPath, timeout: 0.1)) != nil else { return .stopped }
+            let attempt = Result { () throws(PlatformError) in try UnixSocket.connect(path: socketPath, timeout: 0.1) }
+            if Self.meansNoListener(Self.failureCode(attempt)) { return .stopped }
             usleep(10_000)
         }
         throw OStackError(.internal, detail: "the agent did not answer and did not stop")
@@ -303,15 +318,22 @@ enum AgentProcess {
     static func ownerOfLock(_ path: String) -> Int32? {
         var info = stat()
         guard stat(path, &info) == 0, let locks = read("/proc/locks") else { return nil }
-        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"
+        // The file's device as /proc/locks spells it: major and minor in hex (Linux's dev_t split).
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xFFF) | ((device >> 32) & ~UInt64(0xFFF))
+        let minor = (device & 0xFF) | ((device >> 12) & ~UInt64(0xFF))
+        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF": the same device and inode, or none.
+        var owners: Set<Int32> = []
         for line in locks.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE",
-                let inode = fields[5].split(separator: ":").last.flatMap({ UInt64($0) }), inode == UInt64(info.st_ino)
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE" else { continue }
+            let place = fields[5].split(separator: ":")
+            guard place.count == 3, UInt64(place[0], radix: 16) == major, UInt64(place[1], radix: 16) == minor,
+                UInt64(place[2]) == UInt64(info.st_ino), let pid = Int32(fields[4])
             else { continue }
-            return Int32(fields[4])
+            owners.insert(pid)
         }
-        return nil
+        return owners.count == 1 ? owners.first : nil
     }
 
     /// Whether `pid` runs under our real uid (`/proc/<pid>/status`; an agent is not dumpable, so the

@@ -152,6 +152,7 @@ public struct LockService: Sendable {
     public func removePIN(_ account: Account, pin: PIN) throws(OStackError) {
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
+        if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
         let (dek, _) = try openAudited(account, pin: pin, event: "pin.remove")
         try finishReset()
         FailPoint.hit("pin-remove.after-open")
@@ -188,6 +189,10 @@ public struct LockService: Sendable {
         // Attempts one at a time: each is counted, checked and reset before the next is counted.
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
+        // A PIN operation killed while this unlock waited for its lock (the command's recovery passed
+        // over it then, as under way) is finished or undone first: between a change's ring and its
+        // envelope neither PIN opens the account, and each try would be counted.
+        if PINJournal.isPending(environment, account) { try PINJournal.recover(account, environment: environment) }
         let dek: AccountDataKey
         // While Argon2id runs, on one other thread: the agent is started if it is not running, the
         // audit buffer's key is read, and whether a plain db-key is left over from an interrupted

@@ -206,7 +206,9 @@ struct Puller {
     /// `cursor` moved back by `milliseconds`, in the cursor's own form (UTC ISO 8601 with
     /// milliseconds); nil when the cursor is not such a timestamp.
     static func lookbackStart(from cursor: String, milliseconds: Int64) -> String? {
-        guard milliseconds > 0, cursor.hasSuffix("Z"), let at = CalendarInstant.milliseconds(cursor), at >= milliseconds
+        let bytes = Array(cursor.utf8)
+        guard milliseconds > 0, bytes.count > 10, bytes[10] == UInt8(ascii: "T"), bytes.last == UInt8(ascii: "Z"),
+            let at = CalendarInstant.milliseconds(cursor), at >= milliseconds
         else { return nil }
         return Timestamp.iso8601(secondsSince1970: Double(at - milliseconds) / 1000, milliseconds: true)
     }
