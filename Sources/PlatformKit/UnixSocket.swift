@@ -24,7 +24,9 @@ public final class UnixSocket: @unchecked Sendable {
             if bind(fd, address, length) != 0 { throw PlatformError(.open, errno: errno, path: path) }
         }
         chmod(path, 0o600)
-        guard Glibc.listen(fd, 16) == 0 else { throw PlatformError(.open, errno: errno, path: path) }
+        // Room for many clients at once: a client whose connect finds the backlog full waits (up to
+        // its bound) and then takes the listener for one that accepts nothing.
+        guard Glibc.listen(fd, 128) == 0 else { throw PlatformError(.open, errno: errno, path: path) }
         return socket
     }
 
