@@ -122,7 +122,11 @@ public enum SecureFileSystem {
     /// Reads the whole file, or returns `nil` when it does not exist. Unless `followLinks` (for a
     /// file the user names, e.g. `--data @file`), a symbolic link at `path` is refused (`ELOOP`):
     /// every file under ostack's own directories is opened with `O_NOFOLLOW`.
-    public static func readFile(_ path: String, followLinks: Bool = false) throws(PlatformError) -> [UInt8]? {
+    /// `limit`: a file (or device, or pipe) longer than this many bytes is refused with `EFBIG`
+    /// after `limit + 1` bytes, instead of growing memory until the process dies.
+    public static func readFile(_ path: String, followLinks: Bool = false, limit: Int? = nil) throws(PlatformError)
+        -> [UInt8]?
+    {
         let fd = open(path, O_RDONLY | O_CLOEXEC | (followLinks ? 0 : O_NOFOLLOW))
         if fd < 0 {
             let error = errno
@@ -140,6 +144,7 @@ public enum SecureFileSystem {
             }
             if n == 0 { break }
             result.append(contentsOf: chunk[0..<n])
+            if let limit, result.count > limit { throw PlatformError(.read, errno: EFBIG, path: path) }
         }
         return result
     }

@@ -64,6 +64,31 @@ import Testing
         #expect(missing.stderr.contains("No task record nope_1"), "\(missing.stderr)")
     }
 
+    /// Local input that cannot become a record is refused with a clear error (found by red team):
+    /// `--data @/dev/zero` grew memory until the process died with a Swift backtrace; the ids `.`
+    /// and `..` were created and queued, then their requests went to the collection (libcurl folds
+    /// dot segments away); a numeric id was silently replaced by a made-up one; and `--data
+    /// @/dev/stdin` with one object failed, read a second time after the pipe was empty.
+    @Test func localInputThatCannotBeARecordIsRefused() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let endless = try ostack.run(["records", "create", "task", "--data", "@/dev/zero"])
+        #expect(endless.status == 9 && endless.stderr.contains("larger than 256 MiB"), "\(endless.stderr)")
+        #expect(!endless.stderr.contains("Fatal") && !endless.stderr.contains("crashed"), "\(endless.stderr)")
+        for id in [".", "..", ""] {
+            let made = try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"Dot"}"#])
+            #expect(made.status == 9 && made.stderr.contains("cannot be empty, '.' or '..'"), "\(id): \(made.stderr)")
+        }
+        let numeric = try ostack.run(["records", "create", "task", "--data", #"{"id":5,"title":"Five"}"#])
+        #expect(numeric.status == 9 && numeric.stderr.contains("An id must be a string"), "\(numeric.stderr)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
+        let piped = try ostack.run(["records", "create", "task", "--data", "@/dev/stdin"], stdin: #"{"title":"Piped"}"#)
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(try ostack.run(["records", "list", "task", "--remote"]).stdout.contains("Piped"))
+        withExtendedLifetime(server) {}
+    }
+
     /// A record whose deletion is queued here is not found by an update or a second delete, and
     /// nothing is sent: the update used to push the queued delete, fail not-found, and leave the
     /// record back in the mirror, so every later sync failed. A write to a record of an untracked

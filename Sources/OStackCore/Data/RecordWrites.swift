@@ -149,6 +149,16 @@ public struct RecordWrites {
                         .validation, context: .init(object: object, fields: ["id"], suggestion: suggestion),
                         detail: detail)
                 }
+                // An id is a segment of the record's URL: `.` and `..` are dot segments that
+                // libcurl folds away (a delete of `.` went to the collection), and an empty one names
+                // nothing; one that is not a string was replaced by a made-up id without a word.
+                if let raw = data["id"], given == nil || ["", ".", ".."].contains(given!) {
+                    throw refused(
+                        raw.stringValue == nil
+                            ? "An id must be a string. Nothing was saved."
+                            : "An id cannot be empty, '.' or '..': it is part of the record's address. Nothing was saved.",
+                        "create: unusable id")
+                }
                 guard ids.insert(id).inserted else {
                     throw refused(
                         "Two rows have the id '\(String(id.prefix(64)))': each record needs its own. Nothing was saved.",

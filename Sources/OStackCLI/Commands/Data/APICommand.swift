@@ -1,3 +1,4 @@
+import Glibc
 import ArgumentParser
 import OStackCore
 import PlatformKit
@@ -357,14 +358,26 @@ struct APIRequest {
             }
             return bytes
         }
-        guard let bytes = try? SecureFileSystem.readFile(source, followLinks: true) else {
+        return try readFile(source)
+    }
+
+    /// An input file the user names, read whole: at most `fileLimit` bytes (a larger file, or a
+    /// device that never ends such as /dev/zero, grew memory until the process was killed).
+    static func readFile(_ path: String) throws(OStackError) -> [UInt8] {
+        let name = ErrorPresenter.sanitize(path, maxLength: 200)
+        do {
+            if let bytes = try SecureFileSystem.readFile(path, followLinks: true, limit: fileLimit) { return bytes }
+        } catch where error.errno == EFBIG {
             throw OStackError(
                 .invalidInput,
-                context: .init(suggestion: "Could not read \(ErrorPresenter.sanitize(source, maxLength: 200))."),
-                detail: "input file")
-        }
-        return bytes
+                context: .init(suggestion: "\(name) is larger than \(fileLimit >> 20) MiB, which ostack reads at most."),
+                detail: "input file too large")
+        } catch {}
+        throw OStackError(.invalidInput, context: .init(suggestion: "Could not read \(name)."), detail: "input file")
     }
+
+    /// The most an input file may hold (`--data @FILE`, `--input FILE`, `records import FILE`).
+    static let fileLimit = 256 << 20
 
     static func decode(_ text: String) -> String {
         var bytes: [UInt8] = []

@@ -1,3 +1,4 @@
+import Synchronization
 import ArgumentParser
 import FoundationEssentials
 import OStackCore
@@ -64,10 +65,12 @@ struct RecordsCommand: AsyncParsableCommand {
                 }
                 return read
             }
-            guard let read = try? SecureFileSystem.readFile(String(data.dropFirst()), followLinks: true) else {
-                throw OStackError(
-                    .invalidInput, context: .init(suggestion: "Could not read the --data file."), detail: "--data file")
-            }
+            // Read once per process (a pipe or /dev/stdin gives its bytes only once: `create` looks
+            // at --data twice, for an array and for an object).
+            let path = String(data.dropFirst())
+            if let cached = DataFileCache.shared.bytes(path) { return cached }
+            let read = try APIRequest.readFile(path)
+            DataFileCache.shared.keep(path, read)
             return read
         }
 
@@ -565,4 +568,13 @@ enum RecordText {
         default: "\(Int(seconds / 86400)) days"
         }
     }
+}
+
+/// The `--data @FILE` bytes read so far in this process, by path.
+final class DataFileCache: Sendable {
+    static let shared = DataFileCache()
+    private let files = Mutex<[String: [UInt8]]>([:])
+
+    func bytes(_ path: String) -> [UInt8]? { files.withLock { $0[path] } }
+    func keep(_ path: String, _ bytes: [UInt8]) { files.withLock { $0[path] = bytes } }
 }
