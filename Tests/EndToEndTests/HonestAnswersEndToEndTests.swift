@@ -82,6 +82,13 @@ import Testing
         }
         let numeric = try ostack.run(["records", "create", "task", "--data", #"{"id":5,"title":"Five"}"#])
         #expect(numeric.status == 9 && numeric.stderr.contains("An id must be a string"), "\(numeric.stderr)")
+        // An import names such rows with their lines before anything is queued.
+        let imported = try ostack.run(
+            ["records", "import", "task", "-", "--format", "json"],
+            stdin: #"[{"id":"ok1","title":"A"},{"id":"..","title":"B"},{"id":7,"title":"C"}]"#)
+        #expect(imported.status == 9, "\(imported.stderr)")
+        #expect(imported.stdout.contains("line 2: an id cannot be empty, '.' or '..'"), "\(imported.stdout)")
+        #expect(imported.stdout.contains("line 3: an id must be a string"), "\(imported.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
         let piped = try ostack.run(["records", "create", "task", "--data", "@/dev/stdin"], stdin: #"{"title":"Piped"}"#)
         #expect(piped.status == 0, "\(piped.stderr)")

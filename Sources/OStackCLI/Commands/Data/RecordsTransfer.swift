@@ -425,7 +425,14 @@ extension RecordsCommand {
                 var valid: [Row] = []
                 for var row in rows {
                     var problems = validator.problems(in: row.fields, complete: true).map(\.message)
-                    if row.fields["id"]?.stringValue == nil {
+                    // An id that cannot be a record's address (RecordWrites refuses it too): named
+                    // here with its line, before anything is queued.
+                    let given = row.fields["id"].flatMap { $0 == .null ? nil : $0 }
+                    if let given, given.stringValue == nil {
+                        problems.append("an id must be a string")
+                    } else if let text = given?.stringValue, ["", ".", ".."].contains(text) {
+                        problems.append("an id cannot be empty, '.' or '..'")
+                    } else if row.fields["id"]?.stringValue == nil {
                         if let key, let value = row.fields[key], value != .null, value != .string("") {
                             row.fields["id"] = .string(
                                 RecordWrites.importID(object: object, key: key, value: RecordText.text(value)))
