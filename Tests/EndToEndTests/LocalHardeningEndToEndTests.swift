@@ -354,6 +354,15 @@ import Testing
                 status.stderr.contains("The \(name)") && status.stderr.contains("it is damaged"), "\(status.stderr)")
             #expect(try SecureFileSystem.readFile(path) == Array("\u{0}garbage".utf8))  // nothing was changed
             try SecureFileSystem.writeAtomically(saved, to: path)
+            // A link in its place (a dotfile manager's) is refused by name (FS-2); it was "Local
+            // storage failed. Check free disk space" on every command (found by red team).
+            #expect(rename(path, path + ".real") == 0 && symlink(path + ".real", path) == 0)
+            let linked = try ostack.run(["status"])
+            #expect(
+                linked.status == 10 && linked.stderr.contains("Refusing to use")
+                    && linked.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
+                "\(linked.stderr)")
+            #expect(unlink(path) == 0 && rename(path + ".real", path) == 0)
         }
         #expect(try ostack.run(["status"]).status == 0)
     }

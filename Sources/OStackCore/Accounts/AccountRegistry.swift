@@ -76,7 +76,7 @@ public struct AccountRegistry: Sendable {
         do {
             return try SecureFileSystem.readFile(layout.registryFile)
         } catch {
-            throw OStackError(.storageFailure, detail: "reading the registry: \(error)")
+            throw OStackError.storage(error, role: "the account registry (\(layout.registryFile))")
         }
     }
 

@@ -30,7 +30,8 @@ public struct ConfigurationStore: Sendable {
         do {
             bytes = try SecureFileSystem.readFile(layout.configFile)
         } catch {
-            throw OStackError(.storageFailure, detail: "reading config: \(error)")
+            // A link there (a dotfile manager's) is named, not "Local storage failed … disk space".
+            throw OStackError.storage(error, role: "the configuration file (\(layout.configFile))")
         }
         guard let bytes else { return Configuration() }
         let configuration: Configuration
