@@ -346,20 +346,11 @@ enum AgentProcess {
         return ids.first.flatMap { UInt32($0) } == getuid()
     }
 
-    /// A /proc file (its size reads as zero: read to the end).
+    /// A /proc file (its size reads as zero: read to the end), at most 1 MiB.
     static func read(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 20 {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes += buffer[0..<count]
+        (try? SecureFileSystem.readFile(path, followLinks: true, limit: 1 << 20))?.map {
+            String(decoding: $0, as: UTF8.self)
         }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

@@ -15,6 +15,8 @@ public final class AccountSession: @unchecked Sendable {
     public var metadata: MetadataCache
     /// The account's tamper-evident trail (docs/audit.md).
     public let audit: AuditTrail
+    /// The `sync.lookback` setting, when set (`SyncEngine.lookbackMilliseconds`).
+    let syncLookbackMilliseconds: Int64?
 
     public init(account: Account, environment: AuthEnvironment) throws(OStackError) {
         self.account = account
@@ -37,7 +39,10 @@ public final class AccountSession: @unchecked Sendable {
         let auth = AuthAPI(account: account, transport: environment.transport)
         let scoped = account.environment != nil
         let directory = ServerDirectory { Self.loadDiscovery(store: store, auth: auth, scoped: scoped) }
-        let setting = (try? environment.configuration.value(of: "locale").value) ?? "auto"
+        // The settings this session uses, read once (config.json is read whole for each value).
+        let settings = (try? environment.configuration.load())?.settings ?? [:]
+        syncLookbackMilliseconds = settings["sync.lookback"].flatMap(Setting.lookback)
+        let setting = settings["locale"] ?? "auto"
         let locale = Setting.acceptLanguage(setting: setting, environment: ProcessEnvironment.current())
         api = DataAPI(
             account: account, keeper: SessionKeeper(environment: environment), directory: directory, locale: locale)
@@ -90,11 +95,7 @@ public final class AccountSession: @unchecked Sendable {
     public func engine() -> SyncEngine {
         var engine = SyncEngine(store: store, api: api)
         engine.conditionalBatches = api.directory.discovery.conditionalBatch
-        if let text = try? environment.configuration.value(of: "sync.lookback").value,
-            let milliseconds = Setting.lookback(text)
-        {
-            engine.lookbackMilliseconds = milliseconds
-        }
+        if let syncLookbackMilliseconds { engine.lookbackMilliseconds = syncLookbackMilliseconds }
         return engine
     }
 

@@ -1,4 +1,3 @@
-import Synchronization
 import ArgumentParser
 import FoundationEssentials
 import OStackCore
@@ -42,10 +41,16 @@ struct RecordsCommand: AsyncParsableCommand {
             if offline && requireOnline { throw ValidationError("Pass --offline or --require-online, not both.") }
         }
 
+        /// `--data`, read (a file or pipe gives its bytes once) and parsed once; nil without it or
+        /// when it is not JSON (`fields` says so).
+        func dataValue() throws(OStackError) -> JSONValue? {
+            guard let data else { return nil }
+            return JSONValue.parse(try bytes(data))
+        }
+
         /// `--data` holding a JSON array: several records (create only).
-        func batch() throws(OStackError) -> [[String: JSONValue]]? {
-            guard let data, set.isEmpty else { return nil }
-            guard case .array(let items) = JSONValue.parse(try bytes(data)) else { return nil }
+        func batch(_ value: JSONValue?) throws(OStackError) -> [[String: JSONValue]]? {
+            guard set.isEmpty, case .array(let items)? = value else { return nil }
             let objects = items.compactMap(\.objectValue)
             guard objects.count == items.count, !objects.isEmpty else {
                 throw OStackError(
@@ -65,19 +70,15 @@ struct RecordsCommand: AsyncParsableCommand {
                 }
                 return read
             }
-            // Read once per process (a pipe or /dev/stdin gives its bytes only once: `create` looks
-            // at --data twice, for an array and for an object).
-            let path = String(data.dropFirst())
-            if let cached = DataFileCache.shared.bytes(path) { return cached }
-            let read = try APIRequest.readFile(path)
-            DataFileCache.shared.keep(path, read)
-            return read
+            return try APIRequest.readFile(String(data.dropFirst()))
         }
 
-        func fields(_ session: AccountSession, object: String) throws(OStackError) -> [String: JSONValue] {
+        func fields(_ session: AccountSession, object: String, data value: JSONValue?) throws(OStackError)
+            -> [String: JSONValue]
+        {
             var fields: [String: JSONValue] = [:]
-            if let data {
-                guard let object = JSONValue.parse(try bytes(data))?.objectValue else {
+            if data != nil {
+                guard let object = value?.objectValue else {
                     throw OStackError(
                         .invalidInput, context: .init(suggestion: "--data takes a JSON object."), detail: "--data json")
                 }
@@ -284,7 +285,9 @@ struct RecordsCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let session = try context.selectedSession()
-                if let batch = try write.batch() {
+                // Read once: a pipe (`--data @/dev/stdin`) gives its bytes once.
+                let data = try write.dataValue()
+                if let batch = try write.batch(data) {
                     let (results, reason) = try Spinner.around(context, RecordsCommand.sending(session)) {
                         () throws(OStackError) in
                         try session.writes.createMany(object, data: batch, offline: write.offline)
@@ -356,7 +359,7 @@ struct RecordsCommand: AsyncParsableCommand {
                     }
                     return
                 }
-                let fields = try write.fields(session, object: object)
+                let fields = try write.fields(session, object: object, data: data)
                 let result = try Spinner.around(context, RecordsCommand.sending(session)) { () throws(OStackError) in
                     try session.writes.create(object, data: fields, offline: write.offline)
                 }
@@ -379,7 +382,7 @@ struct RecordsCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let session = try context.selectedSession()
-                let fields = try write.fields(session, object: object)
+                let fields = try write.fields(session, object: object, data: try write.dataValue())
                 guard !fields.isEmpty else {
                     throw OStackError(
                         .invalidInput, context: .init(suggestion: "Give fields with --set or --data."),
@@ -568,13 +571,4 @@ enum RecordText {
         default: "\(Int(seconds / 86400)) days"
         }
     }
-}
-
-/// The `--data @FILE` bytes read so far in this process, by path.
-final class DataFileCache: Sendable {
-    static let shared = DataFileCache()
-    private let files = Mutex<[String: [UInt8]]>([:])
-
-    func bytes(_ path: String) -> [UInt8]? { files.withLock { $0[path] } }
-    func keep(_ path: String, _ bytes: [UInt8]) { files.withLock { $0[path] = bytes } }
 }
