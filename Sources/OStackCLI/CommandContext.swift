@@ -34,8 +34,11 @@ public struct CommandContext: Sendable {
     }
 
     /// The side effects of account and session use cases, after finishing any interrupted login.
+    /// A setting in config.json whose value ostack cannot use stops the command first, by name
+    /// (`invalid-setting`); `config` and `doctor` still run.
     public func authEnvironment() throws(OStackError) -> AuthEnvironment {
         try layout.checkHome()
+        try configuration.load().checkSettings()
         let environment = try makeAuthEnvironment(self)
         do {
             try LoginService(environment: environment).recoverInterruptedLogin()

@@ -24,7 +24,11 @@ enum LiveDependencies {
         // cycle, completion) does not keep it unlocked.
         client.countsAsUse = context.countsAsUse
         let agent = client
-        let limits = try AgentLimits(configuration: context.configuration)
+        // Settings are read once. A command refuses one that is not valid before it gets here
+        // (`CommandContext.authEnvironment`); `doctor`, which reports it, builds with the defaults
+        // instead, except that a CA file it cannot use trusts no CA at all (never the system's).
+        let configuration = try context.configuration.load()
+        let limits = (try? AgentLimits(configuration: configuration)) ?? AgentLimits.defaults
         let processEnvironment = context.environment
         // The file backend unlocks into the agent: its derived key is asked for once per agent session.
         let sharedKey = FileKeyring.DerivedKeyCache(
@@ -43,7 +47,7 @@ enum LiveDependencies {
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
-        let caSetting = try? context.configuration.value(of: "tls.ca-file").value
+        let caSetting = (try? configuration.validValue(of: "tls.ca-file")) ?? "/dev/null"
         let timeout = context.global.timeoutSeconds ?? 60
         let transport = CurlTransport(
             connectTimeout: min(10, timeout), totalTimeout: timeout,
@@ -57,7 +61,8 @@ enum LiveDependencies {
 
     /// `--keyring` > `OSTACK_KEYRING_BACKEND` > config `keyring.backend` > secret-service.
     static func defaultBackend(_ context: CommandContext) throws(OStackError) -> String {
-        let configured = try context.configuration.load().settings["keyring.backend"]
+        // A configured value that is not valid was refused by name before (see `authEnvironment`).
+        let configured = try? context.configuration.load().validValue(of: "keyring.backend")
         let chosen =
             context.global.keyring ?? context.environment["OSTACK_KEYRING_BACKEND"] ?? configured ?? "secret-service"
         guard backendNames.contains(chosen) else {

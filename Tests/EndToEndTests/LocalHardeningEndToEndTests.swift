@@ -415,6 +415,57 @@ import Testing
         #expect(json.stdout.contains(#"\u001b]2;owned\u0007"#), "\(json.stdout)")
     }
 
+    /// A setting edited by hand into a value ostack cannot use is named, not quietly replaced by
+    /// its default (an agent timeout longer than the one written, the system's CAs instead of a
+    /// private one): commands that use the keyring or the server stop with `invalid-setting` and
+    /// the fix; `doctor` still runs and fails its settings check; `config list` marks the value;
+    /// `config set --unset` repairs it. Before, `agent.idle-timeout: "5 m"` silently meant 15m,
+    /// a bad `keyring.backend` made every command and `doctor` say "The input is not valid.", and
+    /// `doctor` reported nothing.
+    @Test func aHandEditedSettingIsNamedNotQuietlyReplaced() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let path = ostack.home.path + "/config/config.json"
+        for (key, valid, invalid) in [
+            ("agent.idle-timeout", "5m", "5 m"), ("keyring.backend", "file", "bogus"),
+            ("tls.ca-file", "", "ca.pem"), ("sync.lookback", "5s", "banana"),
+        ] {
+            #expect(try ostack.run(["config", "set", key, valid]).status == 0, "\(key)")
+            let saved = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+            let written = #""\#(key)" : "\#(valid)""#
+            try #require(saved.contains(written), "\(saved)")
+            let edited = saved.replacingOccurrences(of: written, with: #""\#(key)" : "\#(invalid)""#)
+            try SecureFileSystem.writeAtomically(Array(edited.utf8), to: path)
+            for arguments in [["sync"], ["records", "list", "task", "--local"], ["config", "get", key]] {
+                let run = try ostack.run(arguments)
+                #expect(run.status == 9, "\(key) \(arguments): \(run.status) \(run.stderr)")
+                #expect(
+                    run.stderr.contains("The setting \(key) in config.json is not valid")
+                        && run.stderr.contains("ostack config set \(key) --unset"), "\(key): \(run.stderr)")
+            }
+            let doctor = try ostack.run(["doctor"])
+            #expect(doctor.status == 1, "\(key): \(doctor.stderr)")
+            #expect(doctor.stdout.contains("FAIL  settings: Not valid in config.json: \(key)."), "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("\n      fix: It takes "), "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("ok    keyring:"), "\(key): the other checks ran: \(doctor.stdout)")
+            let list = try ostack.run(["config", "list", "--json"])
+            #expect(list.stdout.contains(#""key":"\#(key)","valid":false"#), "\(list.stdout)")
+            #expect(try ostack.run(["config", "list"]).stdout.contains("\(key)\t\(invalid)\tinvalid"))
+            #expect(try ostack.run(["config", "set", key, "--unset"]).status == 0)
+            let repaired = try ostack.run(["sync"])
+            #expect(repaired.status == 0, "\(key): \(repaired.stderr)")
+        }
+        // A key ostack does not know is ignored, and doctor names it.
+        let saved = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+        let settings = try #require(saved.firstRange(of: #""settings" : {"#))
+        var edited = saved
+        edited.insert(contentsOf: #" "sync.intervall" : "1m","#, at: settings.upperBound)
+        try SecureFileSystem.writeAtomically(Array(edited.utf8), to: path)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let doctor = try ostack.run(["doctor"])
+        #expect(doctor.stdout.contains("warn  settings:") && doctor.stdout.contains("sync.intervall"), "\(doctor.stdout)")
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

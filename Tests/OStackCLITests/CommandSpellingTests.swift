@@ -32,6 +32,7 @@ import Testing
         (.doctor, "ostack doctor"),
         (.loginOrganization, "ostack login --organization ID"),
         (.keyringMigrate(backend: "file", account: "work"), "ostack keyring migrate --to file work"),
+        (.configUnset(key: "sync.interval"), "ostack config set sync.interval --unset"),
     ]
 
     /// The name of a case, by an exhaustive switch: a new case does not compile until it is named
@@ -61,6 +62,7 @@ import Testing
         case .recordsUpdate: "recordsUpdate"
         case .doctor: "doctor"
         case .keyringMigrate: "keyringMigrate"
+        case .configUnset: "configUnset"
         }
     }
 
@@ -69,6 +71,7 @@ import Testing
         "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
         "objectsShow", "syncTrack", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
+        "configUnset",
     ]
 
     @Test func everyCaseIsSpelled() {

@@ -12,6 +12,8 @@ struct ConfigEntry: Encodable {
     var key: String
     var value: String
     var isDefault: Bool
+    /// False for a value written into config.json by hand that ostack cannot use (omitted when valid).
+    var valid: Bool?
 }
 
 struct ConfigList: AsyncParsableCommand {
@@ -20,9 +22,13 @@ struct ConfigList: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let entries = try Setting.all.map { setting in
-                let (value, isDefault) = try context.configuration.value(of: setting.key)
-                return ConfigEntry(key: setting.key, value: value, isDefault: isDefault)
+            let configuration = try context.configuration.load()
+            let invalid = Set(configuration.invalidSettings.map(\.key))
+            let entries = Setting.all.map { setting in
+                let stored = configuration.settings[setting.key]
+                return ConfigEntry(
+                    key: setting.key, value: stored ?? setting.defaultValue, isDefault: stored == nil,
+                    valid: invalid.contains(setting.key) ? false : nil)
             }
             struct Document: Encodable { var settings: [ConfigEntry] }
             context.emit(json: Document(settings: entries)) { () -> String in
@@ -33,7 +39,9 @@ struct ConfigList: AsyncParsableCommand {
                     rows: entries.map {
                         [
                             $0.key, $0.value,
-                            table ? ($0.isDefault ? "(default)" : "") : ($0.isDefault ? "default" : "set"),
+                            $0.valid == false
+                                ? (table ? "(not valid)" : "invalid")
+                                : table ? ($0.isDefault ? "(default)" : "") : ($0.isDefault ? "default" : "set"),
                         ]
                     }
                 ).render(terminal: context.terminal)
@@ -49,7 +57,9 @@ struct ConfigGet: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
-            let (value, isDefault) = try context.configuration.value(of: key)
+            // A value ostack cannot use is refused by name, with what it takes (`config list` shows it).
+            let value = try context.configuration.load().validValue(of: key)
+            let isDefault = try context.configuration.value(of: key).isDefault
             // A value is text the user (or a hand-edited config.json) gave: shown through the sanitiser.
             context.emit(
                 json: ConfigEntry(key: key, value: value, isDefault: isDefault),

@@ -57,9 +57,15 @@ struct DoctorCommand: AsyncParsableCommand {
             context.emit(json: Document(ok: ok, checks: rendered)) {
                 rendered.map { check in
                     let mark = ["ok": "ok  ", "warn": "warn", "fail": "FAIL"][check.status.rawValue] ?? "?"
-                    var line = "\(mark)  \(check.account.map { "\($0.alias): " } ?? "")\(check.name): \(check.message)"
-                    if let fix = check.fix, check.status != .ok { line += "\n      fix: \(fix)" }
-                    return ErrorPresenter.sanitize(line, maxLength: 400)
+                    // Each line sanitised on its own: the sanitiser removes line breaks (the fix
+                    // was run into the message, and a long pair cut at 400 characters).
+                    var line = ErrorPresenter.sanitize(
+                        "\(mark)  \(check.account.map { "\($0.alias): " } ?? "")\(check.name): \(check.message)",
+                        maxLength: 400)
+                    if let fix = check.fix, check.status != .ok {
+                        line += "\n      fix: " + ErrorPresenter.sanitize(fix, maxLength: 400)
+                    }
+                    return line
                 }.joined(separator: "\n")
             }
             if !ok { throw ExitCode(1) }

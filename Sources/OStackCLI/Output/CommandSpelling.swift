@@ -33,6 +33,7 @@ extension CommandSuggestion {
         case .recordsUpdate: "records update"
         case .doctor: "doctor"
         case .keyringMigrate(let backend, let account): "keyring migrate --to \(backend) \(account)"
+        case .configUnset(let key): "config set \(key) --unset"
         }
     }
 }

@@ -145,6 +145,10 @@ public struct ErrorPresenter: Sendable {
             return make("The filter is not valid.", suggestion, 9)
         case .invalidInput:
             return make("The input is not valid.", suggestion, 9)
+        case .invalidSetting:
+            return make(
+                "The setting \(Self.sanitize(context.object ?? "")) in config.json is not valid. Nothing was done.",
+                suggestion, 9)
         case .invalidServerURL:
             return make(
                 "That is not a valid server URL.", "Use a host name such as crm.example.com or an https:// URL.", 9)

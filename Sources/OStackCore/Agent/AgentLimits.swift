@@ -22,9 +22,14 @@ public struct AgentLimits: Sendable, Equatable {
         self.lifetime = lifetime
     }
 
-    /// The configured limits (a setting left unset has its default).
+    /// The configured limits (a setting left unset has its default; one whose value is not valid is
+    /// `invalid-setting`, never quietly the default: that could be longer than the user wrote).
     public init(configuration: ConfigurationStore) throws(OStackError) {
-        idle = Setting.duration(try configuration.value(of: Self.idleSetting).value) ?? Self.defaults.idle
-        lifetime = Setting.duration(try configuration.value(of: Self.lifetimeSetting).value) ?? Self.defaults.lifetime
+        try self.init(configuration: try configuration.load())
+    }
+
+    public init(configuration: Configuration) throws(OStackError) {
+        idle = Setting.duration(try configuration.validValue(of: Self.idleSetting)) ?? Self.defaults.idle
+        lifetime = Setting.duration(try configuration.validValue(of: Self.lifetimeSetting)) ?? Self.defaults.lifetime
     }
 }

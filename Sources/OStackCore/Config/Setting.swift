@@ -126,3 +126,43 @@ extension ConfigurationStore {
         try update { $0.settings[key] = value }
     }
 }
+
+extension Setting {
+    /// The error for a stored value of this setting that is not valid (config.json edited by hand).
+    public var invalidError: OStackError {
+        OStackError(
+            .invalidSetting,
+            context: .init(
+                object: key,
+                suggestion: "It takes \(accepts). Run \(command: .configUnset(key: key)) to restore its default."
+            ), detail: "invalid setting \(key)")
+    }
+}
+
+extension Configuration {
+    /// Known settings whose stored value is not valid (a hand-edited config.json), in `Setting.all`
+    /// order. `config set` never stores one.
+    public var invalidSettings: [Setting] {
+        Setting.all.filter { setting in settings[setting.key].map { !setting.isValid($0) } ?? false }
+    }
+
+    /// Stored keys that are no setting of ostack's (ignored).
+    public var unknownSettings: [String] {
+        settings.keys.filter { key in !Setting.all.contains { $0.key == key } }.sorted()
+    }
+
+    /// Refuses the first setting whose stored value is not valid: a command that uses the keyring or
+    /// the server stops with `invalid-setting` rather than quietly using the default (a longer agent
+    /// timeout than the one the user wrote, the system's CAs instead of a private one).
+    public func checkSettings() throws(OStackError) {
+        if let setting = invalidSettings.first { throw setting.invalidError }
+    }
+
+    /// The value of a known setting, valid: the stored one, else the default.
+    public func validValue(of key: String) throws(OStackError) -> String {
+        let setting = try Setting.named(key)
+        guard let stored = settings[key] else { return setting.defaultValue }
+        guard setting.isValid(stored) else { throw setting.invalidError }
+        return stored
+    }
+}

@@ -160,6 +160,7 @@ public struct Doctor: Sendable {
                         "Check OSTACK_HOME (another user's home is never used), or give the directories back to this user with mode 0700."
                 ))
         }
+        checks.append(settingsCheck())
         // Directories: secrets and locks closed to group and others; the data and configuration
         // directories at least not writable by them (a hand-made 0755 one holds nothing secret).
         for (directory, refused) in [
@@ -258,3 +259,40 @@ public struct Doctor: Sendable {
         return (checks, state)
     }
 }
+
+extension Doctor {
+    /// config.json's settings: one whose value ostack cannot use fails (commands other than `config`
+    /// and `doctor` stop on it); keys ostack does not know are a warning (ignored).
+    func settingsCheck() -> Check {
+        let configuration: Configuration
+        do {
+            configuration = try environment.configuration.load()
+        } catch {
+            return check(
+                "settings", nil, .fail, "The configuration (config.json) cannot be read.",
+                fix: "Restore it from a backup, or move it aside: the next command then starts with default settings.")
+        }
+        let invalid = configuration.invalidSettings
+        if let first = invalid.first {
+            let names = invalid.map(\.key).joined(separator: ", ")
+            return check(
+                "settings", nil, .fail,
+                "Not valid in config.json: \(names). Commands other than `config` and `doctor` stop until \(invalid.count == 1 ? "it is" : "they are") fixed.",
+                fix: first.invalidError.context.suggestion)
+        }
+        let unknown = configuration.unknownSettings
+        if !unknown.isEmpty {
+            return check(
+                "settings", nil, .warn,
+                "config.json holds settings this version does not know (ignored): \(unknown.prefix(5).joined(separator: ", "))\(unknown.count > 5 ? ", …" : "").",
+                fix: "Remove them from config.json (a typo of a known setting's name?).")
+        }
+        let count = configuration.settings.count
+        return check(
+            "settings", nil, .ok,
+            count == 0
+                ? "No setting is changed: each has its default."
+                : "\(count) setting(s) set in config.json, all valid.")
+    }
+}
+

@@ -33,6 +33,9 @@ public struct OStackError: Error, Sendable {
         case refused = "refused"
         case invalidFilter = "invalid-filter"
         case invalidInput = "invalid-input"
+        /// A setting in config.json (edited by hand) whose value ostack cannot use: `context.object`
+        /// names it. Commands that use the keyring or the server stop instead of using the default.
+        case invalidSetting = "invalid-setting"
         case invalidServerURL = "invalid-server-url"
         case insecureServerURL = "insecure-server-url"
         case notObjectStack = "not-objectstack"

@@ -128,4 +128,6 @@ public enum CommandSuggestion: Sendable, Hashable {
     case doctor
     /// `keyring migrate --to BACKEND ACCOUNT`.
     case keyringMigrate(backend: String, account: String)
+    /// `config set KEY --unset`.
+    case configUnset(key: String)
 }

@@ -56,7 +56,7 @@ struct SyncCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await CommandRunner.run(global) { context in
-                let configured = try context.configuration.value(of: "sync.interval").value
+                let configured = try context.configuration.load().validValue(of: "sync.interval")
                 let seconds = Setting.duration(interval ?? configured) ?? 300
                 var cycle = 0
                 var context = context
