@@ -14,6 +14,27 @@ public enum CommandLineMain {
         return await run(arguments)
     }
 
+    /// The 1-based position of the first process argument that is not valid UTF-8, if any. Swift's
+    /// `CommandLine.arguments` replaces such bytes with U+FFFD, so `--set title=…` stored other text
+    /// than given and a file name named another file; such an argument is refused instead.
+    public static func firstArgumentNotUTF8() -> Int? {
+        for position in 1..<Int(CommandLine.argc) {
+            guard let pointer = CommandLine.unsafeArgv[position] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
+            if String(validating: bytes, as: UTF8.self) == nil { return position }
+        }
+        return nil
+    }
+
+    /// The usage error for `firstArgumentNotUTF8` (exit 64).
+    public static func refuseArgumentNotUTF8(at position: Int, arguments: [String]) -> Int32 {
+        writeUsageError(
+            message: "Argument \(position) is not valid UTF-8.", usageLine: nil,
+            hint: "Arguments are read as UTF-8 text: check the encoding of the terminal or script that passed it.",
+            arguments: arguments)
+        return 64
+    }
+
     public static func run(_ arguments: [String]) async -> Int32 {
         do {
             let command = try await OStackCommand.asyncParseAsRoot(arguments)

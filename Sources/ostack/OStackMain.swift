@@ -11,6 +11,9 @@ struct OStackMain {
         // Harden the process before anything else runs: umask 077, not dumpable, no core files.
         ProcessHardening.apply()
         let arguments = Array(CommandLine.arguments.dropFirst())
+        if let position = CommandLineMain.firstArgumentNotUTF8() {
+            exit(CommandLineMain.refuseArgumentNotUTF8(at: position, arguments: arguments))
+        }
         // A few command lines are answered without the argument parser (EarlyCommand.swift).
         EarlyCommand.runIfMatched(arguments)
         Task { exit(await CommandLineMain.runAsProcess(arguments)) }

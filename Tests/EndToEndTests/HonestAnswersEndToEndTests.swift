@@ -76,6 +76,31 @@ import Testing
         let endless = try ostack.run(["records", "create", "task", "--data", "@/dev/zero"])
         #expect(endless.status == 9 && endless.stderr.contains("larger than 256 MiB"), "\(endless.stderr)")
         #expect(!endless.stderr.contains("Fatal") && !endless.stderr.contains("crashed"), "\(endless.stderr)")
+        // JSON ostack cannot read says why: nested too deep for the decoder (well-formed, it was
+        // "not valid JSON"), or where it stops being JSON.
+        let deep = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
+        let deepFilter = try ostack.run(["records", "list", "task", "--local", "--filter-json", deep])
+        #expect(
+            deepFilter.status == 9 && deepFilter.stderr.contains("--filter-json nests 600 levels deep"),
+            "\(deepFilter.stderr)")
+        let broken = try ostack.run(["records", "create", "task", "--data", "{\n\"title\": \"x\",\n\"status\": }"])
+        #expect(broken.status == 9 && broken.stderr.contains("--data is not valid JSON (line 3)"), "\(broken.stderr)")
+        // An argument that is not UTF-8 is refused (it was stored with U+FFFD in place of its bytes).
+        let notUTF8 = try runProcess(
+            executable: "/bin/sh",
+            arguments: ["-c", #"exec "$0" records create task --set "$(printf 'title=\377\376')""#, OStackBinary.path],
+            environment: ostack.baseEnvironment)
+        #expect(
+            notUTF8.status == 64 && notUTF8.stderr.contains("Argument 5 is not valid UTF-8"), "\(notUTF8.stderr)")
+        // stdin has the same limit, and says so (it was "Could not read stdin." beyond 64 MiB).
+        for arguments in ["records import task --format ndjson -", "records create task --data @-"] {
+            let endlessStdin = try runProcess(
+                executable: "/bin/sh", arguments: ["-c", "exec \"$0\" \(arguments) < /dev/zero", OStackBinary.path],
+                environment: ostack.baseEnvironment, timeout: 60)
+            #expect(
+                endlessStdin.status == 9 && endlessStdin.stderr.contains("stdin holds more than 256 MiB"),
+                "\(arguments): \(endlessStdin.stderr)")
+        }
         for id in [".", "..", ""] {
             let made = try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"Dot"}"#])
             #expect(made.status == 9 && made.stderr.contains("cannot be empty, '.' or '..'"), "\(id): \(made.stderr)")

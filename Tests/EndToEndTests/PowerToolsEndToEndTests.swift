@@ -154,7 +154,16 @@ import Testing
 
         let exported = try ostack.run(["records", "export", "task", "--account", "one", "--output", file])
         #expect(exported.status == 0 && exported.stderr.contains("Exported 10000 task records"), "\(exported.stderr)")
-        #expect(try ostack.run(["records", "export", "task", "--account", "one", "--output", file]).status == 9)
+        let twice = try ostack.run(["records", "export", "task", "--account", "one", "--output", file])
+        #expect(twice.status == 9 && twice.stderr.contains("it exists. Nothing was overwritten."), "\(twice.stderr)")
+        // Each reason said as it is (a missing directory was "it exists or the directory is not
+        // writable"), and a format export does not write is a usage error, exit 64 (it was 9).
+        let nowhere = try ostack.run(
+            ["records", "export", "task", "--account", "one", "--output", scratch.appending("no/such/dir.csv")])
+        #expect(
+            nowhere.status == 9 && nowhere.stderr.contains("its directory does not exist."), "\(nowhere.stderr)")
+        let tsv = try ostack.run(["records", "export", "task", "--account", "one", "--format", "tsv"])
+        #expect(tsv.status == 64 && tsv.stderr.contains("csv, json or ndjson"), "\(tsv.status) \(tsv.stderr)")
         #expect(try ostack.run(["records", "export", "task", "--account", "one", "--jq", "."]).status == 9)
         let asJSON = try ostack.run(["records", "export", "task", "--account", "one", "--json", "--fields", "title"])
         #expect(asJSON.status == 0 && asJSON.stdout.hasPrefix("[{") && asJSON.stdout.hasSuffix("]\n"))

@@ -75,29 +75,42 @@ enum SecretInput {
     }
 }
 
-/// Non-secret input read from stdin (`--data @-`).
+/// Non-secret input read from stdin (`--data @-`, `--input -`, `records import -`).
 enum StandardInput {
-    nonisolated(unsafe) private static var cached: [UInt8]??
+    nonisolated(unsafe) private static var cached: Result<[UInt8], OStackError>?
 
-    /// `readAll`, remembered: a command that looks at `--data @-` twice reads stdin once.
-    static func readAllOnce(limit: Int) -> [UInt8]? {
-        if let cached { return cached }
-        let read = readAll(limit: limit)
-        cached = .some(read)
-        return read
+    /// All of stdin, read once per process (a command that looks at `--data @-` twice reads it
+    /// once): at most `APIRequest.fileLimit` bytes, as an input file, with an error that says which
+    /// limit it met (it was "Could not read stdin." beyond 64 MiB).
+    static func readAllOnce() throws(OStackError) -> [UInt8] {
+        let result = cached ?? read()
+        cached = result
+        switch result {
+        case .success(let bytes): return bytes
+        case .failure(let error): throw error
+        }
     }
 
-    /// All of stdin, or nil when it holds more than `limit` bytes or cannot be read.
-    static func readAll(limit: Int) -> [UInt8]? {
+    private static func read() -> Result<[UInt8], OStackError> {
+        let limit = APIRequest.fileLimit
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(STDIN_FILENO, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { return bytes }
+            if n < 0 {
+                return .failure(
+                    OStackError(.invalidInput, context: .init(suggestion: "Could not read stdin."), detail: "stdin"))
+            }
+            if n == 0 { return .success(bytes) }
             bytes.append(contentsOf: buffer[0..<n])
-            if bytes.count > limit { return nil }
+            if bytes.count > limit {
+                return .failure(
+                    OStackError(
+                        .invalidInput,
+                        context: .init(suggestion: "stdin holds more than \(limit >> 20) MiB, which ostack reads at most."),
+                        detail: "stdin too large"))
+            }
         }
     }
 }

@@ -42,6 +42,40 @@ extension JSONValue {
     static func parseDirectly(_ bytes: [UInt8]) -> JSONValue? {
         bytes.withUnsafeBytes { parseDirectly($0) }
     }
+
+    /// Why text that `parse` refuses is not a value, in words for a hint after the input's name
+    /// (`--data nests 600 levels deep, …`): nesting deeper than any reader here takes (`JSONDecoder`
+    /// stops at 512; it was "not valid JSON" for well-formed text), else "is not valid JSON", with
+    /// the line when there are several.
+    public static func refusal(_ bytes: [UInt8]) -> String {
+        var depth = 0
+        var deepest = 0
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        if deepest > 500 { return "nests \(deepest) levels deep, more than ostack reads" }
+        let line = errorLine(bytes) ?? 1
+        return bytes.contains(0x0A) ? "is not valid JSON (line \(line))" : "is not valid JSON"
+    }
 }
 
 /// `JSONValue.parse`'s direct reading: `JSONSyntax`'s strict check of each token (strings with their

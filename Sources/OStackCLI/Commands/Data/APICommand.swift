@@ -353,10 +353,7 @@ struct APIRequest {
     /// A file's bytes, or stdin's for `-`.
     static func read(_ source: String) throws(OStackError) -> [UInt8] {
         if source == "-" {
-            guard let bytes = StandardInput.readAllOnce(limit: 64 << 20) else {
-                throw OStackError(.invalidInput, context: .init(suggestion: "Could not read stdin."), detail: "stdin")
-            }
-            return bytes
+            return try StandardInput.readAllOnce()
         }
         return try readFile(source)
     }

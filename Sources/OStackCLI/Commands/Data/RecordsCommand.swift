@@ -41,11 +41,16 @@ struct RecordsCommand: AsyncParsableCommand {
             if offline && requireOnline { throw ValidationError("Pass --offline or --require-online, not both.") }
         }
 
-        /// `--data`, read (a file or pipe gives its bytes once) and parsed once; nil without it or
-        /// when it is not JSON (`fields` says so).
+        /// `--data`, read (a file or pipe gives its bytes once) and parsed once; nil without it.
         func dataValue() throws(OStackError) -> JSONValue? {
             guard let data else { return nil }
-            return JSONValue.parse(try bytes(data))
+            let bytes = try bytes(data)
+            guard let value = JSONValue.parse(bytes) else {
+                throw OStackError(
+                    .invalidInput, context: .init(suggestion: .text("--data \(JSONValue.refusal(bytes)).")),
+                    detail: "--data json")
+            }
+            return value
         }
 
         /// `--data` holding a JSON array: several records (create only).
@@ -63,12 +68,7 @@ struct RecordsCommand: AsyncParsableCommand {
         func bytes(_ data: String) throws(OStackError) -> [UInt8] {
             guard data.hasPrefix("@") else { return Array(data.utf8) }
             if data == "@-" {
-                guard let read = StandardInput.readAllOnce(limit: 64 << 20) else {
-                    throw OStackError(
-                        .invalidInput, context: .init(suggestion: "--data @- reads at most 64 MiB of JSON from stdin."),
-                        detail: "--data stdin")
-                }
-                return read
+                return try StandardInput.readAllOnce()
             }
             return try APIRequest.readFile(String(data.dropFirst()))
         }
@@ -186,7 +186,8 @@ struct RecordsCommand: AsyncParsableCommand {
                 } else if let filterJSON {
                     guard let json = JSONValue.parse(Array(filterJSON.utf8)) else {
                         throw OStackError(
-                            .invalidFilter, context: .init(suggestion: "--filter-json is not valid JSON."),
+                            .invalidFilter,
+                            context: .init(suggestion: .text("--filter-json \(JSONValue.refusal(Array(filterJSON.utf8))).")),
                             detail: "json")
                     }
                     request.filter = try FilterCondition.parse(json)

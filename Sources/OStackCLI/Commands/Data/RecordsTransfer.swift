@@ -19,6 +19,14 @@ extension RecordsCommand {
         var output: String?
         @OptionGroup var source: SourceOptions
 
+        /// A format export does not write is a usage error (exit 64), like any other wrong option
+        /// value (it was `invalid-input`, exit 9).
+        func validate() throws {
+            if let format = global.format, ![.csv, .json, .ndjson].contains(format) {
+                throw ValidationError("records export writes --format csv, json or ndjson.")
+            }
+        }
+
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 // The export is written as it streams: there is no document for --jq or --template.
@@ -30,12 +38,6 @@ extension RecordsCommand {
                         detail: "export filter")
                 }
                 let format = global.format ?? (global.json ? .json : .csv)
-                guard [.csv, .json, .ndjson].contains(format) else {
-                    throw OStackError(
-                        .invalidInput,
-                        context: .init(suggestion: "records export writes --format csv, json or ndjson."),
-                        detail: "export format")
-                }
                 let session = try context.selectedSession()
                 var request = RecordReads.ListRequest(object: object)
                 if let filter { try request.setFilter(filter) }
@@ -113,8 +115,8 @@ final class ExportSink {
         if let path {
             let partial = PartialFile.name(for: path)
             var exists = stat()
-            let opened =
-                lstat(path, &exists) == 0 ? -1 : open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard lstat(path, &exists) != 0 else { throw Self.cannotCreate(path, errno: EEXIST) }
+            let opened = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard opened >= 0 else { throw Self.cannotCreate(path, errno: errno) }
             fd = opened
             ownsFile = true
@@ -129,13 +131,21 @@ final class ExportSink {
         }
     }
 
+    /// Why `path` cannot be created, as far as `errno` says (it was "it exists or the directory is
+    /// not writable" for a directory that does not exist, too).
     static func cannotCreate(_ path: String, errno: Int32) -> OStackError {
-        OStackError(
+        let reason =
+            switch errno {
+            case EEXIST: "it exists. Nothing was overwritten."
+            case ENOENT: "its directory does not exist."
+            case ENOTDIR: "a part of its directory is not a directory."
+            case EACCES, EPERM, EROFS: "its directory is not writable."
+            case ENOSPC, EDQUOT: "the disk is full."
+            default: "the file system refused it."
+            }
+        return OStackError(
             .invalidInput,
-            context: .init(
-                suggestion: .text(
-                    "Cannot create \(ErrorPresenter.sanitize(path, maxLength: 200)): it exists or the directory is not writable. Nothing was overwritten."
-                )),
+            context: .init(suggestion: .text("Cannot create \(ErrorPresenter.sanitize(path, maxLength: 150)): \(reason)")),
             detail: "export file errno \(errno)")
     }
 
