@@ -12,6 +12,7 @@ import Testing
         .offline: 5, .tls: 5, .timeout: 5, .conflict: 6, .notFound: 7, .unknownAccount: 7, .unknownObject: 7,
         .forbidden: 8, .validation: 9, .refused: 9, .olderChangeFailed: 11, .invalidFilter: 9, .keyringUnavailable: 10,
         .keyringDamaged: 10, .pinBusy: 10, .notEnoughMemory: 10, .agentUnresponsive: 10, .invalidSetting: 9,
+        .requestTooLong: 9,
         .keyringLocked: 10,
         .storageUnreadable: 10, .storageMissing: 10, .unsafeStorage: 10, .serverError: 11, .rateLimited: 11,
     ]

@@ -233,6 +233,16 @@ import Testing
         #expect(fields(#"{"error":{"details":{"fields":[{"field":"\u001b]0;x\u0007"},{"field":""}]}}}"#) == [])
     }
 
+    /// An address too long for the server — nginx's 414, Node's bodiless 431 — is said as such,
+    /// not "a response ostack does not understand".
+    @Test func anAddressTooLongIsNamed() {
+        for status in [414, 431] {
+            let error = ServerError(response: TransportResponse(status: status, headers: [], body: []))
+                .asOStackError(account: "work", host: "crm.example.com")
+            #expect(error.code == .requestTooLong, "\(status)")
+        }
+    }
+
     @Test func retryAfterTakesSecondsOrAnHTTPDate() {
         func seconds(_ headers: [(String, String)]) -> Int? {
             ServerError.retryAfterSeconds(TransportResponse(status: 503, headers: headers))

@@ -67,6 +67,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     static let maxBody = 32 << 20
+    /// Node's default `--max-http-header-size` (16 KiB: the request line and every header), which
+    /// the real server (Hono on Node's http) answers with a bodiless 431; a long filter in a URL
+    /// meets it there. (Behind nginx, 8 KiB of request line is a 414.)
+    static let maxHead = 16 << 10
     let app: DevServerApp
     var head: HTTPRequestHead?
     var body: [UInt8] = []
@@ -95,6 +99,15 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 write(
                     context: context, head: head,
                     response: .error(status: 413, code: "PAYLOAD_TOO_LARGE", message: "Body too large"))
+                return
+            }
+            let headBytes =
+                head.method.rawValue.utf8.count + head.uri.utf8.count + 12
+                + head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+            if headBytes > Self.maxHead {
+                var response = CoreResponse(status: 431, headers: [("Connection", "close")], body: nil)
+                response.rawBody = []
+                write(context: context, head: head, response: response)
                 return
             }
             let request = Self.makeRequest(head, body: body)

@@ -145,6 +145,10 @@ public struct ErrorPresenter: Sendable {
             return make("The filter is not valid.", suggestion, 9)
         case .invalidInput:
             return make("The input is not valid.", suggestion, 9)
+        case .requestTooLong:
+            return make(
+                "The request is too long for \(host ?? "the server"): its filter makes the address longer than servers take (about 8 KiB).",
+                "Use a shorter filter (fewer terms or values), or filter the local mirror with --local.", 9)
         case .invalidSetting:
             return make(
                 "The setting \(Self.sanitize(context.object ?? "")) in config.json is not valid. Nothing was done.",

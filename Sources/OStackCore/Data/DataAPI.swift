@@ -38,12 +38,24 @@ public struct DataAPI: Sendable {
         return url
     }
 
+    /// The longest address ostack sends: nginx's default buffer for a request line is 8 KiB (more is
+    /// 414), Node's limit for the request line and headers together 16 KiB (more is 431).
+    public static let maxURLBytes = 8 << 10
+
     /// Sends and returns the outcome whatever the status; transport failures and an expired session
-    /// throw (`offline`/`timeout`/`tls`, `session-expired`).
+    /// throw (`offline`/`timeout`/`tls`, `session-expired`). An address over `maxURLBytes` is not
+    /// sent: `request-too-long`.
     public func exchange(
         _ endpoint: Endpoint, query: [(String, String)] = [], body: JSONValue? = nil, headers: [(String, String)] = []
     ) throws(OStackError) -> Outcome {
         let target = url(endpoint, query: query)
+        guard target.utf8.count <= Self.maxURLBytes else {
+            var error = OStackError(
+                .requestTooLong, context: .init(host: account.server.authority),
+                detail: "address of \(target.utf8.count) bytes")
+            error.requestNotSent = true
+            throw error
+        }
         let bytes = body?.serialized()
         let method = endpoint.method
         let response = try keeper.send(account) { authorization in

@@ -36,6 +36,9 @@ public struct OStackError: Error, Sendable {
         /// A setting in config.json (edited by hand) whose value ostack cannot use: `context.object`
         /// names it. Commands that use the keyring or the server stop instead of using the default.
         case invalidSetting = "invalid-setting"
+        /// A request whose address is longer than servers take (a long filter): not sent when
+        /// ostack builds it over `DataAPI.maxURLBytes`, or answered 414/431.
+        case requestTooLong = "request-too-long"
         case invalidServerURL = "invalid-server-url"
         case insecureServerURL = "insecure-server-url"
         case notObjectStack = "not-objectstack"

@@ -22,10 +22,40 @@ struct CreateVerifier {
     func verify(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
         let byObject = Dictionary(grouping: entries, by: \.object)
         for object in byObject.keys.sorted() {
-            for slice in byObject[object]!.chunked(batchCap) {
-                try verify(object, Array(slice), &report)
+            for group in Self.lookupGroups(byObject[object]!, cap: batchCap) {
+                try verify(object, group, &report)
             }
         }
+    }
+
+    /// How much of a lookup's address its filter may take, percent-encoded: with the path and
+    /// `top`, well within `DataAPI.maxURLBytes` (a real server refuses a longer address, 414 or 431,
+    /// and a create that cannot be looked up stays unconfirmed).
+    static let filterBudget = 6 << 10
+
+    /// The bytes `value` takes in a filter in the address (percent-encoded, with a separator).
+    static func addressCost(_ value: JSONValue) -> Int {
+        DataAPI.percentEncode(String(decoding: value.serialized(), as: UTF8.self)).utf8.count + 3
+    }
+
+    /// Entries in groups of at most `cap` whose `id in […]` filter stays within `filterBudget`: long
+    /// ids make smaller groups.
+    static func lookupGroups(_ entries: [QueueEntry], cap: Int) -> [[QueueEntry]] {
+        var groups: [[QueueEntry]] = []
+        var current: [QueueEntry] = []
+        var size = 0
+        for entry in entries {
+            let cost = addressCost(.string(entry.recordID))
+            if !current.isEmpty && (current.count >= Swift.max(1, cap) || size + cost > filterBudget) {
+                groups.append(current)
+                current = []
+                size = 0
+            }
+            current.append(entry)
+            size += cost
+        }
+        if !current.isEmpty { groups.append(current) }
+        return groups
     }
 
     func verify(_ object: String, _ chunk: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
@@ -187,13 +217,32 @@ extension CreateVerifier {
         let ours = Set(group.map(\.recordID))
         let sent = Self.sentFields(entry)
         guard !sent.isEmpty else { return .absent }
-        let conditions: [JSONValue] = sent.keys.sorted().map { .array([.string($0), .string("="), sent[$0]!]) }
+        // The server is asked for the fields whose conditions fit in the address, shortest first (a
+        // long text field would make it longer than servers take); records are then matched on
+        // every field here. Narrowed, the answer may hold records that differ in the others, so
+        // more are asked for, and a list that may go on (as many as asked) proves nothing.
+        let all = sent.keys.sorted().map { key -> (key: String, condition: JSONValue) in
+            (key, .array([.string(key), .string("="), sent[key]!]))
+        }
+        var asked: [String: JSONValue] = [:]
+        var conditions: [JSONValue] = []
+        var size = 0
+        for (key, condition) in all.sorted(by: { Self.addressCost($0.condition) < Self.addressCost($1.condition) }) {
+            let cost = Self.addressCost(condition)
+            if size + cost > Self.filterBudget { continue }
+            size += cost
+            asked[key] = sent[key]
+            conditions.append(condition)
+        }
+        guard !conditions.isEmpty else { return .unknown }
+        let narrowed = conditions.count < all.count
+        let top = narrowed ? Swift.max(50, count + 2) : count + 2
         let filter = conditions.count == 1 ? conditions[0] : .array([.string("and")] + conditions)
         let outcome: DataAPI.Outcome
         do {
             outcome = try api.exchange(
                 .list(object: entry.object),
-                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(count + 2))])
+                query: [("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(top))])
         } catch  where !error.stopsTheAccount {
             return .unknown
         }
@@ -211,9 +260,14 @@ extension CreateVerifier {
         let earliest = (group.map(\.createdAt).min() ?? entry.createdAt) + (skew.map { $0 - 2 } ?? -600)
         // Every record listed must hold the fields asked for, where it shows them (a server that
         // ignored the filter proves nothing); `hasMore` is expected here, `top` being k + 2.
-        guard let records = json["records"]?.arrayValue,
-            records.allSatisfy({ record in sent.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value } })
+        guard let listed = json["records"]?.arrayValue,
+            listed.allSatisfy({ record in asked.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value } })
         else { return .unknown }
+        func holdsSent(_ record: JSONValue) -> Bool {
+            sent.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value }
+        }
+        let records = narrowed ? listed.filter(holdsSent) : listed
+        if narrowed && listed.count >= top && records.count < count + 2 { return .unknown }
         let user = api.account.userID
         // k + 2 or more records with these very fields: which ones are ours cannot be told.
         if records.count >= count + 2 { return .absent }

@@ -75,6 +75,9 @@ public struct ServerError: Sendable, Equatable {
                 code == "OBJECT_NOT_FOUND" ? .unknownObject : .notFound, context: context, detail: detail)
         case 409: return OStackError(.conflict, context: context, detail: detail)
         case 429: return OStackError(.rateLimited, context: context, detail: detail)
+        case 414, 431:  // URI too long (nginx), request header fields too large (Node): a long filter
+            context.fields = []
+            return OStackError(.requestTooLong, context: context, detail: detail)
         case 400, 422:
             if code == "INVALID_FILTER" || code == "INVALID_FIELD" || code == "INVALID_SORT" {
                 return OStackError(.invalidFilter, context: context, detail: detail)
