@@ -241,6 +241,19 @@ import Testing
         let none = try ostack.run(["logout", "--all"])
         #expect(none.status == 0 && none.stdout == "Every account was already signed out.\n", "\(none.stdout)")
         #expect(try ostack.run(["logout", "--all", "--json"]).stdout == "{\"accounts\":[]}\n")
+        // A signed-out account that still holds a credential in the keyring (put there past ostack)
+        // is signed out by `--all` too: it was passed over as signed out, the token left in place.
+        let homeNamespace = "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_bob"
+        let planted = try runSecretTool(
+            [
+                "store", "--label", "leftover", "app", "ostack", "namespace", homeNamespace, "account",
+                "127.0.0.1:\(server.port)::usr_bob", "kind", "session-token", "version", "1",
+            ], stdin: Array("left-behind-token".utf8))
+        try #require(planted.status == 0, "\(planted.stderr)")
+        try #require(try ostack.keyringItems(namespace: homeNamespace).contains("session-token"))
+        let swept = try ostack.run(["logout", "--all"])
+        #expect(swept.status == 0 && swept.stdout.hasPrefix("Signed out of home."), "\(swept.stdout) \(swept.stderr)")
+        #expect(!(try ostack.keyringItems(namespace: homeNamespace)).contains("session-token"))
     }
 
     func refreshes(_ server: DevServerProcess) throws -> Int {

@@ -24,8 +24,12 @@ struct Logout: AsyncParsableCommand {
             var lines: [String] = []
             // Signing out keeps the account the default: the document says so (it said false).
             let defaultAccount = try context.accountsService().configuration.load().defaultAccount
-            for account in accounts where account.sessionState != .signedOut || all == false {
+            // `--all` asks every account, signed out ones too: one may still hold a credential (an
+            // older sign-in's, a copy the registry does not know of), and only the keyring can say.
+            // Those with nothing to delete are passed over quietly.
+            for account in accounts {
                 let outcome = try LogoutService(environment: environment).logout(account)
+                if all && outcome.alreadySignedOut { continue }
                 let service = context.accountsService()
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: defaultAccount)))
                 // A confirmation, on stdout like every other command's.
