@@ -85,6 +85,14 @@ import Testing
             "\(deepFilter.stderr)")
         let broken = try ostack.run(["records", "create", "task", "--data", "{\n\"title\": \"x\",\n\"status\": }"])
         #expect(broken.status == 9 && broken.stderr.contains("--data is not valid JSON (line 3)"), "\(broken.stderr)")
+        // A name given twice is refused (the first was kept, silently): in --data, and by line in
+        // an NDJSON import.
+        let twice = try ostack.run(["records", "create", "task", "--data", #"{"title":"A","title":"B"}"#])
+        #expect(twice.status == 9 && twice.stderr.contains("--data names 'title' twice"), "\(twice.stderr)")
+        let rows = try ostack.run(
+            ["records", "import", "task", "-", "--format", "ndjson"],
+            stdin: #"{"title":"Fine"}"# + "\n" + #"{"title":"A","status":"open","title":"B"}"# + "\n")
+        #expect(rows.status == 9 && rows.stdout.contains("line 2: 'title' appears twice"), "\(rows.stdout)")
         // An argument that is not UTF-8 is refused (it was stored with U+FFFD in place of its bytes).
         let notUTF8 = try runProcess(
             executable: "/bin/sh",

@@ -229,4 +229,26 @@ import Testing
         #expect(JSONValue.parseDirectly(page) == Self.decoded(page))
         #expect(JSONValue.parse(page)?["records"]?.arrayValue?.first?["title"] == "A \"quoted\" title")
     }
+
+    /// A name given twice in one object is found (decoded: `\u0061` is `a`), in any object at any
+    /// depth; the same name in two objects, or as a value, is not a repeat.
+    @Test func aRepeatedNameIsFound() {
+        let cases: [(String, String?)] = [
+            (#"{"a":1,"a":2}"#, "a"),
+            (#"{"a":"x","\u0061":2}"#, "a"),
+            (#"{"o":{"x":1,"y":[1,2],"x":2}}"#, "x"),
+            (#"[{"a":1},{"a":2}]"#, nil),
+            (#"{"a":1,"b":{"a":2}}"#, nil),
+            (#"{"k":"a","v":"a"}"#, nil),
+            (#"{"k":"\",\"k\":","z":1}"#, nil),
+            (#"{"a":[1,{"b":1}],"b":2}"#, nil),
+            ("not json", nil),
+        ]
+        for (text, expected) in cases {
+            #expect(JSONValue.repeatedName(Array(text.utf8)) == expected, "\(text)")
+            let (value, repeated) = JSONValue.parseNamingRepeats(Array(text.utf8))
+            #expect(repeated == expected, "\(text)")
+            #expect(value == JSONValue.parse(Array(text.utf8)), "\(text)")
+        }
+    }
 }

@@ -43,6 +43,62 @@ extension JSONValue {
         bytes.withUnsafeBytes { parseDirectly($0) }
     }
 
+    /// The first member name that appears twice in one object of `bytes` (decoded, so `"a"` and
+    /// `"\u0061"` are the same name), or nil. `parse` keeps the first of two, other readers the last:
+    /// input with a repeated name is ambiguous, and ostack refuses it instead of choosing. Cheap for
+    /// text without one: the direct reading, which refuses a repeated name, is tried first.
+    public static func repeatedName(_ bytes: [UInt8]) -> String? {
+        guard parseDirectly(bytes) == nil else { return nil }
+        return scanForRepeatedName(bytes)
+    }
+
+    /// `parse` and `repeatedName` in one: the text read once when it has no repeated name.
+    public static func parseNamingRepeats(_ bytes: [UInt8]) -> (value: JSONValue?, repeatedName: String?) {
+        if let direct = parseDirectly(bytes) { return (direct, nil) }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)) else { return (nil, nil) }
+        return (value, scanForRepeatedName(bytes))
+    }
+
+    static func scanForRepeatedName(_ bytes: [UInt8]) -> String? {
+        var objects: [Set<String>?] = []  // per open container: the names seen (nil for an array)
+        var expectName = false
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "{"):
+                objects.append([])
+                expectName = true
+            case UInt8(ascii: "["):
+                objects.append(nil)
+                expectName = false
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                _ = objects.popLast()
+                expectName = false
+            case UInt8(ascii: ","):
+                expectName = objects.last.map { $0 != nil } ?? false
+            case UInt8(ascii: ":"):
+                expectName = false
+            case UInt8(ascii: "\""):
+                let start = index
+                index += 1
+                while index < bytes.count && bytes[index] != UInt8(ascii: "\"") {
+                    index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                guard index < bytes.count else { return nil }
+                if expectName, objects.last.map({ $0 != nil }) == true,
+                    let name = parse(Array(bytes[start...index]))?.stringValue
+                {
+                    if objects[objects.count - 1]!.contains(name) { return name }
+                    objects[objects.count - 1]!.insert(name)
+                }
+            default: break
+            }
+            index += 1
+        }
+        return nil
+    }
+
     /// Why text that `parse` refuses is not a value, in words for a hint after the input's name
     /// (`--data nests 600 levels deep, …`): nesting deeper than any reader here takes (`JSONDecoder`
     /// stops at 512; it was "not valid JSON" for well-formed text), else "is not valid JSON", with

@@ -45,10 +45,17 @@ struct RecordsCommand: AsyncParsableCommand {
         func dataValue() throws(OStackError) -> JSONValue? {
             guard let data else { return nil }
             let bytes = try bytes(data)
-            guard let value = JSONValue.parse(bytes) else {
+            let (parsed, repeated) = JSONValue.parseNamingRepeats(bytes)
+            guard let value = parsed else {
                 throw OStackError(
                     .invalidInput, context: .init(suggestion: .text("--data \(JSONValue.refusal(bytes)).")),
                     detail: "--data json")
+            }
+            if let name = repeated {
+                throw OStackError(
+                    .invalidInput,
+                    context: .init(suggestion: .text("--data names '\(name)' twice in one object: keep one.")),
+                    detail: "--data repeated name")
             }
             return value
         }

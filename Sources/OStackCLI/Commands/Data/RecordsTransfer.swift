@@ -700,7 +700,8 @@ extension RecordsCommand {
                         : .failure(Problem(line: record.line, problems: problems))
                 }
             case .json:
-                guard let parsed = JSONValue.parse(bytes) else {
+                let (value, repeated) = JSONValue.parseNamingRepeats(bytes)
+                guard let parsed = value else {
                     let line = JSONValue.errorLine(bytes) ?? 1
                     throw OStackError(
                         .invalidInput,
@@ -709,6 +710,13 @@ extension RecordsCommand {
                                 "Line \(line): the file is not valid JSON (or holds a number too large to read). Nothing was imported."
                         ),
                         detail: "import json: not JSON")
+                }
+                if let name = repeated {
+                    throw OStackError(
+                        .invalidInput,
+                        context: .init(
+                            suggestion: .text("The file names '\(name)' twice in one object: keep one. Nothing was imported.")),
+                        detail: "import json: repeated name")
                 }
                 guard let items = parsed.arrayValue else {
                     throw OStackError(
@@ -729,8 +737,14 @@ extension RecordsCommand {
                 for (index, line) in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
                     .enumerated()
                 where !line.allSatisfy({ $0 == 32 || $0 == 13 }) {
-                    switch JSONValue.parse(Array(line)) {
-                    case .object(let fields)?: results.append(.success(Row(line: index + 1, fields: clean(fields))))
+                    let (value, repeated) = JSONValue.parseNamingRepeats(Array(line))
+                    switch value {
+                    case .object(let fields)?:
+                        if let repeated {
+                            results.append(.failure(Problem(line: index + 1, problems: ["'\(repeated)' appears twice"])))
+                        } else {
+                            results.append(.success(Row(line: index + 1, fields: clean(fields))))
+                        }
                     case nil: results.append(.failure(Problem(line: index + 1, problems: ["not valid JSON"])))
                     default: results.append(.failure(Problem(line: index + 1, problems: ["not a JSON object"])))
                     }
