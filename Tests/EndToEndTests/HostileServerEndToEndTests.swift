@@ -332,6 +332,21 @@ import Testing
         for id in ["good1", "good2"] {
             #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
         }
+        // The next pull's look-back (5 s before the cursor) fetches the same records again: each
+        // refusal was reported once, so a quiet sync is clean (it exited 11 with the same four on
+        // every sync until something newer came). A new version of one is reported again; one that
+        // comes back valid is stored.
+        try listFault(server, text: #"{"records":[\#(page.joined(separator: ","))]}"#, count: 1, query: "filter")
+        let quiet = try ostack.run(["sync", "--pull-only"])
+        #expect(quiet.status == 0, "\(quiet.stdout)\(quiet.stderr)")
+        var changed = page
+        changed[1] = #"{"id":"bad1","title":tru,"updated_at":"2030-01-01T00:00:06.000Z"}"#
+        changed[2] = #"{"id":"bad2","amount":2,"updated_at":"2030-01-01T00:00:07.000Z"}"#
+        try listFault(server, text: #"{"records":[\#(changed.joined(separator: ","))]}"#, count: 1, query: "filter")
+        let again = try ostack.run(["sync", "--pull-only"])
+        #expect(again.status == 11, "\(again.stderr)")
+        #expect(again.stderr.contains("1 record of task from the server could not be stored") && again.stderr.contains("): bad1."), "\(again.stderr)")
+        #expect(try ostack.run(["records", "get", "task", "bad2", "--local"]).status == 0)
     }
 
     /// Defect 2: a server that assigns its own ids. What a create prints is the server's id, the id

@@ -25,6 +25,8 @@ struct Puller {
         /// Records that are not valid JSON, nest too deep or carry a number out of range: their ids
         /// (nil when unusable), reported instead of stored (docs/sync.md, "Pull").
         var rejected: [String?] = []
+        /// The version (`updated_at`) of each of `rejected`, nil when unknown.
+        var rejectedVersions: [String?] = []
         /// The keyset position of the page's last record, stored or not: the cursor moves past it.
         var last: (version: String?, id: String)?
         /// Records on the page, stored or not.
@@ -100,6 +102,12 @@ struct Puller {
                 throw malformed("list page went back in time: the cursor did not advance")
             }
         }
+        // Records refused before, by id and version: the look-back fetches them again on every pull
+        // while they are among the newest, and each refusal is reported once (it was on every quiet
+        // `sync`, exit 11, until something newer came). A new version is reported again; one stored
+        // is forgotten (docs/sync.md, "Pull").
+        var refused = Self.refusedRecords(try store.value(Self.refusedKey(object)))
+        let refusedBefore = refused
         // A full page whose last record has no `updated_at` cannot move the cursor: what it holds is
         // stored, and the pull stops with an error instead of ending as if it were complete.
         var stalled = false
@@ -123,7 +131,14 @@ struct Puller {
                         object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
                         into: bulk)
                     report.pulled += applied
-                    report.rejected.append(contentsOf: page.rejected)
+                    for (id, version) in zip(page.rejected, page.rejectedVersions) {
+                        if let id {
+                            if refused[id] == (version ?? "") { continue }  // reported by an earlier pull
+                            refused[id] = version ?? ""
+                        }
+                        report.rejected.append(id)
+                    }
+                    for record in page.records where refused[record.id] != nil { refused[record.id] = nil }
                     // A record refused here but stored again by a later page of this transaction
                     // is not stale: only the refusals no later page took back are flagged.
                     rejected.subtract(page.records.map(\.id))
@@ -160,6 +175,7 @@ struct Puller {
                 // is current once this transaction's records are in place (one an earlier page of it
                 // brought, or one committed before).
                 for id in rejected { try store.markInvalid(object, id) }
+                if refused != refusedBefore { try Self.storeRefused(refused, object, store) }
             }
         }
         if stalled { throw malformed("list page ends with a record without updated_at") }
@@ -169,6 +185,28 @@ struct Puller {
         }
         try store.markPulled(object, reconciled: due)
         return report
+    }
+
+    /// The `account_info` key of an object's refused records: a JSON object of id → version.
+    static func refusedKey(_ object: String) -> String { "sync.refused." + object }
+
+    /// At most this many refused records are remembered per object (the oldest beyond are forgotten,
+    /// and reported again if fetched again).
+    static let refusedLimit = 1_000
+
+    static func refusedRecords(_ text: String?) -> [String: String] {
+        guard let text, case .object(let members)? = JSONValue.parse(Array(text.utf8)) else { return [:] }
+        var result: [String: String] = [:]
+        for (id, version) in members { if let version = version.stringValue { result[id] = version } }
+        return result
+    }
+
+    static func storeRefused(_ refused: [String: String], _ object: String, _ store: LocalStore) throws(OStackError) {
+        guard !refused.isEmpty else { return try store.removeValue(refusedKey(object)) }
+        // Beyond the limit, those with the newest versions are kept (the look-back fetches those).
+        let kept = refused.sorted { ($0.value, $0.key) > ($1.value, $1.key) }.prefix(refusedLimit)
+        let json = JSONValue.object(Dictionary(uniqueKeysWithValues: kept.map { ($0.key, JSONValue.string($0.value)) }))
+        try store.setValue(refusedKey(object), String(decoding: json.serialized(), as: UTF8.self))
     }
 
     /// How far before its cursor a pull starts (see `pull`; the `sync.lookback` setting): longer than
@@ -341,7 +379,9 @@ struct Puller {
             for range in raw.ranges {
                 let slice = UnsafeRawBufferPointer(rebasing: body[range])
                 guard JSONSyntax.checkObject(slice, names: names, into: &values, scratch: &scratch) else {
-                    page.rejected.append(key(of: slice)?.id)
+                    let key = key(of: slice)
+                    page.rejected.append(key?.id)
+                    page.rejectedVersions.append(key?.version)
                     continue
                 }
                 guard case .string(let idRange, let escaped) = values[0],
@@ -349,6 +389,7 @@ struct Puller {
                     PushClassifier.isUsableID(id)
                 else {
                     page.rejected.append(nil)
+                    page.rejectedVersions.append(nil)
                     continue
                 }
                 let version: String? =
