@@ -128,7 +128,7 @@ extension JSONValue {
             default: break
             }
         }
-        if deepest > 500 { return "nests \(deepest) levels deep, more than ostack reads" }
+        if deepest > 500 { return "nests \(deepest) levels deep, more than can be read" }
         let line = errorLine(bytes) ?? 1
         return bytes.contains(0x0A) ? "is not valid JSON (line \(line))" : "is not valid JSON"
     }
