@@ -941,6 +941,59 @@ private struct Fixture {
         #expect(nonEmpty > 60)
     }
 
+    /// A page without a filter or sort comes from the keys map (`firstByKey`), and `id = …` /
+    /// `id in (…)` through it: on a mirror of several levels — a first load, pulls that supersede
+    /// some of its records, deletions, records created here — the same ids and count as evaluating
+    /// every record, for every page (an empty one, one past the end, one over several levels).
+    @Test func pagesAndIdLookupsThroughTheKeysAgreeWithEveryRecord() throws {
+        var generator = SeededGenerator(seed: 18)
+        func json(_ id: String, _ round: Int) -> [UInt8] {
+            Array(#"{"id":"\#(id)","title":"r\#(round)","status":"open"}"#.utf8)
+        }
+        var current: [String: Int] = [:]  // id → the round of its current copy
+        // A first load above the two smallest size tiers, so that the pulls' small levels are not
+        // merged into it at once.
+        let first = (0..<40_000).map { "k" + String(($0 * 7919) % 100_000 + 100_000) }
+        let load = try store.firstLoad("task")
+        _ = try store.applyPulled("task", first.map { ($0, "v0", json($0, 0)) }, load: load)
+        for id in first { current[id] = 0 }
+        for round in 1...4 {
+            // Pulls meeting records already here (a newer level supersedes them) and bringing new ones.
+            // Large enough to be a level of its own (a few records are written into the level
+            // holding them), small enough not to be merged at once.
+            let ids = (0..<3_000).map { _ in "k" + String(Int.random(in: 100_000..<106_000, using: &generator)) }
+            let distinct = Array(Set(ids)).sorted()
+            _ = try store.applyPulled("task", distinct.map { ($0, "v\(round)", json($0, round)) })
+            for id in distinct { current[id] = round }
+            for id in current.keys.sorted().shuffled(using: &generator).prefix(5) {
+                try store.deleteRecord("task", id)
+                current[id] = nil
+            }
+            try store.putRecord("task", ["id": .string("n\(round)"), "title": "here"], version: nil)
+            current["n\(round)"] = -1
+        }
+        let levels = try store.index.levels("task")
+        #expect(levels.count > 2 && levels.dropFirst().contains(where: \.supersedes), "\(levels)")
+        let all = current.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        for (limit, offset) in [(0, 0), (1, 0), (50, 0), (50, 30), (1000, 0), (10, all.count - 3), (5, all.count + 7)] {
+            let got = try actual(.init(object: "task", limit: limit, offset: offset))
+            #expect(got.total == all.count, "limit \(limit) offset \(offset)")
+            #expect(got.ids == Array(all.dropFirst(offset).prefix(limit)), "limit \(limit) offset \(offset)")
+        }
+        for _ in 0..<20 {
+            let asked = (0..<Int.random(in: 1...6, using: &generator)).map { _ in
+                "k" + String(Int.random(in: 100_000..<106_500, using: &generator))
+            }
+            let filter: FilterCondition =
+                asked.count == 1
+                ? .compare(field: "id", op: .eq, operand: .value(.string(asked[0])))
+                : .compare(field: "id", op: .in, operand: .value(.array(asked.map(JSONValue.string))))
+            let got = try actual(.init(object: "task", filter: filter, limit: 50))
+            let want = all.filter(Set(asked).contains)
+            #expect(got.ids == want && got.total == want.count, "\(asked)")
+        }
+    }
+
     /// The page of a query in id order is kept in a bounded heap (`SmallestIDs`): the same ids, in
     /// the same (byte) order, as sorting every match.
     @Test func smallestIDsKeepsThePageInByteOrder() {

@@ -42,16 +42,34 @@ extension LocalStore {
     private func runQuery(_ query: LocalQuery) throws(OStackError) -> (records: [[UInt8]], total: Int) {
         guard ObjectSchema.isIdentifier(query.object) else { return ([], 0) }
         let indexed = query.filter == nil ? [] : try indexedFields(query.object)
-        let equalities =
-            query.filter.map(Self.indexableEqualities)?.filter { field, _ in
-                indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "")
-            } ?? []
+        let indexable = query.filter.map(Self.indexableEqualities) ?? []
+        let equalities = indexable.filter { field, _ in
+            indexed.contains(field) && !["date", "datetime", "time"].contains(query.fieldTypes[field] ?? "")
+        }
+        // `id = '…'` and `id in (…)`: the keys map names their records (each conjunct narrows).
+        let idConjuncts = indexable.filter { field, _ in field == "id" }.map { Set($0.1) }
         let levels = try index.levels(query.object)
+        let first = max(0, query.offset)
+        // Offset and limit come from the command line: their sum is kept from overflowing.
+        let end = query.limit.map { first.addingReportingOverflow(max(0, $0)) }.map {
+            $0.overflow ? Int.max : $0.partialValue
+        }
+        // No filter, no sort, a page (`records list`'s default): the page and the count come from the
+        // keys map, which holds ids in order, without reading every record (at 1 000 000 records,
+        // about 30 ms against a second).
+        if query.filter == nil, query.sort.isEmpty, let end, end <= Self.keyedPageLimit {
+            return try firstByKey(query.object, levels: levels, skip: first, end: end)
+        }
         // The records to read, when they are known without a scan: the ones a lookup names, or every
         // record of a small share of the mirror. (The object is inlined: a checked identifier.)
         var candidates: [Int64]?
         var superseded = Set<Int64>()
-        if !equalities.isEmpty {
+        if let ids = idConjuncts.first {
+            let named = idConjuncts.dropFirst().reduce(ids) { $0.intersection($1) }
+            var rids = Set(try index.current(query.object, named, in: levels).values.map(\.rid))
+            if !equalities.isEmpty { rids.formIntersection(try lookedUp(query.object, equalities, levels: levels)) }
+            candidates = rids.sorted()
+        } else if !equalities.isEmpty {
             candidates = try lookedUp(query.object, equalities, levels: levels)
         } else {
             switch try currentRows(query.object, levels: levels) {
@@ -81,11 +99,6 @@ extension LocalStore {
         // In id order with a page size (`records list`'s default): one pass keeping the page's ids in
         // a bounded heap instead of sorting every match, so the cost grows with the mirror, not
         // with m·log m of its matches.
-        let first = max(0, query.offset)
-        // Offset and limit come from the command line: their sum is kept from overflowing.
-        let end = query.limit.map { first.addingReportingOverflow(max(0, $0)) }.map {
-            $0.overflow ? Int.max : $0.partialValue
-        }
         if query.sort.isEmpty, let end {
             return try firstByID(sql: sql, skip: first, end: end, superseded: superseded)
         }
@@ -215,6 +228,39 @@ extension LocalStore {
             if try read.step() { records.append(read.withColumnBytes(at: 0) { Array($0) }) }
         }
         return records
+    }
+
+    /// The largest page (offset and limit) read through the keys map: beyond it, one pass over the
+    /// table reads the records in storage order, cheaper than looking each one up.
+    static let keyedPageLimit = 10_000
+
+    /// Every current record's `skip ..< end` in `id` order, and how many there are, from the keys
+    /// map alone: its current keys in order (levels merged) up to `end`, and its counts less the rows
+    /// newer levels supersede.
+    private func firstByKey(_ object: String, levels: [MirrorIndex.Level], skip: Int, end: Int)
+        throws(OStackError) -> (records: [[UInt8]], total: Int)
+    {
+        var total = 0
+        for level in levels {
+            let (sum, overflow) = total.addingReportingOverflow(level.keys)
+            guard !overflow else { throw MirrorIndex.damaged() }  // counts no mirror could hold
+            total = sum
+        }
+        total -= try index.superseded(object, levels: levels).count
+        var rids: [Int64] = []
+        if end > 0 {
+            try index.forEachCurrentKey(object) { _, rid throws(OStackError) in
+                rids.append(rid)
+                return rids.count < end
+            }
+        }
+        do {
+            return (try records(at: Array(rids.dropFirst(skip))), Swift.max(0, total))
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw Self.storage(error)
+        }
     }
 
     /// The matches `skip ..< end` in `id` order (SQLite's BINARY collation: byte order), and
