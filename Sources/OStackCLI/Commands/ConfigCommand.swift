@@ -69,8 +69,11 @@ struct ConfigGet: AsyncParsableCommand {
 }
 
 struct ConfigSet: AsyncParsableCommand {
+    // The usage names one value (the argument collects every word so that `-5` reaches the
+    // setting's own check; the parser's generated line said `[<value> ...]`).
     static let configuration = CommandConfiguration(
-        commandName: "set", abstract: "Change one setting (--unset restores its default).")
+        commandName: "set", abstract: "Change one setting (--unset restores its default).",
+        usage: "ostack config set <key> <value>\nostack config set <key> --unset")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The setting.") var key: String
     /// Every word after the key that is not one of the command's options: a value may start with
