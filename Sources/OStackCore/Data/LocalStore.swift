@@ -298,13 +298,30 @@ public final class LocalStore: @unchecked Sendable {
         }
     }
 
-    /// The version (`updated_at`) the mirror holds for a record, without decoding it: `.some(nil)`
-    /// for a record stored without one, nil when there is no record.
-    func mirrorVersion(_ object: String, _ id: String) throws(OStackError) -> String?? {
-        guard let (rid, _) = try index.current(object, id),
-            let row = try rows("SELECT version FROM records WHERE rid = ?", [.integer(rid)]).first
-        else { return nil }
-        return .some(row.text("version"))
+    /// The versions (`updated_at`) the mirror holds for records, without decoding them: `.some(nil)`
+    /// for a record stored without one; ids the mirror does not hold are absent from the answer.
+    /// Each level is searched once for all of them (`MirrorIndex.current(_:_:in:)`): a look-back
+    /// page of 5 000 records looked up one by one cost every quiet pull about 50 ms.
+
+    func mirrorVersions(_ object: String, _ ids: Set<String>) throws(OStackError) -> [String: String?] {
+        guard !ids.isEmpty else { return [:] }
+        let found = try index.current(object, ids, in: try index.levels(object))
+        var versions: [String: String?] = [:]
+        do {
+            let read = try statement("SELECT version FROM records WHERE rid = ?", [.null])
+            defer { read.reset() }
+            for (id, location) in found {
+                read.reset()
+                try read.bind([.integer(location.rid)])
+                guard try read.step() else { continue }
+                if case .text(let version) = read.value(at: 0) { versions[id] = .some(version) } else { versions[id] = .some(nil) }
+            }
+        } catch let error as OStackError {
+            throw error
+        } catch {
+            throw Self.storage(error)
+        }
+        return versions
     }
 
     /// Writes a record as the server has it (or as a local edit shows it).
