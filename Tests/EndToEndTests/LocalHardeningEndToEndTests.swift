@@ -363,6 +363,14 @@ import Testing
                     && linked.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
                 "\(linked.stderr)")
             #expect(unlink(path) == 0 && rename(path + ".real", path) == 0)
+            // A directory in its place is named the same way (it was "Local storage failed").
+            #expect(rename(path, path + ".real") == 0 && mkdir(path, 0o700) == 0)
+            let directory = try ostack.run(["status"])
+            #expect(
+                directory.status == 10 && directory.stderr.contains("Refusing to use")
+                    && directory.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
+                "\(directory.stderr)")
+            #expect(rmdir(path) == 0 && rename(path + ".real", path) == 0)
         }
         #expect(try ostack.run(["status"]).status == 0)
     }

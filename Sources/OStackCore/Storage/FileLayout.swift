@@ -1,3 +1,4 @@
+import Glibc
 import PlatformKit
 
 /// Where ostack keeps its files (docs/storage.md, "File layout").
@@ -157,8 +158,11 @@ extension OStackError {
     /// A file-system failure as the user sees it: an unsafe path (a planted symbolic link, a
     /// directory of another user or open to others) is `unsafe-storage` naming its role, anything
     /// else `storage-failure`.
+    /// A directory where a file belongs (EISDIR) is not what ostack keeps there either: named, not
+    /// "Local storage failed. Check free disk space".
     public static func storage(_ error: PlatformError, role: String) -> OStackError {
-        error.isUnsafePath ? unsafe(error, role: role) : OStackError(.storageFailure, detail: "\(role): \(error)")
+        error.isUnsafePath || error.errno == EISDIR
+            ? unsafe(error, role: role) : OStackError(.storageFailure, detail: "\(role): \(error)")
     }
 
     /// `unsafe-storage` for `role` (our wording: "the agent's runtime directory", …).
