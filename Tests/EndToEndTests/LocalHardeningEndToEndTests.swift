@@ -354,23 +354,20 @@ import Testing
                 status.stderr.contains("The \(name)") && status.stderr.contains("it is damaged"), "\(status.stderr)")
             #expect(try SecureFileSystem.readFile(path) == Array("\u{0}garbage".utf8))  // nothing was changed
             try SecureFileSystem.writeAtomically(saved, to: path)
-            // A link in its place (a dotfile manager's) is refused by name (FS-2); it was "Local
-            // storage failed. Check free disk space" on every command (found by red team).
-            #expect(rename(path, path + ".real") == 0 && symlink(path + ".real", path) == 0)
-            let linked = try ostack.run(["status"])
-            #expect(
-                linked.status == 10 && linked.stderr.contains("Refusing to use")
-                    && linked.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
-                "\(linked.stderr)")
-            #expect(unlink(path) == 0 && rename(path + ".real", path) == 0)
-            // A directory in its place is named the same way (it was "Local storage failed").
-            #expect(rename(path, path + ".real") == 0 && mkdir(path, 0o700) == 0)
-            let directory = try ostack.run(["status"])
-            #expect(
-                directory.status == 10 && directory.stderr.contains("Refusing to use")
-                    && directory.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
-                "\(directory.stderr)")
-            #expect(rmdir(path) == 0 && rename(path + ".real", path) == 0)
+            // A link in its place (a dotfile manager's) is refused by name (FS-2), and so is a
+            // directory; both were "Local storage failed. Check free disk space" on every command
+            // (found by red team).
+            for (place, remove) in [
+                ({ symlink(path + ".real", path) }, { unlink(path) }), ({ mkdir(path, 0o700) }, { rmdir(path) }),
+            ] as [(() -> Int32, () -> Int32)] {
+                #expect(rename(path, path + ".real") == 0 && place() == 0)
+                let refused = try ostack.run(["status"])
+                #expect(
+                    refused.status == 10 && refused.stderr.contains("Refusing to use")
+                        && refused.stderr.contains(file.split(separator: "/").last.map(String.init) ?? "?"),
+                    "\(refused.stderr)")
+                #expect(remove() == 0 && rename(path + ".real", path) == 0)
+            }
         }
         #expect(try ostack.run(["status"]).status == 0)
     }
