@@ -18,6 +18,10 @@ public struct CommandContext: Sendable {
     /// Whether opening an account counts as use of its unlocked key (false in `sync --watch` after
     /// the first cycle, so a watch does not keep an account from locking itself).
     public var countsAsUse = true
+    /// Whether `authEnvironment()` refuses a setting whose value is not valid (`invalid-setting`).
+    /// Off for the commands that take access away — `lock`, `logout`, `accounts remove` — which
+    /// must work whatever config.json holds.
+    public var checksSettings = true
 
     public init(
         global: GlobalOptions, environment: [String: String], terminal: Terminal, layout: FileLayout,
@@ -35,10 +39,11 @@ public struct CommandContext: Sendable {
 
     /// The side effects of account and session use cases, after finishing any interrupted login.
     /// A setting in config.json whose value ostack cannot use stops the command first, by name
-    /// (`invalid-setting`); `config` and `doctor` still run.
+    /// (`invalid-setting`), unless `checksSettings` is off; commands that do not come here (`config`,
+    /// `doctor`, `status`, `accounts list`, `agent`…) still run.
     public func authEnvironment() throws(OStackError) -> AuthEnvironment {
         try layout.checkHome()
-        try configuration.load().checkSettings()
+        if checksSettings { try configuration.load().checkSettings() }
         let environment = try makeAuthEnvironment(self)
         do {
             try LoginService(environment: environment).recoverInterruptedLogin()
@@ -87,7 +92,11 @@ public struct CommandContext: Sendable {
             environment: environment,
             agent: environment.agent ?? AgentClient(layout: layout, namespaces: environment.namespaces),
             processEnvironment: self.environment)
-        service.agentLimits = try AgentLimits(configuration: configuration)
+        // Unchecked (`lock`): limits are not used to lock, and a bad value must not stop it.
+        service.agentLimits =
+            checksSettings
+            ? try AgentLimits(configuration: configuration)
+            : (try? AgentLimits(configuration: configuration)) ?? .defaults
         if self.environment["OSTACK_PIN_KDF"] == "interactive" { service.pinParameters = { .interactive() } }
         return service
     }

@@ -18,7 +18,7 @@ public enum CommandLineMain {
     /// `CommandLine.arguments` replaces such bytes with U+FFFD, so `--set title=…` stored other text
     /// than given and a file name named another file; such an argument is refused instead.
     public static func firstArgumentNotUTF8() -> Int? {
-        for position in 1..<Int(CommandLine.argc) {
+        for position in stride(from: 1, to: Int(CommandLine.argc), by: 1) {  // argc may be 0 (an exec with no argv)
             guard let pointer = CommandLine.unsafeArgv[position] else { continue }
             let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
             if String(validating: bytes, as: UTF8.self) == nil { return position }

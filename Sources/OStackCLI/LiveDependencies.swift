@@ -24,16 +24,20 @@ enum LiveDependencies {
         // cycle, completion) does not keep it unlocked.
         client.countsAsUse = context.countsAsUse
         let agent = client
-        // Settings are read once. A command refuses one that is not valid before it gets here
-        // (`CommandContext.authEnvironment`); `doctor`, which reports it, builds with the defaults
-        // instead, except that a CA file it cannot use trusts no CA at all (never the system's).
-        let configuration = try context.configuration.load()
-        let limits = (try? AgentLimits(configuration: configuration)) ?? AgentLimits.defaults
+        // Settings are read once. Most commands refuse one that is not valid before they get here
+        // (`CommandContext.authEnvironment`); `doctor`, which reports it (and a damaged config.json),
+        // and `lock`, `logout` and `accounts remove`, which must work anyway, build without it: a CA
+        // file that cannot be used trusts no CA at all (never the system's), and with agent limits
+        // that are not valid nothing is handed to the agent (never for the default's 15 minutes).
+        let loaded = try? context.configuration.load()
+        let configuration = loaded ?? Configuration()
+        let limits = loaded.flatMap { try? AgentLimits(configuration: $0) }
         let processEnvironment = context.environment
         // The file backend unlocks into the agent: its derived key is asked for once per agent session.
         let sharedKey = FileKeyring.DerivedKeyCache(
             load: { agent.key(named: "file-keyring") },
             store: { key in
+                guard let limits else { return }
                 try? agent.store(key, named: "file-keyring", limits: limits, environment: processEnvironment)
             })
         let backends: [String: any SecretStore] = [
@@ -47,7 +51,7 @@ enum LiveDependencies {
         ]
         let store = RoutingSecretStore(
             defaultBackend: defaultBackend, backends: backends, namespaces: namespaces, registry: context.registry)
-        let caSetting = (try? configuration.validValue(of: "tls.ca-file")) ?? "/dev/null"
+        let caSetting = loaded == nil ? "/dev/null" : (try? configuration.validValue(of: "tls.ca-file")) ?? "/dev/null"
         let timeout = context.global.timeoutSeconds ?? 60
         let transport = CurlTransport(
             connectTimeout: min(10, timeout), totalTimeout: timeout,

@@ -520,6 +520,41 @@ import Testing
         )
     }
 
+    /// A lookup by fields narrowed to the fields that fit in the address (a long `notes`) proves
+    /// nothing unless every record listed shows the fields left out, and the list is complete: a
+    /// record that hides `notes` was taken for the create (the change dropped from the queue), and a
+    /// list that may go on (`hasMore`, a larger `total`) for proof of absence (the create sent
+    /// again). Either leaves it unconfirmed; once the server answers properly it is found, once.
+    @Test(arguments: [
+        #"{\"records\":[{\"id\":\"other1\",\"title\":\"Long one\",\"created_by\":\"usr_alice\",\"created_at\":\"2099-01-01T00:00:00.000Z\"}],\"hasMore\":false}"#,
+        #"{\"records\":[],\"hasMore\":true}"#,
+        #"{\"records\":[],\"total\":2,\"hasMore\":false}"#,
+    ])
+    func aNarrowedLookupProvesNothingWithoutEveryFieldAndTheWholeList(_ answer: String) throws {
+        let (server, ostack) = try signedIn(["--assign-ids"])
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Assigned"]).status == 0)
+        let before = try self.server(server).count
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
+        let long = String(repeating: "Long notes. ", count: 2_000)
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Long one", "--set", "notes=\(long)"]).status == 0)
+        #expect(try self.server(server).count == before + 1)
+        // The lookup by id (skipped) finds nothing under ostack's id; the lookup by fields gets `answer`.
+        _ = try server.control(
+            "POST", "faults",
+            #"{"action":"status","status":200,"text":"\#(answer)","contentType":"application/json","count":1,"skip":1,"match":{"method":"GET","pathPrefix":"/api/v1/data/task","query":"filter"}}"#
+        )
+        let sync = try ostack.run(["sync"])
+        #expect(sync.status == 11, "\(sync.stdout)\(sync.stderr)")
+        #expect(try self.server(server).count == before + 1)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"unconfirmed\""))
+        _ = try server.control("DELETE", "faults")
+        try settles(ostack, server, expected: before + 1)
+        #expect(
+            try ostack.run(["records", "list", "task", "--local", "--json"]).stdout.ranges(of: "Long one").count == 1)
+    }
+
     /// A create that never arrived is not taken for an older record with the same fields that the
     /// mirror already holds (made by the same user long before): it is sent, and the older record
     /// keeps its place.

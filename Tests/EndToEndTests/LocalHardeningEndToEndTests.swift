@@ -446,12 +446,14 @@ import Testing
                 #expect(run.status == 9, "\(key) \(arguments): \(run.status) \(run.stderr)")
                 #expect(
                     run.stderr.contains("The setting \(key) in config.json is not valid")
-                        && run.stderr.contains("ostack config set \(key) --unset"), "\(key): \(run.stderr)")
+                        // A missing CA file is pointed at again, not unset (the system's CAs instead).
+                        && run.stderr.contains(key == "tls.ca-file" ? "ostack config set tls.ca-file PATH" : "ostack config set \(key) --unset"),
+                    "\(key): \(run.stderr)")
             }
             let doctor = try ostack.run(["doctor"])
             #expect(doctor.status == 1, "\(key): \(doctor.stderr)")
             #expect(doctor.stdout.contains("FAIL  settings: Not valid in config.json: \(key)."), "\(doctor.stdout)")
-            #expect(doctor.stdout.contains("\n      fix: It takes "), "\(doctor.stdout)")
+            #expect(doctor.stdout.contains("\n      fix: It "), "\(doctor.stdout)")
             #expect(doctor.stdout.contains("ok    keyring:"), "\(key): the other checks ran: \(doctor.stdout)")
             let list = try ostack.run(["config", "list", "--json"])
             #expect(list.stdout.contains(#""key":"\#(key)","valid":false"#), "\(list.stdout)")
@@ -469,6 +471,18 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         let doctor = try ostack.run(["doctor"])
         #expect(doctor.stdout.contains("warn  settings:") && doctor.stdout.contains("sync.intervall"), "\(doctor.stdout)")
+        // What takes access away works whatever config.json holds: `lock`, `logout` and `accounts
+        // remove` (with a bad `locale` they stopped with `invalid-setting`).
+        #expect(try ostack.run(["config", "set", "locale", "de"]).status == 0)
+        let current = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+        let broken = current.replacingOccurrences(of: #""locale" : "de""#, with: #""locale" : "xx_YY.UTF-8""#)
+        try SecureFileSystem.writeAtomically(Array(broken.utf8), to: path)
+        #expect(try ostack.run(["sync"]).status == 9)
+        for arguments in [["lock", "--all"], ["logout"], ["accounts", "remove", "work", "--force", "--yes"]] {
+            let run = try ostack.run(arguments)
+            #expect(run.status == 0, "\(arguments): \(run.status) \(run.stderr)")
+        }
+        #expect(!(try ostack.run(["accounts", "list"])).stdout.contains("work"))
     }
 
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is

@@ -33,6 +33,7 @@ import Testing
         (.loginOrganization, "ostack login --organization ID"),
         (.keyringMigrate(backend: "file", account: "work"), "ostack keyring migrate --to file work"),
         (.configUnset(key: "sync.interval"), "ostack config set sync.interval --unset"),
+        (.configSet(key: "tls.ca-file", placeholder: "PATH"), "ostack config set tls.ca-file PATH"),
     ]
 
     /// The name of a case, by an exhaustive switch: a new case does not compile until it is named
@@ -63,6 +64,7 @@ import Testing
         case .doctor: "doctor"
         case .keyringMigrate: "keyringMigrate"
         case .configUnset: "configUnset"
+        case .configSet: "configSet"
         }
     }
 
@@ -71,7 +73,7 @@ import Testing
         "queueList", "queueRetry",
         "queueDiscard", "conflictsList", "conflictsResolve", "auditVerify", "auditAll", "accountsRemove", "logout",
         "objectsShow", "syncTrack", "recordsUpdate", "doctor", "keyringMigrate", "loginOrganization",
-        "configUnset",
+        "configUnset", "configSet",
     ]
 
     @Test func everyCaseIsSpelled() {

@@ -135,7 +135,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         headers.add(name: "Content-Length", value: String(bytes.count))
         headers.add(name: "Date", value: Self.httpDate())
         for (name, value) in response.headers { headers.add(name: name, value: value) }
-        let keepAlive = head.isKeepAlive
+        // A response saying `Connection: close` (the 431 of an oversized head, as Node) closes it.
+        let keepAlive = head.isKeepAlive && !response.headers.contains { $0.0 == "Connection" && $0.1 == "close" }
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         let responseHead = HTTPResponseHead(
             version: head.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)

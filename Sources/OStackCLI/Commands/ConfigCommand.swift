@@ -108,8 +108,10 @@ struct ConfigSet: AsyncParsableCommand {
             // A shorter agent timeout applies at once to the accounts already unlocked (they kept
             // the limits of their unlock); a longer one from their next unlock. Best effort: the
             // setting is saved either way.
+            // (The other limit, if not valid, counts as its default, as it did before it was checked:
+            // a bad value beside it must not keep the new, shorter one from applying.)
             if key == AgentLimits.idleSetting || key == AgentLimits.lifetimeSetting,
-                let limits = try? AgentLimits(configuration: context.configuration)
+                let limits = (try? context.configuration.load()).map(AgentLimits.eachValidOrDefault)
             {
                 let agent = AgentClient(
                     layout: context.layout, namespaces: KeyringNamespaces(environment: context.environment))

@@ -34,6 +34,7 @@ extension CommandSuggestion {
         case .doctor: "doctor"
         case .keyringMigrate(let backend, let account): "keyring migrate --to \(backend) \(account)"
         case .configUnset(let key): "config set \(key) --unset"
+        case .configSet(let key, let placeholder): "config set \(key) \(placeholder)"
         }
     }
 }

@@ -147,7 +147,7 @@ public struct ErrorPresenter: Sendable {
             return make("The input is not valid.", suggestion, 9)
         case .requestTooLong:
             return make(
-                "The request is too long for \(host ?? "the server"): its filter makes the address longer than servers take (about 8 KiB).",
+                "The request is too long for \(host ?? "the server"): its address, usually its filter, is longer than servers take (about 8 KiB).",
                 "Use a shorter filter (fewer terms or values), or filter the local mirror with --local.", 9)
         case .invalidSetting:
             return make(

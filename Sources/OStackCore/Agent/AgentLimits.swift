@@ -28,6 +28,15 @@ public struct AgentLimits: Sendable, Equatable {
         try self.init(configuration: try configuration.load())
     }
 
+    /// Each limit as configured, or its default where the value is not valid: for shortening the
+    /// limits of keys already unlocked (`config set`), which only ever makes them shorter.
+    public static func eachValidOrDefault(_ configuration: Configuration) -> AgentLimits {
+        AgentLimits(
+            idle: (try? configuration.validValue(of: idleSetting)).flatMap(Setting.duration) ?? defaults.idle,
+            lifetime: (try? configuration.validValue(of: lifetimeSetting)).flatMap(Setting.duration)
+                ?? defaults.lifetime)
+    }
+
     public init(configuration: Configuration) throws(OStackError) {
         idle = Setting.duration(try configuration.validValue(of: Self.idleSetting)) ?? Self.defaults.idle
         lifetime = Setting.duration(try configuration.validValue(of: Self.lifetimeSetting)) ?? Self.defaults.lifetime

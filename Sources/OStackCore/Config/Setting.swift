@@ -130,12 +130,14 @@ extension ConfigurationStore {
 extension Setting {
     /// The error for a stored value of this setting that is not valid (config.json edited by hand).
     public var invalidError: OStackError {
-        OStackError(
-            .invalidSetting,
-            context: .init(
-                object: key,
-                suggestion: "It takes \(accepts). Run \(command: .configUnset(key: key)) to restore its default."
-            ), detail: "invalid setting \(key)")
+        // A CA file that went missing (moved, on a disk not mounted) is put back, not unset: unset,
+        // the system's CAs would be trusted instead of the private one.
+        let suggestion: Wording =
+            key == "tls.ca-file"
+            ? "It must be the absolute path of a CA file that exists. Point it at yours with \(command: .configSet(key: key, placeholder: "PATH")) (unset, the system's CAs are trusted instead)."
+            : "It takes \(accepts). Run \(command: .configUnset(key: key)) to restore its default."
+        return OStackError(
+            .invalidSetting, context: .init(object: key, suggestion: suggestion), detail: "invalid setting \(key)")
     }
 }
 

@@ -277,7 +277,7 @@ extension Doctor {
             let names = invalid.map(\.key).joined(separator: ", ")
             return check(
                 "settings", nil, .fail,
-                "Not valid in config.json: \(names). Commands other than `config` and `doctor` stop until \(invalid.count == 1 ? "it is" : "they are") fixed.",
+                "Not valid in config.json: \(names). Commands that use the keyring or the server stop until \(invalid.count == 1 ? "it is" : "they are") fixed (locking, signing out and removing an account still work).",
                 fix: first.invalidError.context.suggestion)
         }
         let unknown = configuration.unknownSettings

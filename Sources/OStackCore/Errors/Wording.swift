@@ -130,4 +130,6 @@ public enum CommandSuggestion: Sendable, Hashable {
     case keyringMigrate(backend: String, account: String)
     /// `config set KEY --unset`.
     case configUnset(key: String)
+    /// `config set KEY VALUE` (the value a placeholder, named `placeholder`).
+    case configSet(key: String, placeholder: String)
 }

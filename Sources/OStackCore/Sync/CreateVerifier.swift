@@ -263,11 +263,20 @@ extension CreateVerifier {
         guard let listed = json["records"]?.arrayValue,
             listed.allSatisfy({ record in asked.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value } })
         else { return .unknown }
-        func holdsSent(_ record: JSONValue) -> Bool {
-            sent.allSatisfy { record[$0.key] == nil || record[$0.key] == $0.value }
+        var records = listed
+        if narrowed {
+            // Fields left out of the filter are matched here, so each record must show them: one
+            // that leaves one out (a list that hides long or restricted fields) would be taken for
+            // ours on the fields asked alone — and the create, perhaps never arrived, dropped.
+            let unasked = sent.filter { asked[$0.key] == nil }
+            if listed.contains(where: { record in unasked.contains { record[$0.key] == nil } }) { return .unknown }
+            records = listed.filter { record in unasked.allSatisfy { record[$0.key] == $0.value } }
+            // A list that may go on (as many as asked, `hasMore`, a larger `total`: a server that caps
+            // its pages) can hide our copy among the rest: no proof of absence.
+            let total = json["total"]?.doubleValue ?? 0  // compared as a double: any number from the wire
+            let mayGoOn = listed.count >= top || json["hasMore"]?.boolValue == true || total > Double(listed.count)
+            if mayGoOn && records.count < count + 2 { return .unknown }
         }
-        let records = narrowed ? listed.filter(holdsSent) : listed
-        if narrowed && listed.count >= top && records.count < count + 2 { return .unknown }
         let user = api.account.userID
         // k + 2 or more records with these very fields: which ones are ours cannot be told.
         if records.count >= count + 2 { return .absent }

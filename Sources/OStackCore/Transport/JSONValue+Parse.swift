@@ -128,7 +128,8 @@ extension JSONValue {
             default: break
             }
         }
-        if deepest > 500 { return "nests \(deepest) levels deep, more than can be read" }
+        // JSONDecoder reads 512 levels; deeper text fails there whatever else is wrong with it.
+        if deepest > 512 { return "nests \(deepest) levels deep, more than can be read" }
         let line = errorLine(bytes) ?? 1
         return bytes.contains(0x0A) ? "is not valid JSON (line \(line))" : "is not valid JSON"
     }

@@ -14,6 +14,8 @@ struct AccountsRemove: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            var context = context
+            context.checksSettings = false  // removing an account works whatever config.json holds
             let environment = try context.authEnvironment()
             guard let account = try context.accounts(target: target, all: false, exactFor: "Removing an account").first
             else { return }

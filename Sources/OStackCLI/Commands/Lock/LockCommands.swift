@@ -10,6 +10,8 @@ struct Lock: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            var context = context
+            context.checksSettings = false  // locking works whatever config.json holds
             let service = try context.lockService()
             struct Document: Encodable {
                 var account: AccountReference?

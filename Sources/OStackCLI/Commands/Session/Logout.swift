@@ -18,6 +18,8 @@ struct Logout: AsyncParsableCommand {
 
     func run() async throws {
         try await CommandRunner.run(global) { context in
+            var context = context
+            context.checksSettings = false  // signing out works whatever config.json holds
             let environment = try context.authEnvironment()
             let accounts = try context.accounts(target: selection.target, all: all)
             var documents: [AccountDocument] = []
