@@ -113,6 +113,16 @@ import Testing
             let made = try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"Dot"}"#])
             #expect(made.status == 9 && made.stderr.contains("cannot be empty, '.' or '..'"), "\(id): \(made.stderr)")
         }
+        // An id the server's answer could never confirm (too long, a control character) stayed
+        // queued as unconfirmed for good; refused at create and by line at import.
+        for id in [String(repeating: "x", count: 256), #"a\u0007b"#] {
+            let made = try ostack.run(["records", "create", "task", "--data", #"{"id":"\#(id)","title":"Odd"}"#])
+            #expect(made.status == 9 && made.stderr.contains("An id has 1 to 255 characters"), "\(made.stderr)")
+        }
+        let oddRows = try ostack.run(
+            ["records", "import", "task", "-", "--format", "ndjson"],
+            stdin: #"{"id":"\#(String(repeating: "y", count: 300))","title":"Long"}"# + "\n")
+        #expect(oddRows.status == 9 && oddRows.stdout.contains("line 1: an id has 1 to 255 characters"), "\(oddRows.stdout)")
         let numeric = try ostack.run(["records", "create", "task", "--data", #"{"id":5,"title":"Five"}"#])
         #expect(numeric.status == 9 && numeric.stderr.contains("An id must be a string"), "\(numeric.stderr)")
         // An import names such rows with their lines before anything is queued.

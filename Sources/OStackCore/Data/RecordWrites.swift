@@ -159,6 +159,14 @@ public struct RecordWrites {
                             : "An id cannot be empty, '.' or '..': it is part of the record's address. Nothing was saved.",
                         "create: unusable id")
                 }
+                // An id the server's answer could never confirm (more than 255 characters, a control
+                // character: `PushClassifier.isUsableID`) stayed unconfirmed for good; a very long one
+                // also made every address of the record longer than servers take.
+                if let given, !PushClassifier.isUsableID(given) {
+                    throw refused(
+                        "An id has 1 to 255 characters, none of them a control character. Nothing was saved.",
+                        "create: id too long or with controls")
+                }
                 guard ids.insert(id).inserted else {
                     throw refused(
                         "Two rows have the id '\(String(id.prefix(64)))': each record needs its own. Nothing was saved.",

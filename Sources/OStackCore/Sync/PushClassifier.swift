@@ -95,7 +95,7 @@ public enum PushClassifier {
 
     /// 1 to 255 characters, none of them a control character. Printable ASCII (every id the real
     /// server mints) is decided on the bytes, without looking up Unicode properties.
-    static func isUsableID(_ id: String) -> Bool {
+    public static func isUsableID(_ id: String) -> Bool {
         var utf8 = id
         if let ascii = utf8.withUTF8({ bytes -> Bool? in
             guard bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }

@@ -442,6 +442,8 @@ extension RecordsCommand {
                         problems.append("an id must be a string")
                     } else if let text = given?.stringValue, ["", ".", ".."].contains(text) {
                         problems.append("an id cannot be empty, '.' or '..'")
+                    } else if let text = given?.stringValue, !PushClassifier.isUsableID(text) {
+                        problems.append("an id has 1 to 255 characters, none of them a control character")
                     } else if row.fields["id"]?.stringValue == nil {
                         if let key, let value = row.fields[key], value != .null, value != .string("") {
                             row.fields["id"] = .string(
