@@ -6,7 +6,7 @@ import OStackCore
 /// `ostack doctor [--json]` (docs/audit.md, "Doctor"): exit 0 when no check fails, 1 otherwise.
 struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "doctor", abstract: "Check the keyring, files, databases, sessions, sync and audit trails.")
+        commandName: "doctor", abstract: "Check the keyring, settings, files, databases, sessions, sync and audit trails.")
 
     @OptionGroup var global: GlobalOptions
     @Argument(help: "Only this account (default: every account).", completion: ShellCompletions.accounts) var target:
