@@ -10,7 +10,14 @@ enum LiveDependencies {
     static let backendNames = ["secret-service", "file"]
 
     static func authEnvironment(_ context: CommandContext) throws(OStackError) -> AuthEnvironment {
-        let defaultBackend = try self.defaultBackend(context)
+        // Settings are read once. Most commands refuse one that is not valid before they get here
+        // (`CommandContext.authEnvironment`); `doctor`, which reports it (and a damaged config.json),
+        // and `lock`, `logout` and `accounts remove`, which must work anyway, build without it: a CA
+        // file that cannot be used trusts no CA at all (never the system's), and with agent limits
+        // that are not valid nothing is handed to the agent (never for the default's 15 minutes).
+        let loaded = try? context.configuration.load()
+        let configuration = loaded ?? Configuration()
+        let defaultBackend = try self.defaultBackend(context, configuration)
         let namespaces = KeyringNamespaces(environment: context.environment)
         // Seconds: above 600 (infinity included) counts as 600, below 0.001 as 0.001; zero, a
         // negative value or not a number is the default.
@@ -24,13 +31,6 @@ enum LiveDependencies {
         // cycle, completion) does not keep it unlocked.
         client.countsAsUse = context.countsAsUse
         let agent = client
-        // Settings are read once. Most commands refuse one that is not valid before they get here
-        // (`CommandContext.authEnvironment`); `doctor`, which reports it (and a damaged config.json),
-        // and `lock`, `logout` and `accounts remove`, which must work anyway, build without it: a CA
-        // file that cannot be used trusts no CA at all (never the system's), and with agent limits
-        // that are not valid nothing is handed to the agent (never for the default's 15 minutes).
-        let loaded = try? context.configuration.load()
-        let configuration = loaded ?? Configuration()
         let limits = loaded.flatMap { try? AgentLimits(configuration: $0) }
         let processEnvironment = context.environment
         // The file backend unlocks into the agent: its derived key is asked for once per agent session.
@@ -64,9 +64,9 @@ enum LiveDependencies {
     }
 
     /// `--keyring` > `OSTACK_KEYRING_BACKEND` > config `keyring.backend` > secret-service.
-    static func defaultBackend(_ context: CommandContext) throws(OStackError) -> String {
+    static func defaultBackend(_ context: CommandContext, _ configuration: Configuration) throws(OStackError) -> String {
         // A configured value that is not valid was refused by name before (see `authEnvironment`).
-        let configured = try? context.configuration.load().validValue(of: "keyring.backend")
+        let configured = try? configuration.validValue(of: "keyring.backend")
         let chosen =
             context.global.keyring ?? context.environment["OSTACK_KEYRING_BACKEND"] ?? configured ?? "secret-service"
         guard backendNames.contains(chosen) else {

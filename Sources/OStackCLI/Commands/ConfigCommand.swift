@@ -58,8 +58,9 @@ struct ConfigGet: AsyncParsableCommand {
     func run() async throws {
         try await CommandRunner.run(global) { context in
             // A value ostack cannot use is refused by name, with what it takes (`config list` shows it).
-            let value = try context.configuration.load().validValue(of: key)
-            let isDefault = try context.configuration.value(of: key).isDefault
+            let configuration = try context.configuration.load()
+            let value = try configuration.validValue(of: key)
+            let isDefault = configuration.settings[key] == nil
             // A value is text the user (or a hand-edited config.json) gave: shown through the sanitiser.
             context.emit(
                 json: ConfigEntry(key: key, value: value, isDefault: isDefault),

@@ -9,6 +9,9 @@ public struct Setting: Sendable, Equatable {
     /// What a value must be, said when one is refused.
     public var accepts: String
     let isValid: @Sendable (String) -> Bool
+    /// How to repair a stored value that is not valid, when restoring the default is the wrong
+    /// advice (nil: "It takes …; run `config set KEY --unset`").
+    var repair: Wording? = nil
 
     public static func == (lhs: Setting, rhs: Setting) -> Bool { lhs.key == rhs.key }
 
@@ -42,7 +45,12 @@ public struct Setting: Sendable, Equatable {
             defaultValue: "", accepts: "the absolute path of a file that exists",
             isValid: {
                 $0.isEmpty || ($0.hasPrefix("/") && !$0.contains("\u{0}") && SecureFileSystem.size(of: $0) != nil)
-            }),
+            },
+            // A CA file that went missing (moved, on a disk not mounted) is put back, not unset:
+            // unset, the system's CAs would be trusted instead of the private one.
+            repair:
+                "It must be the absolute path of a CA file that exists. Point it at yours with \(command: .configSet(key: "tls.ca-file", placeholder: "PATH")) (unset, the system's CAs are trusted instead)."
+        ),
         Setting(
             key: "locale",
             summary: "Language of labels from the server, sent as Accept-Language (auto: from LANG; e.g. de, fr-CA).",
@@ -130,12 +138,7 @@ extension ConfigurationStore {
 extension Setting {
     /// The error for a stored value of this setting that is not valid (config.json edited by hand).
     public var invalidError: OStackError {
-        // A CA file that went missing (moved, on a disk not mounted) is put back, not unset: unset,
-        // the system's CAs would be trusted instead of the private one.
-        let suggestion: Wording =
-            key == "tls.ca-file"
-            ? "It must be the absolute path of a CA file that exists. Point it at yours with \(command: .configSet(key: key, placeholder: "PATH")) (unset, the system's CAs are trusted instead)."
-            : "It takes \(accepts). Run \(command: .configUnset(key: key)) to restore its default."
+        let suggestion = repair ?? "It takes \(accepts). Run \(command: .configUnset(key: key)) to restore its default."
         return OStackError(
             .invalidSetting, context: .init(object: key, suggestion: suggestion), detail: "invalid setting \(key)")
     }

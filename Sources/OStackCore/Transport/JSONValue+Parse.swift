@@ -59,44 +59,64 @@ extension JSONValue {
         return (value, scanForRepeatedName(bytes))
     }
 
-    static func scanForRepeatedName(_ bytes: [UInt8]) -> String? {
-        var objects: [Set<String>?] = []  // per open container: the names seen (nil for an array)
-        var expectName = false
+    /// The structure of JSON text, one pass: each bracket, comma and colon, and each string whole
+    /// (escapes included) as the range of its quotes; `body` returns false to stop. Anything else
+    /// (numbers, literals, whitespace, bytes that are not JSON) is passed over: for describing text
+    /// `parse` refused or reading names it accepted, not for deciding what is JSON.
+    enum StructureToken { case open(object: Bool), close, comma, colon, string(ClosedRange<Int>) }
+
+    static func walkStructure(_ bytes: [UInt8], _ body: (StructureToken) -> Bool) {
         var index = 0
         while index < bytes.count {
-            let byte = bytes[index]
-            switch byte {
-            case UInt8(ascii: "{"):
-                objects.append([])
-                expectName = true
-            case UInt8(ascii: "["):
-                objects.append(nil)
-                expectName = false
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                _ = objects.popLast()
-                expectName = false
-            case UInt8(ascii: ","):
-                expectName = objects.last.map { $0 != nil } ?? false
-            case UInt8(ascii: ":"):
-                expectName = false
+            let token: StructureToken?
+            switch bytes[index] {
+            case UInt8(ascii: "{"): token = .open(object: true)
+            case UInt8(ascii: "["): token = .open(object: false)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): token = .close
+            case UInt8(ascii: ","): token = .comma
+            case UInt8(ascii: ":"): token = .colon
             case UInt8(ascii: "\""):
                 let start = index
                 index += 1
                 while index < bytes.count && bytes[index] != UInt8(ascii: "\"") {
                     index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
                 }
-                guard index < bytes.count else { return nil }
-                if expectName, objects.last.map({ $0 != nil }) == true,
-                    let name = parse(Array(bytes[start...index]))?.stringValue
-                {
-                    if objects[objects.count - 1]!.contains(name) { return name }
-                    objects[objects.count - 1]!.insert(name)
-                }
-            default: break
+                guard index < bytes.count else { return }  // an unterminated string ends the text
+                token = .string(start...index)
+            default: token = nil
             }
+            if let token, !body(token) { return }
             index += 1
         }
-        return nil
+    }
+
+    static func scanForRepeatedName(_ bytes: [UInt8]) -> String? {
+        var objects: [Set<String>?] = []  // per open container: the names seen (nil for an array)
+        var expectName = false
+        var repeated: String?
+        walkStructure(bytes) { token in
+            switch token {
+            case .open(let object):
+                objects.append(object ? [] : nil)
+                expectName = object
+            case .close:
+                _ = objects.popLast()
+                expectName = false
+            case .comma: expectName = objects.last.map { $0 != nil } ?? false
+            case .colon: expectName = false
+            case .string(let range):
+                guard expectName, objects.last.map({ $0 != nil }) == true,
+                    let name = parse(Array(bytes[range]))?.stringValue
+                else { return true }
+                if objects[objects.count - 1]!.contains(name) {
+                    repeated = name
+                    return false
+                }
+                objects[objects.count - 1]!.insert(name)
+            }
+            return true
+        }
+        return repeated
     }
 
     /// Why text that `parse` refuses is not a value, in words for a hint after the input's name
@@ -106,27 +126,15 @@ extension JSONValue {
     public static func refusal(_ bytes: [UInt8]) -> String {
         var depth = 0
         var deepest = 0
-        var inString = false
-        var escaped = false
-        for byte in bytes {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
-                }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "["), UInt8(ascii: "{"):
+        walkStructure(bytes) { token in
+            switch token {
+            case .open:
                 depth += 1
                 deepest = max(deepest, depth)
-            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            case .close: depth -= 1
             default: break
             }
+            return true
         }
         // JSONDecoder reads 512 levels; deeper text fails there whatever else is wrong with it.
         if deepest > 512 { return "nests \(deepest) levels deep, more than can be read" }
