@@ -30,6 +30,23 @@ import Testing
         #expect(try ostack.run(["status"]).status == 0)
     }
 
+    /// `logout --all` asks the keyring of accounts marked signed out too (one may still hold a
+    /// token); a file keyring that cannot be opened without asking (`--no-input`, the agent
+    /// stopped) passes such an account over as before, instead of failing the whole command.
+    @Test func logoutAllPassesOverASignedOutAccountWhoseKeyringWouldAsk() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
+            stdin: "alice-pass\n", passphrase: Self.passphrase)
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(try ostack.run(["logout"], passphrase: Self.passphrase).status == 0)
+        #expect(try ostack.run(["agent", "stop"]).status == 0)  // forget the unlocked file key
+        let all = try ostack.run(["logout", "--all", "--no-input"])
+        #expect(all.status == 0 && all.stdout == "Every account was already signed out.\n", "\(all.stdout)\(all.stderr)")
+    }
+
     /// The file backend unlocks into the agent: the passphrase is needed once per agent session.
     @Test func fileBackendUnlocksIntoTheAgent() throws {
         let server = try DevServerProcess()

@@ -30,7 +30,16 @@ struct Logout: AsyncParsableCommand {
             // older sign-in's, a copy the registry does not know of), and only the keyring can say.
             // Those with nothing to delete are passed over quietly.
             for account in accounts {
-                let outcome = try LogoutService(environment: environment).logout(account)
+                let outcome: LogoutService.Outcome
+                do {
+                    outcome = try LogoutService(environment: environment).logout(account)
+                } catch let error as OStackError
+                    where all && account.sessionState == .signedOut
+                    && [OStackError.Code.inputRequired, .wrongPassphrase, .keyringLocked, .keyringUnavailable,
+                        .keyringTimeout].contains(error.code)
+                {
+                    continue  // its keyring cannot be read now (a file keyring under --no-input): as before
+                }
                 if all && outcome.alreadySignedOut { continue }
                 let service = context.accountsService()
                 documents.append(AccountDocument(service.summary(of: outcome.account, defaultAccount: defaultAccount)))
