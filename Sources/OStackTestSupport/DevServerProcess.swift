@@ -34,6 +34,14 @@ public final class DevServerProcess: @unchecked Sendable {
 
     deinit { process.kill() }
 
+    /// Kills the server and returns its port held (`HeldPort`): keep it for as long as the test
+    /// needs the server to be unreachable.
+    public func stop() throws -> HeldPort {
+        process.kill()
+        guard let held = HeldPort(port) else { throw LaunchError(message: "port \(port) was taken as soon as it was freed") }
+        return held
+    }
+
     public struct LaunchError: Error, CustomStringConvertible {
         public var message: String
         public var description: String { message }

@@ -79,6 +79,8 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
         let closed = try LoopbackServer()
         let port = closed.port
         closed.process.kill()
+        let held = try #require(HeldPort(port))  // no other test's server can be given it meanwhile
+        defer { withExtendedLifetime(held) {} }
         #expect(throws: HTTPError.connectionRefused) {
             try client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/echo"))
         }

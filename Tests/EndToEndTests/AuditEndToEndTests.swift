@@ -127,9 +127,9 @@ import Testing
     /// A sync summary is `ok` only when the sync was: one that left a refused change was recorded as
     /// `sync ok failed=1` while the command exited 9.
     @Test func aSyncSummarySaysWhetherTheSyncWasClean() throws {
-        var (server, ostack): (DevServerProcess?, OStackRunner) = try signedIn()
+        let (server, ostack) = try signedIn()
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Refused", "--offline"]).status == 0)
-        try server?.control(
+        try server.control(
             "POST", "faults",
             #"{"action":"status","status":400,"count":1,"match":{"method":"POST"},"body":{"error":"no","code":"VALIDATION_FAILED","fields":[{"field":"title","message":"no"}]}}"#
         )
@@ -151,7 +151,8 @@ import Testing
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try last().contains("\"outcome\":\"ok\""))
         // A sync that stops (the server gone) is `failed`, naming why.
-        server = nil  // killed
+        let unreachable = try server.stop()
+        defer { withExtendedLifetime(unreachable) {} }
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Later", "--offline"]).status == 0)
         #expect(try ostack.run(["sync"]).status == 5)
         let stopped = try last()

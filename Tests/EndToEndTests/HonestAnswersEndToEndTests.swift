@@ -144,10 +144,9 @@ import Testing
     /// record back in the mirror, so every later sync failed. A write to a record of an untracked
     /// object that is not here says why it cannot be saved instead of promising a later push.
     @Test func writesToRecordsNotHereSayWhy() throws {
-        var server: DevServerProcess? = try DevServerProcess()
-        let url = server!.url
+        let server = try DevServerProcess()
         let ostack = OStackRunner()
-        #expect(try ostack.login(url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         #expect(try ostack.run(["records", "create", "task", "--data", #"{"id":"gone1","title":"Gone"}"#]).status == 0)
         #expect(try ostack.run(["records", "delete", "task", "gone1", "--offline"]).status == 0)
@@ -162,12 +161,12 @@ import Testing
         #expect(
             queued.components(separatedBy: #""operation":"#).count == 2 && queued.contains(#""operation":"delete""#),
             "\(queued)")
-        #expect(try server!.control("GET", "record?object=task&id=gone1").contains("gone1"), "nothing was sent")
+        #expect(try server.control("GET", "record?object=task&id=gone1").contains("gone1"), "nothing was sent")
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try ostack.run(["records", "get", "task", "gone1"]).status == 7)
         // An untracked object: a record only the server has.
         #expect(try ostack.run(["sync", "untrack", "task"]).status == 0)
-        try server!.control("POST", "seed", #"{"object":"task","count":1}"#)
+        try server.control("POST", "seed", #"{"object":"task","count":1}"#)
         let listed = try ostack.run(["records", "list", "task", "--remote", "--fields", "id", "--format", "csv"]).stdout
         let id = String(try #require(listed.split(separator: "\r\n").last))
         let offline = try ostack.run(["records", "update", "task", id, "--set", "status=done", "--offline"])
@@ -178,7 +177,8 @@ import Testing
         #expect(offline.stderr.contains("`ostack sync track task`"), "\(offline.stderr)")
         let missing = try ostack.run(["records", "delete", "task", "nosuch1"])
         #expect(missing.status == 7 && missing.stderr.contains("No task record nosuch1"), "\(missing.stderr)")
-        server = nil  // stopped: the server cannot be reached
+        let stopped = try server.stop()  // the server cannot be reached
+        defer { withExtendedLifetime(stopped) {} }
         for command in [["update", "task", id, "--set", "status=done"], ["delete", "task", id]] {
             let write = try ostack.run(["records"] + command)
             #expect(write.status == 5, "\(write.stderr)")

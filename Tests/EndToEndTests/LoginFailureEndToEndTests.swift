@@ -15,7 +15,8 @@ import Testing
     @Test func unreachableServer() throws {
         let closed = try DevServerProcess()
         let port = closed.port
-        closed.process.kill()
+        let stopped = try closed.stop()
+        defer { withExtendedLifetime(stopped) {} }
         let result = try OStackRunner().login("http://127.0.0.1:\(port)", "alice@example.com", "alice-pass")
         #expect(result.status == 5)
         #expect(result.stderr.contains("Cannot reach 127.0.0.1:\(port)"))
