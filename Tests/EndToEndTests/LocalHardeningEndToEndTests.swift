@@ -462,6 +462,25 @@ import Testing
             let repaired = try ostack.run(["sync"])
             #expect(repaired.status == 0, "\(key): \(repaired.stderr)")
         }
+        // A value of another JSON type names its setting, not the whole file as damaged (which lost
+        // the default account too): a number stands for its text, null for no value.
+        for (value, status) in [("true", 9), (#"["5m"]"#, 9), ("300", 0), ("null", 0)] {
+            let saved = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+            let settings = try #require(saved.firstRange(of: #""settings" : {"#))
+            var edited = saved
+            edited.insert(contentsOf: #" "sync.interval" : \#(value)\#(saved.contains(#""settings" : {}"#) ? "" : ",")"#, at: settings.upperBound)
+            try SecureFileSystem.writeAtomically(Array(edited.utf8), to: path)
+            let run = try ostack.run(["sync"])
+            #expect(run.status == status, "\(value): \(run.stderr)")
+            if status == 9 {
+                #expect(run.stderr.contains("The setting sync.interval in config.json is not valid"), "\(run.stderr)")
+                #expect(try ostack.run(["accounts", "list"]).stdout.contains("*\twork"), "the default account is kept")
+            }
+            let got = try ostack.run(["config", "get", "sync.interval"])
+            if value == "300" { #expect(got.stdout == "300\n", "\(got.stdout)") }
+            if value == "null" { #expect(got.stdout == "5m\n", "\(got.stdout)") }
+            #expect(try ostack.run(["config", "set", "sync.interval", "--unset"]).status == 0)
+        }
         // A key ostack does not know is ignored, and doctor names it.
         let saved = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
         let settings = try #require(saved.firstRange(of: #""settings" : {"#))

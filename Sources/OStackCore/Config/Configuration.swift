@@ -15,6 +15,46 @@ public struct Configuration: Sendable, Equatable, Codable {
     public var settings: [String: String] = [:]
 
     public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case version, defaultAccount, lastServer, settings
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decodeIfPresent(Int.self, forKey: .version) ?? Self.currentVersion
+        defaultAccount = try container.decodeIfPresent(AccountID.self, forKey: .defaultAccount)
+        lastServer = try container.decodeIfPresent(String.self, forKey: .lastServer)
+        let values = try container.decodeIfPresent([String: HandWritten].self, forKey: .settings) ?? [:]
+        settings = values.compactMapValues(\.text)
+    }
+
+    /// A setting's value as a hand edit may leave it: a number stands for its text (`300` for
+    /// `"300"`), `null` for no value; anything else is kept as a text no setting accepts, so that
+    /// the setting is named as not valid rather than the whole file as damaged (which hid the
+    /// default account too).
+    struct HandWritten: Decodable {
+        var text: String?
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() {
+                text = nil
+            } else if let string = try? container.decode(String.self) {
+                text = string
+            } else if let integer = try? container.decode(Int.self) {
+                text = String(integer)
+            } else if let number = try? container.decode(Double.self), number.isFinite {
+                text = String(number)
+            } else if let flag = try? container.decode(Bool.self) {
+                text = String(flag)
+            } else {
+                text = Self.notText
+            }
+        }
+
+        static let notText = "(not a text)"
+    }
 }
 
 /// Reads and writes `Configuration`.
