@@ -171,6 +171,9 @@ public final class Statement {
         return try body(UnsafeRawBufferPointer(start: count > 0 ? pointer : nil, count: count))
     }
 
+    /// Whether a column of the current row is NULL.
+    public func isNull(at index: Int) -> Bool { sqlite3_column_type(handle, Int32(index)) == SQLITE_NULL }
+
     /// The integer in a column of the current row (0 for NULL).
     public func integer(at index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
 

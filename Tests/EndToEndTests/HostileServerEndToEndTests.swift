@@ -246,7 +246,7 @@ import Testing
         #expect(try ostack.run(["records", "get", "task", "big0", "--local"]).status != 0)
 
         let ids = (0..<50).map { #"{"id":"loop\#($0)"}"# }.joined(separator: ",")
-        try listFault(server, text: #"{"records":[\#(ids)],"hasMore":true}"#, count: 1000, query: "select=id")
+        try listFault(server, text: #"{"records":[\#(ids)],"hasMore":true}"#, count: 1000, query: "select=id,updated_at")
         let start = try listRequests(server)
         let reconcile = try ostack.run(["sync", "--reconcile"])
         #expect(reconcile.status == 11, "\(reconcile.stderr)")
@@ -271,15 +271,37 @@ import Testing
         // "!" sorts before every id the dev server makes (letters, digits, "_" and "-"): the walk
         // goes on after it from the start of the real list.
         for page in [#"{"records":[{"id":"!"}]}"#, #"{"records":[{"id":"!"}],"hasMore":false}"#] {
-            try listFault(server, text: page, count: 1, query: "select=id")
+            try listFault(server, text: page, count: 1, query: "select=id,updated_at")
             let sync = try ostack.run(["sync", "--reconcile"])
             #expect(sync.status == 0, "\(sync.stderr)")
             #expect(!sync.stdout.contains("removed"), "\(sync.stdout)")
             #expect(try local() == count)
         }
-        try listFault(server, text: #"{"records":[{"id":"!"},{"id":7}],"hasMore":false}"#, count: 1, query: "select=id")
+        try listFault(server, text: #"{"records":[{"id":"!"},{"id":7}],"hasMore":false}"#, count: 1, query: "select=id,updated_at")
         #expect(try ostack.run(["sync", "--reconcile"]).status == 11)
         #expect(try local() == count)
+    }
+
+    /// What the reconciliation fetches again is asked for by id, and only what was asked is taken:
+    /// a lookup answered with another record stores nothing, and one bigger than asked stops the
+    /// sync.
+    @Test func aRefetchTakesOnlyWhatItAskedFor() throws {
+        let (server, ostack) = try signedIn()
+        _ = try server.control("POST", "seed", #"{"object":"task","count":5}"#)
+        #expect(try ostack.run(["sync"]).status == 0)
+        // "!" sorts before every id the dev server makes: the walk goes on from the real list.
+        let listed = #"{"records":[{"id":"!ghost","updated_at":"2030-01-01T00:00:00.000Z"}]}"#
+        let planted = #"{"id":"planted","title":"P","updated_at":"2030-01-01T00:00:00.000Z"}"#
+        try listFault(server, text: listed, count: 1, query: "select=id,updated_at")
+        try listFault(server, text: #"{"records":[\#(planted)]}"#, count: 1, query: "top=1")
+        let sync = try ostack.run(["sync", "--reconcile", "--json"])
+        #expect(sync.status == 0 && sync.stdout.contains(#""pulled":0"#), "\(sync.stdout) \(sync.stderr)")
+        #expect(try ostack.run(["records", "get", "task", "planted", "--local"]).status == 7)
+        try listFault(server, text: listed, count: 1, query: "select=id,updated_at")
+        try listFault(server, text: #"{"records":[\#(planted),\#(planted)]}"#, count: 1, query: "top=1")
+        let oversized = try ostack.run(["sync", "--reconcile"])
+        #expect(oversized.status == 11 && oversized.stderr.contains("does not understand"), "\(oversized.stderr)")
+        #expect(try ostack.run(["records", "list", "task", "--local", "--all", "--json"]).stdout.contains(#""total":5"#))
     }
 
     /// A full page whose last record has no string `updated_at` cannot move the cursor: the pull

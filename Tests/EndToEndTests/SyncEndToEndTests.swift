@@ -72,6 +72,48 @@ import Testing
         #expect(try ostack.run(["records", "get", "task", "tsk_s2", "--local"]).stdout.contains("Later still"))
     }
 
+    /// A write committed longer after its stamp than the look-back reaches was missed for good:
+    /// the reconciliation compared ids only, so a change stayed stale and a create stayed absent
+    /// until the record changed again. It now lists each record's version too, and fetches again
+    /// what the mirror lacks or holds in another version — never over a queued change.
+    @Test func aWriteCommittedPastTheLookBackIsFoundByTheReconciliation() throws {
+        let (server, ostack) = try signedIn()
+        try server.control("POST", "seed", #"{"object":"task","count":3,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s3","fields":{"title":"Newest"}}"#)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let newest = try #require(string("updated_at", in: try serverCount(server, id: "tsk_s3").1))
+        let longAgo = Self.iso(try #require(Self.millis(newest)) - 60_000)  // a minute before the cursor
+        // A change and a create, both stamped a minute before the cursor; and a change to a record
+        // with a change queued here.
+        try server.control(
+            "POST", "modify",
+            #"{"object":"task","id":"tsk_s2","fields":{"title":"Late change"},"updated_at":"\#(longAgo)"}"#)
+        try server.control("POST", "seed", #"{"object":"task","count":1,"ids":"sequential"}"#)
+        let createdID = "tsk_s4"
+        try server.control(
+            "POST", "modify",
+            #"{"object":"task","id":"\#(createdID)","fields":{"title":"Late create"},"updated_at":"\#(longAgo)"}"#)
+        #expect(
+            try ostack.run(["records", "update", "task", "tsk_s1", "--set", "title=Mine", "--offline"]).status == 0)
+        try server.control(
+            "POST", "modify",
+            #"{"object":"task","id":"tsk_s1","fields":{"title":"Theirs"},"updated_at":"\#(longAgo)"}"#)
+        let missed = try ostack.run(["sync", "--pull-only", "--json"])
+        #expect(missed.status == 0 && missed.stdout.contains(#""pulled":0"#), "\(missed.stdout)")
+        #expect(try ostack.run(["records", "get", "task", createdID, "--local"]).status == 7)
+        let reconciled = try ostack.run(["sync", "--pull-only", "--reconcile", "--json"])
+        #expect(reconciled.status == 0, "\(reconciled.stderr)")
+        #expect(reconciled.stdout.contains(#""pulled":2"#), "\(reconciled.stdout)")
+        for (id, title) in [("tsk_s2", "Late change"), (createdID, "Late create"), ("tsk_s1", "Mine")] {
+            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            #expect(local.stdout.contains(title), "\(id): \(local.stdout) \(local.stderr)")
+        }
+        // Nothing is fetched again once the versions agree.
+        let again = try ostack.run(["sync", "--pull-only", "--reconcile", "--json"])
+        #expect(again.status == 0 && again.stdout.contains(#""pulled":0"#), "\(again.stdout)")
+    }
+
     /// `records list --remote --limit 0` is the server's count. ObjectStack counts only for a page
     /// size above zero (`top=0` answers `total: 0`, as the dev server now does too), so the count is
     /// asked with `top=1` and its row not shown. It said 0 against a real server.

@@ -203,6 +203,49 @@ extension LocalStore {
         return .keyed(rids)
     }
 
+    /// Every current record's id and version (`updated_at`, nil when it has none), read on one
+    /// snapshot as a query reads them (`currentRows`): in storage order, skipping superseded rows,
+    /// or through the keys of a small share of the mirror. `each` must not use the database.
+    func forEachCurrentVersion(
+        _ object: String, _ each: (_ id: UnsafeRawBufferPointer, _ version: UnsafeRawBufferPointer?) -> Void
+    ) throws(OStackError) {
+        guard ObjectSchema.isIdentifier(object) else { return }
+        try reading { () throws(OStackError) in
+            func emit(_ statement: Statement) {
+                statement.withColumnBytes(at: 0) { id in
+                    if statement.isNull(at: 1) {
+                        each(id, nil)
+                    } else {
+                        statement.withColumnBytes(at: 1) { version in each(id, version) }
+                    }
+                }
+            }
+            do {
+                switch try currentRows(object, levels: try index.levels(object)) {
+                case .keyed(let rids):
+                    let read = try statement("SELECT id, version FROM records WHERE rid = ?", [.null])
+                    defer { read.reset() }
+                    for rid in rids {
+                        read.reset()
+                        try read.bind([.integer(rid)])
+                        if try read.step() { emit(read) }
+                    }
+                case .scan(let superseded):
+                    let read = try statement(
+                        "SELECT id, version, rid FROM records NOT INDEXED WHERE object = ?", [.text(object)])
+                    defer { read.reset() }
+                    while try read.step() {
+                        if !superseded.contains(read.integer(at: 2)) { emit(read) }
+                    }
+                }
+            } catch let error as OStackError {
+                throw error
+            } catch {
+                throw Self.storage(error)
+            }
+        }
+    }
+
     /// Whether `object` holds fewer than an eighth of the mirror's rows (its keys counted in its
     /// levels; `max(rid)` stands for the table's size). An object alone in the mirror (the usual
     /// case) is not.

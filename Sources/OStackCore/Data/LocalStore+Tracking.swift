@@ -157,18 +157,6 @@ extension LocalStore {
                 + " WHERE object = ?2",
             [.real(now), .text(object)])
     }
-
-    /// Local ids of an object that have no queued change (candidates for deletion by reconciliation).
-    public func settledIDs(_ object: String) throws(OStackError) -> Set<String> {
-        let queued = try queuedRecordIDs(object)
-        var ids = Set<String>()
-        try index.forEachCurrentKey(object) { key, _ throws(OStackError) in
-            let id = String(decoding: key, as: UTF8.self)
-            if !queued.contains(id) { ids.insert(id) }
-            return true
-        }
-        return ids
-    }
 }
 
 extension LocalStore {

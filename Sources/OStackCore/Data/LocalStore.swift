@@ -302,7 +302,6 @@ public final class LocalStore: @unchecked Sendable {
     /// for a record stored without one; ids the mirror does not hold are absent from the answer.
     /// Each level is searched once for all of them (`MirrorIndex.current(_:_:in:)`): a look-back
     /// page of 5 000 records looked up one by one cost every quiet pull about 50 ms.
-
     func mirrorVersions(_ object: String, _ ids: Set<String>) throws(OStackError) -> [String: String?] {
         guard !ids.isEmpty else { return [:] }
         let found = try index.current(object, ids, in: try index.levels(object))

@@ -22,7 +22,7 @@ struct CreateVerifier {
     func verify(_ entries: [QueueEntry], _ report: inout PushReport) throws(OStackError) {
         let byObject = Dictionary(grouping: entries, by: \.object)
         for object in byObject.keys.sorted() {
-            for group in Self.lookupGroups(byObject[object]!, cap: batchCap) {
+            for group in Self.lookupGroups(byObject[object]!, cap: batchCap, id: \.recordID) {
                 try verify(object, group, &report)
             }
         }
@@ -38,20 +38,20 @@ struct CreateVerifier {
         DataAPI.percentEncode(String(decoding: value.serialized(), as: UTF8.self)).utf8.count + 3
     }
 
-    /// Entries in groups of at most `cap` whose `id in […]` filter stays within `filterBudget`: long
+    /// Items in groups of at most `cap` whose `id in […]` filter stays within `filterBudget`: long
     /// ids make smaller groups.
-    static func lookupGroups(_ entries: [QueueEntry], cap: Int) -> [[QueueEntry]] {
-        var groups: [[QueueEntry]] = []
-        var current: [QueueEntry] = []
+    static func lookupGroups<Item>(_ items: [Item], cap: Int, id: (Item) -> String) -> [[Item]] {
+        var groups: [[Item]] = []
+        var current: [Item] = []
         var size = 0
-        for entry in entries {
-            let cost = addressCost(.string(entry.recordID))
+        for item in items {
+            let cost = addressCost(.string(id(item)))
             if !current.isEmpty && (current.count >= Swift.max(1, cap) || size + cost > filterBudget) {
                 groups.append(current)
                 current = []
                 size = 0
             }
-            current.append(entry)
+            current.append(item)
             size += cost
         }
         if !current.isEmpty { groups.append(current) }

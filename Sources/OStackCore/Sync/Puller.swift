@@ -131,18 +131,7 @@ struct Puller {
                         object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
                         into: bulk)
                     report.pulled += applied
-                    for (id, version) in zip(page.rejected, page.rejectedVersions) {
-                        if let id {
-                            if refused[id] == (version ?? "") { continue }  // reported by an earlier pull
-                            refused[id] = version ?? ""
-                        }
-                        report.rejected.append(id)
-                    }
-                    for record in page.records where refused[record.id] != nil { refused[record.id] = nil }
-                    // A record refused here but stored again by a later page of this transaction
-                    // is not stale: only the refusals no later page took back are flagged.
-                    rejected.subtract(page.records.map(\.id))
-                    rejected.formUnion(page.rejected.compactMap { $0 })
+                    Self.noteRefusals(page, refused: &refused, rejected: &rejected, into: &report)
                     written += page.count
                     if let version = last.version {
                         // The stored cursor only moves forward (a page of the look-back ends before it).
@@ -181,10 +170,86 @@ struct Puller {
         if stalled { throw malformed("list page ends with a record without updated_at") }
         let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
         if due && !(initial && !forceReconcile) {
-            report.deleted = try Reconciler(store: store, api: api).reconcile(object)
+            let found = try Reconciler(store: store, api: api).reconcile(object, refused: refused)
+            report.deleted = found.deleted
+            try refetch(object, found.stale, indexed: stream.indexed, refused: &refused, into: &report)
+            if refused != refusedBefore { try Self.storeRefused(refused, object, store) }
         }
         try store.markPulled(object, reconciled: due)
         return report
+    }
+
+    /// Fetches records again by id (`id in […]` lists within the address budget), as the
+    /// reconciliation names them: a change or a create the server stamped so long before it committed
+    /// that the look-back had passed it (docs/sync.md, "Pull"). Stored like pulled records, a
+    /// transaction per `recordsPerCommit`; records not asked for are ignored.
+    func refetch(
+        _ object: String, _ ids: [String], indexed: [String], refused: inout [String: String],
+        into report: inout PullReport
+    ) throws(OStackError) {
+        let groups = CreateVerifier.lookupGroups(ids, cap: pageSize) { $0 }
+        var next = groups.startIndex
+        while next < groups.endIndex {
+            try store.transaction { () throws(OStackError) in
+                let bulk = try store.bulkWriter(for: object, load: nil)
+                var written = 0
+                var rejected = Set<String>()
+                while next < groups.endIndex && written < recordsPerCommit {
+                    let group = groups[next]
+                    next += 1
+                    let asked = Set(group)
+                    let filter: JSONValue = ["id", "in", .array(group.map { .string($0) })]
+                    let query = [
+                        ("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(group.count)),
+                        ("count", "false"),
+                    ]
+                    let outcome = try api.exchange(.list(object: object), query: query)
+                    guard outcome.ok else {
+                        throw outcome.error.asOStackError(account: api.account.alias, host: api.account.server.authority)
+                    }
+                    guard let raw = Self.split(outcome.response.body) else { throw malformed("list page malformed") }
+                    if raw.ranges.count > group.count { throw malformed("list page bigger than asked") }
+                    var page = Self.parse(raw, indexed: indexed)
+                    // Only what was asked, and not what the mirror holds in that version already (a
+                    // server whose list named another version than its record has).
+                    let held = try store.mirrorVersions(object, Set(page.records.map(\.id)))
+                    let keep = page.records.indices.filter { index in
+                        let record = page.records[index]
+                        return asked.contains(record.id) && (record.version == nil || held[record.id] != .some(record.version))
+                    }
+                    if keep.count < page.records.count {
+                        page.records = keep.map { page.records[$0] }
+                        if !page.fields.isEmpty { page.fields = keep.map { page.fields[$0] } }
+                    }
+                    report.pulled += try store.applyPulled(
+                        object, page.records, fields: page.fields.isEmpty ? nil : (indexed, page.fields), into: bulk)
+                    Self.noteRefusals(page, refused: &refused, rejected: &rejected, into: &report)
+                    written += page.records.count
+                }
+                try bulk.finish()
+                for id in rejected { try store.markInvalid(object, id) }
+            }
+        }
+    }
+
+    /// Reports a page's records that cannot be stored, each once per version (`refused`), and
+    /// forgets the refusal of those it stores; `rejected` collects the ids whose older copy is stale
+    /// once the transaction's records are in place.
+    static func noteRefusals(
+        _ page: Page, refused: inout [String: String], rejected: inout Set<String>, into report: inout PullReport
+    ) {
+        for (id, version) in zip(page.rejected, page.rejectedVersions) {
+            if let id {
+                if refused[id] == (version ?? "") { continue }  // reported by an earlier pull
+                refused[id] = version ?? ""
+            }
+            report.rejected.append(id)
+        }
+        for record in page.records where refused[record.id] != nil { refused[record.id] = nil }
+        // A record refused here but stored again by a later page of this transaction is not stale:
+        // only the refusals no later page took back are flagged.
+        rejected.subtract(page.records.map(\.id))
+        rejected.formUnion(page.rejected.compactMap { $0 })
     }
 
     /// The `account_info` key of an object's refused records: a JSON object of id → version.

@@ -31,7 +31,7 @@ struct SyncCommand: AsyncParsableCommand {
         @Flag(name: .long, help: "Sync every signed-in account.") var all = false
         @Flag(name: .customLong("push-only"), help: "Only push queued changes.") var pushOnly = false
         @Flag(name: .customLong("pull-only"), help: "Only pull tracked objects.") var pullOnly = false
-        @Flag(name: .long, help: "Also look for records deleted on the server now.") var reconcile = false
+        @Flag(name: .long, help: "Also compare every record with the server now: deletions, and writes the pulls missed.") var reconcile = false
         @Flag(name: .long, help: "Keep syncing every --interval until interrupted.") var watch = false
         @Option(
             name: .long, help: "Time between syncs with --watch, e.g. 30s, 5m (default: the sync.interval setting).")
