@@ -181,8 +181,8 @@ struct Puller {
 
     /// Fetches records again by id (`id in […]` lists within the address budget), as the
     /// reconciliation names them: a change or a create the server stamped so long before it committed
-    /// that the look-back had passed it (docs/sync.md, "Pull"). Stored like pulled records, a
-    /// transaction per `recordsPerCommit`; records not asked for are ignored.
+    /// that the look-back had passed it (docs/sync.md, "Pull"). Stored like pulled records, in
+    /// transactions cut as a pull's are; records not asked for are ignored.
     func refetch(
         _ object: String, _ ids: [String], indexed: [String], refused: inout [String: String],
         into report: inout PullReport
@@ -194,7 +194,12 @@ struct Puller {
                 let bulk = try store.bulkWriter(for: object, load: nil)
                 var written = 0
                 var rejected = Set<String>()
-                while next < groups.endIndex && written < recordsPerCommit {
+                let opened = ContinuousClock.now
+                let first = next
+                // Cut like a pull's transaction: other processes wait for its write lock no longer.
+                while next < groups.endIndex && written < recordsPerCommit
+                    && (next == first || ContinuousClock.now - opened < .seconds(commitSeconds))
+                {
                     let group = groups[next]
                     next += 1
                     let asked = Set(group)
