@@ -281,10 +281,13 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         }
     }
 
-    /// Sessions tried per call. A bad KWallet session is about 1 in 170, independent per session,
-    /// so three attempts fail together about once in five million calls (a write, read back over a
-    /// second session, about once in 600 000).
-    static let sessionAttempts = 3
+    /// Attempts per call. About one KWallet session in 100 is bad (a different key, about 1 in 180;
+    /// `OpenSession` refused, about 1 in 256), independent per session, and an attempt of a read or
+    /// a write uses two sessions: about one attempt in 55 fails. Three attempts failed together
+    /// about once in 160 000 calls, and a `make test` run under KWallet (1 500 calls in
+    /// `everyTransferSessionDeliversTheValue` alone) met it: `stale-session`. Five fail together about
+    /// once in 500 million; a good session costs nothing more.
+    static let sessionAttempts = 5
 
     /// Drops libsecret's cached service so the next call opens a new transfer session (tests).
     func resetTransferSession() {
