@@ -89,10 +89,16 @@ struct Reconciler {
             let before = refused[id].map { Self.versionHash($0.isEmpty ? nil : $0) }
             return before == listed ? nil : id
         }
-        try store.transaction { () throws(OStackError) in
-            for id in gone { try store.deleteRecord(object, id) }
+        // A change queued since the mirror was read (another process) keeps its record.
+        result.deleted = try store.transaction { () throws(OStackError) -> Int in
+            let queuedNow = try store.queuedRecordIDs(object)
+            var deleted = 0
+            for id in gone where !queuedNow.contains(id) {
+                try store.deleteRecord(object, id)
+                deleted += 1
+            }
+            return deleted
         }
-        result.deleted = gone.count
         return result
     }
 
