@@ -297,6 +297,16 @@ import Testing
         let sync = try ostack.run(["sync", "--reconcile", "--json"])
         #expect(sync.status == 0 && sync.stdout.contains(#""pulled":0"#), "\(sync.stdout) \(sync.stderr)")
         #expect(try ostack.run(["records", "get", "task", "planted", "--local"]).status == 7)
+        // A record that cannot be stored, named after a record here that was not asked for, is not
+        // reported (nor is the copy here flagged stale).
+        let local = try ostack.run(["records", "list", "task", "--local", "--fields", "id", "--format", "csv"]).stdout
+        let mine = String(try #require(local.split(separator: "\r\n").last))
+        try listFault(server, text: listed, count: 1, query: "select=id,updated_at")
+        try listFault(
+            server, text: #"{"records":[{"id":"\#(mine)","amount":1e400,"updated_at":"2030-01-01T00:00:00.000Z"}]}"#,
+            count: 1, query: "top=1")
+        let broken = try ostack.run(["sync", "--reconcile", "--json"])
+        #expect(broken.status == 0 && broken.stdout.contains(#""rejected":0"#), "\(broken.stdout) \(broken.stderr)")
         try listFault(server, text: listed, count: 1, query: "select=id,updated_at")
         try listFault(server, text: #"{"records":[\#(planted),\#(planted)]}"#, count: 1, query: "top=1")
         let oversized = try ostack.run(["sync", "--reconcile"])

@@ -226,6 +226,11 @@ struct Puller {
                         page.records = keep.map { page.records[$0] }
                         if !page.fields.isEmpty { page.fields = keep.map { page.fields[$0] } }
                     }
+                    // A record that cannot be stored counts only if it was asked for (it flags the
+                    // mirror's copy stale).
+                    let refusedAsked = page.rejected.indices.filter { page.rejected[$0].map(asked.contains) ?? false }
+                    page.rejectedVersions = refusedAsked.map { page.rejectedVersions[$0] }
+                    page.rejected = refusedAsked.map { page.rejected[$0] }
                     report.pulled += try store.applyPulled(
                         object, page.records, fields: page.fields.isEmpty ? nil : (indexed, page.fields), into: bulk)
                     Self.noteRefusals(page, refused: &refused, rejected: &rejected, into: &report)
