@@ -47,7 +47,7 @@ public struct CommandContext: Sendable {
         let environment = try makeAuthEnvironment(self)
         do {
             try LoginService(environment: environment).recoverInterruptedLogin()
-        } catch  where [.storageUnreadable, .storageMissing, .storageFailure, .unsafeStorage].contains(error.code) {
+        } catch  where [.storageUnreadable, .storageMissing, .storageFailure, .storageFull, .unsafeStorage].contains(error.code) {
             // A sign-in whose account's database cannot be provisioned (damaged, say) stays
             // journaled for its own account's next `login`; it does not stop every other command.
             debugLog.append(referenceID: "login-recovery", code: error.code.rawValue, detail: error.detail)
@@ -275,8 +275,21 @@ enum CommandRunner {
         }
     }
 
+    /// A storage failure while a file system holding ostack's files has less than 1 MiB free is
+    /// `storage-full`: a full disk reaches ostack as many different failures (a journal or
+    /// registry write, SQLite's I/O errors), not all of which name it.
+    static func namingAFullDisk(
+        _ error: any Error, layout: FileLayout, freeSpace: (String) -> Int? = Doctor.availableBytes
+    ) -> any Error {
+        guard let failure = error as? OStackError, failure.code == .storageFailure else { return error }
+        let directories = [layout.dataDirectory, layout.configDirectory, layout.stateDirectory]
+        guard directories.contains(where: { freeSpace($0).map { $0 < 1 << 20 } ?? false }) else { return error }
+        return OStackError(.storageFull, context: failure.context, detail: failure.detail)
+    }
+
     /// Prints the error and returns the exit code.
     static func report(_ error: any Error, context: CommandContext) -> Int32 {
+        let error = namingAFullDisk(error, layout: context.layout)
         let reference = referenceID()
         let presentation = ErrorPresenter().present(error, referenceID: reference)
         let detail = (error as? OStackError)?.description ?? "unexpected \(type(of: error))"

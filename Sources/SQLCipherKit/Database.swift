@@ -22,6 +22,10 @@ public final class Database: @unchecked Sendable {
         /// SQLCipher's page size (`cipher_page_size`); nil keeps SQLCipher's default (1024). A file
         /// must always be opened with the size it was created with.
         public var pageSize: Int?
+        /// `locking_mode=EXCLUSIVE` from the first access: a WAL database's shared-memory index is
+        /// then kept in this process's memory, not in the `-shm` file, which the first connection
+        /// must grow (impossible on a full disk). Other connections wait until this one closes.
+        public var exclusiveLocking = false
 
         public init() {}
     }
@@ -57,6 +61,7 @@ public final class Database: @unchecked Sendable {
         do throws(SQLiteError) {
             try applyKey(key, rekey: false)
             if let pageSize = options.pageSize { try execute("PRAGMA cipher_page_size = \(pageSize)") }
+            if options.exclusiveLocking { _ = try scalarText("PRAGMA locking_mode=EXCLUSIVE") }
             guard let version = try scalarText("PRAGMA cipher_version"), !version.isEmpty else {
                 throw SQLiteError(
                     kind: .notSQLCipher, code: 0, extendedCode: 0, operation: "open",

@@ -1,3 +1,4 @@
+internal import CSQLCipher
 /// A failed SQLite/SQLCipher call. It carries the result codes, the operation and SQLite's own
 /// message — never bound values (GRDB's rule) — and is only ever shown in the debug log.
 public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -32,6 +33,11 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
         self.operation = operation
         self.message = message
     }
+
+    /// The disk (or quota) ran out of space: SQLITE_FULL, or the shared-memory index of a WAL
+    /// database could not be grown (SQLITE_IOERR_SHMSIZE, `SQLITE_IOERR | 19 << 8`: its file is extended on open, so a read
+    /// on a full disk fails this way).
+    public var isDiskFull: Bool { code == SQLITE_FULL || extendedCode == SQLITE_IOERR | (19 << 8) }
 
     public var description: String {
         "SQLiteError(\(kind), code \(code)/\(extendedCode), \(operation)): \(message)"

@@ -504,6 +504,49 @@ import Testing
         #expect(!(try ostack.run(["accounts", "list"])).stdout.contains("work"))
     }
 
+    /// A full disk: what is stored can still be read (the first connection of a WAL database must
+    /// grow its `-shm` file, which failed, so `records list` said "Local storage failed"), a write
+    /// says the disk is full (`storage-full`, exit 10) and saves nothing, and once space is freed
+    /// everything works with nothing lost. The home is a 4 MiB tmpfs in a mount namespace of its
+    /// own (`unshare`), filled up with a file.
+    @Test func aFullDiskStillReadsAndSaysWhyWritesFail() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Before", "--offline"]).status == 0)
+        let script = #"""
+            set -u
+            stage=$(mktemp -d) && cp -a "$OSTACK_HOME/." "$stage/"
+            mount -t tmpfs -o size=4m,mode=700 tmpfs "$OSTACK_HOME" && cp -a "$stage/." "$OSTACK_HOME/" || exit 99
+            rm -rf "$stage"
+            out=$(mktemp)
+            step() { name=$1; shift; "$O" "$@" > "$out" 2>&1; echo "[$name $?] $(tr '\r\n' '  ' < "$out")"; }
+            dd if=/dev/zero of="$OSTACK_HOME/filler" bs=4k 2>/dev/null
+            step list records list task --local --fields title --format csv
+            step create records create task --set title=Full --offline --json
+            step config config set sync.interval 10m
+            rm "$OSTACK_HOME/filler"
+            step after records create task --set title=After --offline
+            step again records list task --local --fields title --format csv
+            step queue queue list --json
+            step doctor doctor
+            rm -f "$out"
+            """#
+        var environment = ostack.baseEnvironment
+        environment["O"] = OStackBinary.path
+        let run = try runProcess(
+            executable: "/usr/bin/unshare", arguments: ["-Urm", "/bin/bash", "-c", script], environment: environment)
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        func line(_ name: String) -> String { lines.first { $0.hasPrefix("[\(name) ") } ?? "" }
+        try #require(run.status == 0 && lines.count == 7, "\(run.stdout) \(run.stderr)")
+        #expect(line("list").hasPrefix("[list 0]") && line("list").contains("Before"), "\(line("list"))")
+        #expect(line("create").hasPrefix("[create 10]") && line("create").contains(#""code":"storage-full""#), "\(line("create"))")
+        #expect(line("config").hasPrefix("[config 10]") && line("config").contains("the disk that holds ostack's files is full"), "\(line("config"))")
+        #expect(line("after").hasPrefix("[after 0]"), "\(line("after"))")
+        #expect(line("again").contains("After") && line("again").contains("Before") && !line("again").contains("Full"), "\(line("again"))")
+        #expect(line("queue").components(separatedBy: #""operation":"create""#).count == 3, "\(line("queue"))")
+        #expect(line("doctor").contains("ok    work: database:"), "\(line("doctor"))")
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {

@@ -231,6 +231,10 @@ public struct ErrorPresenter: Sendable {
                 "Try again when it is done.", 10)
         case .storageFailure:
             return make("Local storage failed.", "Check free disk space and permissions, then run `ostack doctor`.", 10)
+        case .storageFull:
+            return make(
+                "Local storage failed: the disk that holds ostack's files is full. What was being written was not saved; what was saved before is kept.",
+                "Free some disk space, then run the command again.", 10)
         case .storageMissing where context.object == "pin.env":
             return make(
                 "The PIN envelope (pin.env) of account\(named) is missing: the PIN cannot open the data. This is not a lockout.",

@@ -203,7 +203,7 @@ public final class LocalStore: @unchecked Sendable {
         if let sqlite = error as? SQLiteError {
             if sqlite.kind == .unreadable { return OStackError(.storageUnreadable, detail: "database: \(sqlite.kind)") }
             return OStackError(
-                .storageFailure,
+                sqlite.isDiskFull ? .storageFull : .storageFailure,
                 detail: "database: \(sqlite.kind) \(sqlite.code)/\(sqlite.extendedCode) in \(sqlite.operation)")
         }
         return OStackError(.storageFailure, detail: "database: \(type(of: error))")

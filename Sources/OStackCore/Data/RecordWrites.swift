@@ -376,7 +376,7 @@ public struct RecordWrites {
                 stopped: try session.withSyncLock { () throws(OStackError) -> PushReport in try session.engine().push()
                 }
                 .stoppedError)
-        } catch  where [.storageFailure, .unsafeStorage].contains(error.code) {
+        } catch  where [.storageFailure, .storageFull, .unsafeStorage].contains(error.code) {
             return .notStarted(error)
         }
     }

@@ -225,7 +225,7 @@ extension Doctor {
             return check(
                 "database", account, .warn, "Could not check the database: the account is locked.",
                 fix: "Run \(command: unlock) and then \(command: .doctor).", checked: false)
-        case .storageFailure where diskIsFull(directory):
+        case .storageFull, .storageFailure where diskIsFull(directory):
             return check(
                 "database", account, .warn, "Could not open the database: the disk is full (nothing is damaged).",
                 fix: "Free disk space, then run \(command: .doctor) again.", checked: false)

@@ -61,6 +61,8 @@ public struct OStackError: Error, Sendable {
         case wrongPassphrase = "wrong-passphrase"
         case storageUnreadable = "storage-unreadable"
         case storageFailure = "storage-failure"
+        /// A storage failure while the file system holding ostack's files has (almost) no space left.
+        case storageFull = "storage-full"
         /// Another command holds the account's PIN lock (a `pin set` showing its recovery key).
         case pinBusy = "pin-busy"
         /// The agent holds its socket but accepts or answers nothing (stopped, hung).

@@ -30,7 +30,8 @@ public enum AccountDatabase {
             case .notSQLCipher: throw OStackError(.internal, detail: "SQLCipher is not the loaded SQLite")
             default:
                 throw OStackError(
-                    .storageFailure, detail: "database: \(error.kind) \(error.code)/\(error.extendedCode)")
+                    error.isDiskFull ? .storageFull : .storageFailure,
+                    detail: "database: \(error.kind) \(error.code)/\(error.extendedCode)")
             }
         } catch {
             throw OStackError(.storageFailure, detail: "database migration failed")
@@ -57,6 +58,17 @@ public enum AccountDatabase {
                 return try Database(path: path, key: key, options: options)
             } catch  where error.kind == .unreadable {
                 lastError = error
+            } catch  where error.isDiskFull && existing {
+                // On a full disk the first connection cannot grow the `-shm` file: the index is kept
+                // in memory instead, holding the file's lock until this command ends, so that what
+                // is stored can still be read (writes fail as `storage-full`).
+                options.exclusiveLocking = true
+                do {
+                    return try Database(path: path, key: key, options: options)
+                } catch  where error.kind == .unreadable {
+                    lastError = error
+                }
+                options.exclusiveLocking = false
             }
         }
         throw lastError

@@ -160,9 +160,11 @@ extension OStackError {
     /// else `storage-failure`.
     /// A directory where a file belongs (EISDIR) is not what ostack keeps there either: named, not
     /// "Local storage failed. Check free disk space".
+    /// No space left (ENOSPC, or EDQUOT: a quota) is `storage-full`.
     public static func storage(_ error: PlatformError, role: String) -> OStackError {
-        error.isUnsafePath || error.errno == EISDIR
-            ? unsafe(error, role: role) : OStackError(.storageFailure, detail: "\(role): \(error)")
+        if error.isUnsafePath || error.errno == EISDIR { return unsafe(error, role: role) }
+        let full = error.errno == ENOSPC || error.errno == EDQUOT
+        return OStackError(full ? .storageFull : .storageFailure, detail: "\(role): \(error)")
     }
 
     /// `unsafe-storage` for `role` (our wording: "the agent's runtime directory", …).
