@@ -122,6 +122,11 @@ public final class HTTPClient: @unchecked Sendable {
         var failed = false
         func set(_ rc: CURLcode) { if rc != CURLE_OK { failed = true } }
         set(ccurl_setopt_string(handle, CURLOPT_URL, request.url))
+        // Proxies come from the environment as curl reads them (`https_proxy`, `HTTPS_PROXY`,
+        // `ALL_PROXY`, `NO_PROXY`), for `https` only: a plain `http` request through a proxy hands it
+        // the credentials in clear text (and a proxy cannot reach this machine's loopback, which is
+        // where such servers usually are).
+        if parts.scheme == "http" || parts.isLoopback { set(ccurl_setopt_string(handle, CURLOPT_NOPROXY, "*")) }
         set(ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
         set(ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
         set(ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000)))
@@ -297,6 +302,17 @@ struct URLParts: Equatable {
     }
 
     var origin: String { "\(scheme)://\(host):\(port)" }
+
+    /// `localhost` (and `*.localhost`), `127.0.0.0/8` or `[::1]`.
+    var isLoopback: Bool { URLParts.isLoopback(host: host) }
+
+    static func isLoopback(host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" || host == "[0:0:0:0:0:0:0:1]" {
+            return true
+        }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
 }
 
 extension String {

@@ -275,6 +275,20 @@ enum CommandRunner {
         }
     }
 
+    /// A server that cannot be reached (or not in time, or not securely) through a proxy: the hint
+    /// names the variable the proxy comes from. ostack reaches `https` servers through the proxy
+    /// in `https_proxy`, `HTTPS_PROXY`, `all_proxy` or `ALL_PROXY` (curl's order) unless `NO_PROXY`
+    /// names them; never a local one (`http` or loopback: CurlKit's `HTTPClient`).
+    static func proxyNote(_ error: OStackError, environment: [String: String]) -> String? {
+        guard [.offline, .timeout, .tls].contains(error.code), let authority = error.context.host else { return nil }
+        let host = ServerURL.host(ofAuthority: authority)
+        guard !ServerURL.isLocal(host) else { return nil }
+        guard let variable = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].first(where: {
+            !(environment[$0] ?? "").isEmpty
+        }) else { return nil }
+        return "Requests to it go through the proxy in \(variable) (unless NO_PROXY names it), as curl's do: check the proxy too."
+    }
+
     /// A storage failure while a file system holding ostack's files has less than 1 MiB free is
     /// `storage-full`: a full disk reaches ostack as many different failures (a journal or
     /// registry write, SQLite's I/O errors), not all of which name it.
@@ -291,7 +305,10 @@ enum CommandRunner {
     static func report(_ error: any Error, context: CommandContext) -> Int32 {
         let error = namingAFullDisk(error, layout: context.layout)
         let reference = referenceID()
-        let presentation = ErrorPresenter().present(error, referenceID: reference)
+        var presentation = ErrorPresenter().present(error, referenceID: reference)
+        if let failure = error as? OStackError, let proxy = proxyNote(failure, environment: context.environment) {
+            presentation.hint = (presentation.hint.map { $0 + " " } ?? "") + proxy
+        }
         let detail = (error as? OStackError)?.description ?? "unexpected \(type(of: error))"
         context.debugLog.append(referenceID: reference, code: presentation.code, detail: detail)
         var message = presentation.message

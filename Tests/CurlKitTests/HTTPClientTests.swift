@@ -1,4 +1,4 @@
-import CurlKit
+@testable import CurlKit
 import FoundationEssentials
 import OStackTestSupport
 import Testing
@@ -225,5 +225,17 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
     @Test func invalidURLsAreRejected() {
         #expect(throws: HTTPError.invalidURL) { try client.send(HTTPRequest(url: "ftp://127.0.0.1/x")) }
         #expect(throws: HTTPError.invalidURL) { try client.send(HTTPRequest(url: "not a url")) }
+    }
+}
+
+@Suite struct LoopbackHostTests {
+    /// Loopback hosts bypass every proxy (HTTPClient.perform): only these, not look-alikes.
+    @Test func onlyThisMachinesAddressesAreLoopback() {
+        for host in ["localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "[::1]", "[0:0:0:0:0:0:0:1]"] {
+            #expect(URLParts.isLoopback(host: host), "\(host)")
+        }
+        for host in ["128.0.0.1", "127.0.0.1.example.com", "127.0.0", "localhost.example", "[::2]", "10.0.0.1", "127.0.0.256"] {
+            #expect(!URLParts.isLoopback(host: host), "\(host)")
+        }
     }
 }

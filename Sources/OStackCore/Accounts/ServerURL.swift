@@ -118,7 +118,12 @@ public struct ServerURL: Sendable, Hashable, Codable, CustomStringConvertible {
             && !host.hasPrefix(".") && !host.hasPrefix("-")
     }
 
-    static func isLocal(_ host: String) -> Bool {
+    /// The host of an authority (`host:port`, `[v6]:port`), lowercased, brackets removed.
+    public static func host(ofAuthority authority: String) -> String {
+        (try? splitAuthority(authority).0) ?? authority.lowercased()
+    }
+
+    public static func isLocal(_ host: String) -> Bool {
         if host == "localhost" || host.hasSuffix(".localhost") || host.hasSuffix(".local") { return true }
         if host == "::1" { return true }
         let lower = host.lowercased()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A TLS front for a plain-HTTP server on 127.0.0.1, with a certificate from a private CA made on
-the spot (openssl). Usage: tls_proxy.py WORKDIR TARGET_PORT. Prints "PORT CA_PEM_PATH" on one
-line, then forwards every accepted TLS connection byte for byte to TARGET_PORT."""
+the spot (openssl). Usage: tls_proxy.py WORKDIR TARGET_PORT [DNS_NAME]. Prints "PORT CA_PEM_PATH"
+on one line, then forwards every accepted TLS connection byte for byte to TARGET_PORT. The
+certificate is for 127.0.0.1, and for DNS_NAME when given."""
 import os
 import socket
 import ssl
@@ -10,6 +11,7 @@ import sys
 import threading
 
 workdir, target = sys.argv[1], int(sys.argv[2])
+dns_name = sys.argv[3] if len(sys.argv) > 3 else None
 
 
 def run(*args):
@@ -21,7 +23,7 @@ run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.k
 run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
     "-subj", "/CN=127.0.0.1")
 with open(os.path.join(workdir, "san.ext"), "w") as ext:
-    ext.write("subjectAltName=IP:127.0.0.1\n")
+    ext.write("subjectAltName=IP:127.0.0.1" + (",DNS:" + dns_name if dns_name else "") + "\n")
 run("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
     "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
 
