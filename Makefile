@@ -3,7 +3,7 @@ SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 DEVSERVER_DIR := DevServer
 
-.PHONY: all deps build build-release devserver test test-kwallet bench demo man install uninstall lint format clean
+.PHONY: all deps build build-release devserver test test-kwallet test-keepassxc test-keepassxc-all bench demo man install uninstall lint format clean
 
 all: build
 
@@ -28,17 +28,33 @@ devserver: deps
 # backends). `make test` runs them after the whole suite has run against gnome-keyring.
 KWALLET_SUITES := SecretServiceKeyringTests|AccountsEndToEndTests|LoginFailureEndToEndTests|PINLockEndToEndTests|KeyringBackendEndToEndTests
 
-## test: all tests against gnome-keyring, then the keyring suites against KWallet (each in a private D-Bus session)
+# The keyring suites against KeePassXC (headless, scripts/keepassxc-session.sh). The accounts and
+# PIN lock suites are left out: KeePassXC 2.7.4 crashes under them now and then (docs/keyring.md,
+# "Providers"); `make test-keepassxc-all` runs them too.
+KEEPASSXC_SUITES := SecretServiceKeyringTests|LoginFailureEndToEndTests|KeyringBackendEndToEndTests
+
+## test: all tests against gnome-keyring, then the keyring suites against KWallet and KeePassXC (each in a private D-Bus session)
 test: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-keyring.sh $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
 	./scripts/with-kwallet.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
+	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KEEPASSXC_SUITES)'
 	@if [ -f $(DEVSERVER_DIR)/Package.swift ]; then $(SWIFT) test --package-path $(DEVSERVER_DIR) $(SWIFT_BUILD_FLAGS); fi
 
 ## test-kwallet: the keyring suites again with KWallet as the Secret Service
 test-kwallet: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-kwallet.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
+
+## test-keepassxc: the keyring suites again with KeePassXC as the Secret Service
+test-keepassxc: deps devserver
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KEEPASSXC_SUITES)'
+
+## test-keepassxc-all: every keyring suite KWallet runs, against KeePassXC (some fail now and then: docs/keyring.md)
+test-keepassxc-all: deps devserver
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
 
 ## bench: release-build benchmarks; prints a table and writes bench-results.json
 bench: deps

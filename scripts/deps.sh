@@ -19,6 +19,7 @@ packages=(
   python3-dbus
   libkf5wallet-bin
   libqca-qt5-2-plugins
+  keepassxc
   jq
   man-db
   gcc

@@ -49,5 +49,5 @@ if [ "$locked" != "false" ]; then
   exit 1
 fi
 
-export OSTACK_KEYRING_SESSION=1
+export OSTACK_KEYRING_SESSION=1 OSTACK_KEYRING_PROVIDER=gnome-keyring
 "$@"

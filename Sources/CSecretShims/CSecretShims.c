@@ -42,6 +42,11 @@ gboolean csecret_item_is_locked(gpointer item) {
     return SECRET_IS_ITEM(item) ? secret_item_get_locked(SECRET_ITEM(item)) : FALSE;
 }
 
+gboolean csecret_item_set_secret(gpointer item, SecretValue *value, GCancellable *cancellable, GError **error) {
+    if (!SECRET_IS_ITEM(item)) return FALSE;
+    return secret_item_set_secret_sync(SECRET_ITEM(item), value, cancellable, error);
+}
+
 SecretValue *csecret_value_new(const unsigned char *bytes, gsize length) {
     return secret_value_new((const gchar *)bytes, (gssize)length, "application/octet-stream");
 }

@@ -157,9 +157,17 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
                 csecret_value_new(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), gsize(bytes.count))
             }
             defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-            let stored = secret_password_storev_binary_sync(
-                csecret_schema(), attributes, nil, label, value, cancellable, &error)
-            if stored == 0 { throw error.map(Self.classify) ?? KeyringError.other("store refused") }
+            // KeePassXC (2.7) asks the user before another process replaces an item through
+            // CreateItem, even with access confirmation off: every re-login or stored token after
+            // the first command would wait on a dialog. Its items are changed in place instead
+            // (Item.SetSecret, which it allows as it allows reading them).
+            let replaced = self.provider() == .keepassxc
+                ? try self.replaceInPlace(attributes, value, cancellable: cancellable, error: &error) : false
+            if !replaced {
+                let stored = secret_password_storev_binary_sync(
+                    csecret_schema(), attributes, nil, label, value, cancellable, &error)
+                if stored == 0 { throw error.map(Self.classify) ?? KeyringError.other("store refused") }
+            }
             // Read it back: a provider that decrypted the transfer with a different session key
             // (KWallet, rarely) stores garbage without an error. A mismatch is retried with a new
             // session, which rewrites the item. gnome-keyring derives the key as libsecret does (the
@@ -231,6 +239,22 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
 
     private func attributes(_ address: KeyringAddress) -> OpaquePointer {
         csecret_attributes(app, address.namespace, address.account, address.kind, String(address.version))!
+    }
+
+    /// Sets the secret of the one unlocked item with exactly `attributes`, if there is one; false
+    /// (nothing done) when there is none or more than one.
+    private func replaceInPlace(
+        _ attributes: OpaquePointer, _ value: OpaquePointer?, cancellable: UnsafeMutablePointer<GCancellable>,
+        error: inout UnsafeMutablePointer<GError>?
+    ) throws(KeyringError) -> Bool {
+        let list = secret_password_searchv_sync(csecret_schema(), attributes, SECRET_SEARCH_ALL, cancellable, &error)
+        if let failure = error { throw Self.classify(failure) }
+        defer { g_list_free_full(list, g_object_unref) }
+        guard let only = list, only.pointee.next == nil, csecret_item_is_locked(only.pointee.data) == 0 else {
+            return false
+        }
+        if csecret_item_set_secret(only.pointee.data, value, cancellable, &error) != 0 { return true }
+        throw error.map(Self.classify) ?? KeyringError.other("set secret refused")
     }
 
     private func search(

@@ -88,6 +88,30 @@ import Testing
         #expect(wrong == 0, "\(wrong) of \(rounds) reads over a new session did not return the stored value")
     }
 
+    /// Another process replaces an item this one wrote, and this one reads the new value. KeePassXC
+    /// (2.7) asks the user before another process replaces an item through CreateItem, even with
+    /// access confirmation off: a second `login` or a stored token waited for a dialog until
+    /// `keyring-timeout`. ostack changes a KeePassXC item in place (Item.SetSecret).
+    @Test func anotherProcessReplacesAnItemWithoutAsking() throws {
+        let probeNamespace = namespace + ":replace"
+        let mine = KeyringAddress(namespace: probeNamespace, account: "probe", kind: "db-key", version: 1)
+        try keyring.write(SecretBytes(copying: Array("first-value".utf8)), for: mine)
+        defer { try? keyring.delete(mine) }
+        let result = try runProcess(
+            executable: KeyringFailureModeTests.probe, arguments: ["5", "write", probeNamespace], timeout: 30)
+        #expect(result.stdout.trimmingCharacters() == "ok", "\(result.stdout) \(result.stderr)")
+        keyring.resetTransferSession()
+        #expect(bytes(try keyring.read(mine)) == Array("probe-secret".utf8))
+        #expect(try keyring.list(namespace: probeNamespace).count == 1)
+    }
+
+    /// The provider is the one the session script started (`OSTACK_KEYRING_PROVIDER`): a stage meant
+    /// for KWallet or KeePassXC never passes against another one that D-Bus activated instead.
+    @Test func theProviderIsTheOneTheSessionStarted() {
+        guard let wanted = ProcessInfoLite.environment("OSTACK_KEYRING_PROVIDER") else { return }
+        #expect(SecretServiceKeyring.detectProvider().name.lowercased() == wanted.lowercased())
+    }
+
     @Test func probeDoesARealRoundTrip() throws {
         try keyring.probe(namespace: namespace + ":probe")
         #expect(try keyring.list(namespace: namespace + ":probe").isEmpty)

@@ -21,6 +21,10 @@ char *csecret_item_attribute(gpointer item, const char *name);
 gboolean csecret_item_is_locked(gpointer item);
 
 /// A binary secret value (content type application/octet-stream). libsecret copies the bytes.
+/// Replaces the secret of an existing item in place (Item.SetSecret), keeping its label and
+/// attributes. FALSE with *error set on failure, FALSE without one when `item` is not an item.
+gboolean csecret_item_set_secret(gpointer item, SecretValue *value, GCancellable *cancellable, GError **error);
+
 SecretValue *csecret_value_new(const unsigned char *bytes, gsize length);
 
 /// Outcome classes for a GError (see csecret_classify).
