@@ -170,15 +170,19 @@ public struct CommandContext: Sendable {
         }
     }
 
-    /// Asks before a destructive step, on a terminal only (stdin and stderr both terminals, no
-    /// `--no-input`); `yes` (`--yes`) skips the question, and so does a script (no terminal), as it
-    /// always did. Anything but `y`/`yes` changes nothing (`declined`, exit 1).
+    /// Asks before a destructive step, on a terminal only (stdin and stderr both terminals); `yes`
+    /// (`--yes`) skips the question, and so does a script (no terminal), as it always did. With
+    /// `--no-input` the step needs `--yes` (`input-required`, exit 9): "never prompt; a command that
+    /// needs input fails" — it went ahead as if confirmed. Anything but `y`/`yes` changes nothing
+    /// (`declined`, exit 1).
     public func confirm(_ question: String, yes: Bool) throws(OStackError) {
-        if yes || global.noInput || !ProcessEnvironment.isTerminal(0)
-            || !ProcessEnvironment.isTerminal(2)
-        {
-            return
+        if yes { return }
+        if global.noInput {
+            throw OStackError(
+                .inputRequired, context: .init(suggestion: "This asks first; pass --yes to go ahead without asking."),
+                detail: "confirmation under --no-input")
         }
+        if !ProcessEnvironment.isTerminal(0) || !ProcessEnvironment.isTerminal(2) { return }
         terminal.err(ErrorPresenter.sanitize(question, maxLength: 300) + " [y/N] ")
         let answer = (readLine(strippingNewline: true) ?? "").lowercased()
         guard answer == "y" || answer == "yes" else {

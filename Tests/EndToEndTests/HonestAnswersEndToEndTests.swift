@@ -325,7 +325,8 @@ import Testing
     }
 
     /// Issue 16: destructive commands ask on a terminal (a pseudo-terminal here); anything but `y`
-    /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked.
+    /// changes nothing, `--yes` skips the question, and scripts (no terminal) are not asked; with
+    /// `--no-input` they need `--yes`.
     @Test func destructiveCommandsConfirmOnATerminal() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
@@ -347,6 +348,18 @@ import Testing
         #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"other\""))
         let untrack = try atTerminal("n", ["sync", "untrack", "task", "--account", "work"])
         #expect(untrack.status == 1 && untrack.stdout.contains("drop its"), "\(untrack.stdout)")
+        #expect(try ostack.run(["sync", "status", "--account", "work"]).stdout.contains("task"))
+        // `--no-input` never asks, and what would ask needs `--yes` (on a terminal it went ahead as
+        // if confirmed; in a script too).
+        for noInput in [
+            try atTerminal("y", ["accounts", "remove", "other", "--no-input"]),
+            try ostack.run(["sync", "untrack", "task", "--account", "work", "--no-input"]),
+        ] {
+            #expect(noInput.status == 9, "\(noInput.stdout) \(noInput.stderr)")
+            #expect(!noInput.stdout.contains("[y/N]"), "\(noInput.stdout)")
+            #expect((noInput.stdout + noInput.stderr).contains("pass --yes"), "\(noInput.stdout) \(noInput.stderr)")
+        }
+        #expect(try ostack.run(["accounts", "list", "--json"]).stdout.contains("\"alias\":\"other\""))
         #expect(try ostack.run(["sync", "status", "--account", "work"]).stdout.contains("task"))
         let accepted = try atTerminal("y", ["accounts", "remove", "other"])
         #expect(accepted.status == 0, "\(accepted.stdout)")
