@@ -18,4 +18,17 @@ extension CommandContext {
             layout: layout,
             makeAuthEnvironment: LiveDependencies.authEnvironment)
     }
+
+    /// `OSTACK_HOME` must be absolute: a relative one was ignored, and every command quietly used
+    /// the default directories instead (another set of accounts) — the user's own, not the
+    /// sandbox they meant. Empty counts as unset.
+    public func checkEnvironment() throws(OStackError) {
+        guard let home = environment["OSTACK_HOME"], !home.isEmpty, !home.hasPrefix("/") else { return }
+        throw OStackError(
+            .invalidInput,
+            context: .init(
+                suggestion:
+                    "OSTACK_HOME must be an absolute path; it is relative here. Nothing was done: give its full path, or unset it for the default directories."
+            ), detail: "relative OSTACK_HOME")
+    }
 }

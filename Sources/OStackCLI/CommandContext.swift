@@ -240,6 +240,11 @@ enum CommandRunner {
     ) async throws {
         try global.checkOutputFormat()
         let context = CommandContext.live(global: global)
+        do {
+            try context.checkEnvironment()
+        } catch {
+            throw ExitCode(report(error, context: context))
+        }
         var unlocked: Set<String> = []
         OutputFilter.begin(context.global)
         defer { _ = OutputFilter.end() }

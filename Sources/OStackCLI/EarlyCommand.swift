@@ -29,6 +29,7 @@ public enum EarlyCommand {
         guard let global = statusShortOptions(arguments) else { return nil }
         let context = CommandContext.live(global: global)
         do {
+            try context.checkEnvironment()
             try Status.runShort(context)
             return 0
         } catch {

@@ -547,6 +547,23 @@ import Testing
         #expect(line("doctor").contains("ok    work: database:"), "\(line("doctor"))")
     }
 
+    /// A relative `OSTACK_HOME` was ignored: every command used the default directories (the
+    /// user's own accounts) instead of the sandbox meant. It is refused before anything is done.
+    @Test func aRelativeOstackHomeIsRefused() throws {
+        let ostack = OStackRunner()
+        let home = TemporaryDirectory()
+        let relative = "ostack-relative-\(UInt32.random(in: 0...UInt32.max))"
+        for arguments in [["accounts", "list"], ["status", "--short"], ["config", "list"]] {
+            let run = try ostack.run(arguments, environment: ["OSTACK_HOME": relative, "HOME": home.path])
+            #expect(run.status == 9, "\(arguments): \(run.stdout) \(run.stderr)")
+            #expect(run.stderr.contains("OSTACK_HOME must be an absolute path"), "\(run.stderr)")
+        }
+        #expect(SecureFileSystem.size(of: home.path + "/.config/ostack") == nil, "the default directories were used")
+        #expect(SecureFileSystem.size(of: relative) == nil)
+        // Empty counts as unset.
+        #expect(try ostack.run(["accounts", "list"], environment: ["OSTACK_HOME": "", "HOME": home.path]).status == 0)
+    }
+
     /// A keyring deadline from the environment out of range (infinite, huge, not a number) is
     /// ignored, never a crash.
     @Test func anOutOfRangeKeyringTimeoutIsIgnored() throws {
