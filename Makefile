@@ -28,17 +28,17 @@ devserver: deps
 # backends). `make test` runs them after the whole suite has run against gnome-keyring.
 KWALLET_SUITES := SecretServiceKeyringTests|AccountsEndToEndTests|LoginFailureEndToEndTests|PINLockEndToEndTests|KeyringBackendEndToEndTests
 
-# The keyring suites against KeePassXC (headless, scripts/keepassxc-session.sh). The accounts and
-# PIN lock suites are left out: KeePassXC 2.7.4 crashes under them now and then (docs/keyring.md,
-# "Providers"); `make test-keepassxc-all` runs them too.
+# The keyring suites against KeePassXC (headless, scripts/keepassxc-session.sh), on demand only:
+# KeePassXC 2.7.4 itself crashes now and then under them, and a call in flight when it dies may
+# never return (docs/keyring.md, "Providers"). `make test-keepassxc-all` adds the accounts and PIN
+# lock suites, under which it crashes more often.
 KEEPASSXC_SUITES := SecretServiceKeyringTests|LoginFailureEndToEndTests|KeyringBackendEndToEndTests
 
-## test: all tests against gnome-keyring, then the keyring suites against KWallet and KeePassXC (each in a private D-Bus session)
+## test: all tests against gnome-keyring, then the keyring suites against KWallet (each in a private D-Bus session)
 test: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-keyring.sh $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
 	./scripts/with-kwallet.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
-	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KEEPASSXC_SUITES)'
 	@if [ -f $(DEVSERVER_DIR)/Package.swift ]; then $(SWIFT) test --package-path $(DEVSERVER_DIR) $(SWIFT_BUILD_FLAGS); fi
 
 ## test-kwallet: the keyring suites again with KWallet as the Secret Service
@@ -46,12 +46,12 @@ test-kwallet: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-kwallet.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'
 
-## test-keepassxc: the keyring suites again with KeePassXC as the Secret Service
+## test-keepassxc: the keyring suites with KeePassXC as the Secret Service (not in make test: KeePassXC 2.7.4 crashes now and then)
 test-keepassxc: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KEEPASSXC_SUITES)'
 
-## test-keepassxc-all: every keyring suite KWallet runs, against KeePassXC (some fail now and then: docs/keyring.md)
+## test-keepassxc-all: every keyring suite KWallet runs, against KeePassXC (it crashes more often under these: docs/keyring.md)
 test-keepassxc-all: deps devserver
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	./scripts/with-keepassxc.sh $(SWIFT) test --skip-build --no-parallel $(SWIFT_BUILD_FLAGS) --filter '$(KWALLET_SUITES)'

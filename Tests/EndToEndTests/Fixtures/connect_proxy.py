@@ -7,29 +7,14 @@ import socket
 import sys
 import threading
 
+from relay import pump
+
 target = int(sys.argv[1])
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
 print(listener.getsockname()[1], flush=True)
 lock = threading.Lock()
-
-
-def pump(source, sink):
-    try:
-        while True:
-            data = source.recv(65536)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (source, sink):
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 def serve(client):

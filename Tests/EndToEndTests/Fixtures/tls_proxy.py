@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 
+from relay import pump
+
 workdir, target = sys.argv[1], int(sys.argv[2])
 dns_name = sys.argv[3] if len(sys.argv) > 3 else None
 
@@ -33,23 +35,6 @@ listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
 print(listener.getsockname()[1], os.path.join(workdir, "ca.pem"), flush=True)
-
-
-def pump(source, sink):
-    try:
-        while True:
-            data = source.recv(65536)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (source, sink):
-            try:
-                s.close()
-            except OSError:
-                pass
 
 
 def serve(raw):
