@@ -15,7 +15,8 @@ enum HelpTopics {
         ENVIRONMENT
           OSTACK_ACCOUNT                the account for this process (below --account, above the default):
                                         its whole alias, id or e-mail address, not a prefix
-          OSTACK_HOME                   one root for config, data, state and runtime files (absolute)
+          OSTACK_HOME                   one root for config, data, state and runtime files (absolute;
+                                        a relative one is refused)
           XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_STATE_HOME, XDG_RUNTIME_DIR
                                         base directories when OSTACK_HOME is unset (relative values ignored)
           HOME                          base of the XDG defaults (else the password database's home)
@@ -34,6 +35,9 @@ enum HelpTopics {
                                         empty or cat for none
           CURL_CA_BUNDLE, SSL_CERT_FILE certificate authorities to verify servers with, when the setting
                                         tls.ca-file is unset (as curl does)
+          https_proxy, HTTPS_PROXY, all_proxy, ALL_PROXY, NO_PROXY
+                                        the proxy for https servers, as curl reads them; never used for
+                                        http or loopback servers (the credentials would pass in clear)
           LC_ALL, LC_MESSAGES, LANG     language of labels from the server when the setting locale is auto
 
         Secrets are never read from the environment: passwords, API keys, PINs, recovery keys and the
