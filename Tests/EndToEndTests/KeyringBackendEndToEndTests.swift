@@ -6,18 +6,27 @@ import Testing
 @Suite(.serialized) struct KeyringBackendEndToEndTests {
     static let passphrase = "correct horse battery staple"
 
+    /// alice signed in with the file backend (its passphrase on fd 3).
+    func signedInWithFileKeyring() throws -> (DevServerProcess, OStackRunner) {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
+            stdin: "alice-pass\n", passphrase: Self.passphrase)
+        #expect(login.status == 0, "\(login.stderr)")
+        return (server, ostack)
+    }
+
     func namespace(_ ostack: OStackRunner, _ server: DevServerProcess, user: String = "usr_alice") -> String {
         "\(ostack.keyringPrefix):auth:127.0.0.1:\(server.port)::\(user)"
     }
 
     @Test func fileBackendAccountsNeverTouchTheSecretService() throws {
-        let server = try DevServerProcess()
-        let ostack = OStackRunner()
-        defer { _ = try? ostack.run(["agent", "stop"]) }
-        let login = try ostack.run(
-            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
-            stdin: "alice-pass\n", passphrase: Self.passphrase)
-        #expect(login.status == 0, "\(login.stderr)")
+        let (server, ostack) = try signedInWithFileKeyring()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
         #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"))
         #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
         #expect(try ostack.run(["agent", "stop"]).status == 0)  // forget the unlocked file key
@@ -34,13 +43,11 @@ import Testing
     /// token); a file keyring that cannot be opened without asking (`--no-input`, the agent
     /// stopped) passes such an account over as before, instead of failing the whole command.
     @Test func logoutAllPassesOverASignedOutAccountWhoseKeyringWouldAsk() throws {
-        let server = try DevServerProcess()
-        let ostack = OStackRunner()
-        defer { _ = try? ostack.run(["agent", "stop"]) }
-        let login = try ostack.run(
-            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
-            stdin: "alice-pass\n", passphrase: Self.passphrase)
-        #expect(login.status == 0, "\(login.stderr)")
+        let (server, ostack) = try signedInWithFileKeyring()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
         #expect(try ostack.run(["logout"], passphrase: Self.passphrase).status == 0)
         #expect(try ostack.run(["agent", "stop"]).status == 0)  // forget the unlocked file key
         let all = try ostack.run(["logout", "--all", "--no-input"])
@@ -49,13 +56,11 @@ import Testing
 
     /// The file backend unlocks into the agent: the passphrase is needed once per agent session.
     @Test func fileBackendUnlocksIntoTheAgent() throws {
-        let server = try DevServerProcess()
-        let ostack = OStackRunner()
-        defer { _ = try? ostack.run(["agent", "stop"]) }
-        let login = try ostack.run(
-            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
-            stdin: "alice-pass\n", passphrase: Self.passphrase)
-        #expect(login.status == 0, "\(login.stderr)")
+        let (server, ostack) = try signedInWithFileKeyring()
+        defer {
+            withExtendedLifetime(server) {}
+            _ = try? ostack.run(["agent", "stop"])
+        }
         #expect(try ostack.run(["auth", "refresh", "--no-input"]).status == 0)  // no passphrase: the agent has the key
         #expect(try ostack.run(["agent", "status"]).stdout.contains("file-keyring"))
         #expect(try ostack.run(["agent", "stop"]).status == 0)
