@@ -23,7 +23,8 @@ enum HelpTopics {
           OSTACK_KEYRING_BACKEND        backend for new accounts: secret-service or file
                                         (--keyring > this > config keyring.backend > secret-service)
           OSTACK_KEYRING_PREFIX         keyring namespace prefix (default ostack); also names the agent
-                                        socket and a non-default file-keyring file
+                                        socket and a non-default file-keyring file. An account's items
+                                        serve one home: another home needs its own prefix to use it too
           OSTACK_KEYRING_TIMEOUT        deadline of each Secret Service call in seconds (default 5, at most 600)
           OSTACK_KEYRING_PASSPHRASE_FD  file descriptor the file backend reads its passphrase from
           OSTACK_PIN_KDF                interactive: Argon2id INTERACTIVE instead of MODERATE for new PINs

@@ -203,6 +203,14 @@ public enum SecureFileSystem {
         return Int(info.st_size)
     }
 
+    /// The path with every symbolic link, `.` and `..` resolved (`realpath`), or `path` itself when
+    /// that fails (it does not exist yet, a component cannot be searched).
+    public static func canonicalPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     public static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0

@@ -256,6 +256,65 @@ import Testing
         #expect(!(try ostack.keyringItems(namespace: homeNamespace)).contains("session-token"))
     }
 
+    /// Two homes (two `OSTACK_HOME`s) on one keyring prefix address an account's items by the same
+    /// namespace. The second home's sign-in to an account the first one has is refused before it
+    /// writes anything; before the home marker it went through, and removing the account there then
+    /// erased the first home's database key (docs/keyring.md, "One home per account").
+    @Test func twoHomesOnOneKeyringNeverShareAnAccount() throws {
+        let server = try DevServerProcess()
+        let first = OStackRunner()
+        let secondHome = TemporaryDirectory(prefix: "ostack-e2e-second")
+        let second = ["OSTACK_HOME": secondHome.path]
+        let namespace = "\(first.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+        try #require(try first.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try first.run(["sync", "track", "task"]).status == 0)
+        #expect(try first.run(["sync"]).status == 0)
+        let stored = try first.run(["records", "list", "task", "--local", "--json"])
+        try #require(stored.status == 0, "\(stored.stderr)")
+
+        let refused = try first.login(server.url, "alice@example.com", "alice-pass", extra: ["--json"], environment: second)
+        #expect(refused.status == 10, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("\"code\":\"account-in-another-home\""), "\(refused.stderr)")
+        #expect(try first.run(["accounts", "list", "--json"], environment: second).stdout == "{\"accounts\":[]}\n")
+        #expect(!(try first.keyringItems(namespace: "\(first.keyringPrefix):guest")).contains("attribute"))
+        // The refused sign-in's session was signed out; the first home's was not touched.
+        #expect(try first.run(["records", "list", "task", "--remote"]).status == 0)
+        #expect(try first.run(["records", "list", "task", "--local", "--json"]).stdout == stored.stdout)
+        let doctor = try first.run(["doctor"])
+        #expect(doctor.status == 0, "\(doctor.stdout) \(doctor.stderr)")
+
+        // Each home's global audit trail has an anchor of its own: the second home's removal of
+        // another account (a global event) left the first home's trail intact (it said "truncated").
+        try #require(try first.login(server.url, "bob@example.com", "bob-pass", environment: second).status == 0)
+        #expect(try first.run(["accounts", "remove", "bob", "--yes"], environment: second).status == 0)
+        for environment in [[:], second] {
+            let verify = try first.run(["audit", "verify", "--all", "--json"], environment: environment)
+            #expect(verify.status == 0 && verify.stdout.contains(#""id":"global","intact":true"#), "\(verify.stdout)")
+        }
+
+        // A namespace shared before markers existed (the marker deleted by hand): the second home
+        // signs in and claims it; removing the account in the first home then keeps the keys the
+        // second one uses, and signs nothing out.
+        let unmarked = try runSecretTool(["clear", "namespace", namespace, "kind", "home"])
+        try #require(unmarked.status == 0, "\(unmarked.stderr)")
+        try #require(try first.login(server.url, "alice@example.com", "alice-pass", environment: second).status == 0)
+        let removed = try first.run(["accounts", "remove", "alice", "--yes", "--force"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(try first.run(["records", "list", "task", "--remote"], environment: second).status == 0)
+        #expect(try first.run(["sync"], environment: second).status == 0)
+        #expect(try first.run(["records", "list", "task", "--local"], environment: second).status == 0)
+        let shared = try first.run(["doctor", "--json"], environment: second)
+        #expect(shared.stdout.contains(#""name":"keyring-items","status":"ok""#), "\(shared.stdout)")
+
+        // A home that is gone leaves its claim behind: the next sign-in elsewhere takes the
+        // namespace over and starts it empty.
+        _ = try runProcess(executable: "/bin/rm", arguments: ["-rf", secondHome.path])
+        try #require(try first.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try first.run(["sync"]).status == 0)
+        let after = try first.run(["doctor"])
+        #expect(after.status == 0, "\(after.stdout) \(after.stderr)")
+    }
+
     func refreshes(_ server: DevServerProcess) throws -> Int {
         let counters = try server.control("GET", "counters")
         let digits = counters.split(separator: "\"refreshes\":").dropFirst().first?.prefix { $0.isNumber } ?? ""

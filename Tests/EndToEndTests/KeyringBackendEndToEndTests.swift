@@ -75,14 +75,14 @@ import Testing
         #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
         let toFile = try ostack.run(["keyring", "migrate", "--to", "file", "--json"], passphrase: Self.passphrase)
         #expect(toFile.status == 0, "\(toFile.stderr)")
-        #expect(toFile.stdout.contains("\"moved\":2"))
+        #expect(toFile.stdout.contains("\"moved\":3"))  // session token, database key, home marker
         #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"))
         #expect(try ostack.run(["auth", "refresh"], passphrase: Self.passphrase).status == 0)
 
         let back = try ostack.run(["keyring", "migrate", "--to", "secret-service"], passphrase: Self.passphrase)
         #expect(back.status == 0, "\(back.stderr)")
         let items = try ostack.keyringItems(namespace: namespace(ostack, server))
-        #expect(items.contains("session-token") && items.contains("db-key"))
+        #expect(items.contains("session-token") && items.contains("db-key") && items.contains("home"))
         #expect(try ostack.run(["auth", "refresh"]).status == 0)  // no passphrase needed any more
         // Without a passphrase (no terminal, no fd) the migration stops before it begins: no
         // journal that every later command would try to finish (they all failed in scripts).

@@ -14,7 +14,7 @@ import Testing
         .keyringDamaged: 10, .pinBusy: 10, .notEnoughMemory: 10, .agentUnresponsive: 10, .invalidSetting: 9,
         .requestTooLong: 9,
         .keyringLocked: 10,
-        .storageUnreadable: 10, .storageMissing: 10, .storageFull: 10, .unsafeStorage: 10, .serverError: 11, .rateLimited: 11,
+        .storageUnreadable: 10, .storageMissing: 10, .storageFull: 10, .accountInAnotherHome: 10, .unsafeStorage: 10, .serverError: 11, .rateLimited: 11,
     ]
 
     @Test(arguments: OStackError.Code.allCases)

@@ -213,15 +213,17 @@ import Testing
         try SecureFileSystem.createDirectory(layout.dataDirectory)
         let global = GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: KeyringNamespaces(prefix: "test"))
         global.append("account.remove")
+        let item = try #require(global.item())
+        #expect(item.account.hasPrefix("global:"))  // this home's own anchor
         // The very first line too: its key was anchored at 0 before it was written.
-        let first = try #require(try secrets.read(global.item)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let first = try #require(try secrets.read(item)).withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let atZero = String(first.prefix { $0 != "|" }) + "|0:" + String(repeating: "0", count: 64)
-        try secrets.write(SecretBytes(copying: Array(atZero.utf8)), for: global.item)
+        try secrets.write(SecretBytes(copying: Array(atZero.utf8)), for: item)
         global.append("keyring.migrate")
         #expect(global.entries().map(\.seq) == [1, 2])
-        let anchored = try #require(try secrets.read(global.item))
+        let anchored = try #require(try secrets.read(item))
         global.append("sign-in", outcome: "failed")
-        try secrets.write(anchored, for: global.item)  // the third line's anchor never written
+        try secrets.write(anchored, for: item)  // the third line's anchor never written
         global.append("account.remove")
         #expect(global.entries().map(\.seq) == [1, 2, 3, 4])
         #expect(try global.verify() == .init(intact: true, events: 4))

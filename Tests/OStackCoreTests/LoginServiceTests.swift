@@ -41,7 +41,7 @@ import Testing
         #expect(account.sessionExpiresAt != nil)
         #expect(try secrets.list(namespace: namespaces.guest).isEmpty)
         let kinds = Set(try secrets.list(namespace: namespaces.account(account.id)).map(\.kind))
-        #expect(kinds == [.sessionToken, .dbKey])
+        #expect(kinds == [.sessionToken, .dbKey, .home])  // `home`: the namespace is this home's (HomeClaim)
         #expect(provisioned.count == 1)
         #expect(try environment.configuration.load().defaultAccount == account.id)
         #expect(!SecureFileSystem.exists(environment.layout.stateDirectory + "/login-journal.json"))
@@ -377,7 +377,7 @@ import Testing
             try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: false)
         }
         #expect(refused?.code == .unsyncedChanges)
-        #expect(try secrets.list(namespace: namespaces.account(account.id)).count == 2)  // (+ the global audit key)
+        #expect(try secrets.list(namespace: namespaces.account(account.id)).count == 3)  // token, key, home marker (+ the global audit key)
 
         try LogoutService(environment: environment).remove(account, unsyncedChanges: 3, force: true)
         #expect(try secrets.list(namespace: namespaces.account(account.id)).isEmpty)
@@ -393,7 +393,7 @@ import Testing
             try LogoutService(environment: environment).remove(account, unsyncedChanges: 0, force: false)
         }
         keyring.fail(with: nil)
-        #expect(try secrets.list(namespace: namespaces.account(account.id)).count == 2)  // (+ the global audit key)
+        #expect(try secrets.list(namespace: namespaces.account(account.id)).count == 3)  // token, key, home marker (+ the global audit key)
         #expect(SecureFileSystem.isDirectory(environment.layout.accountDirectory(account.dataDirectory)))
         #expect(try environment.registry.accounts().count == 1)
     }

@@ -278,6 +278,12 @@ public struct ErrorPresenter: Sendable {
                     + "Nothing was saved or adopted.",
                 "Check the server address\(host.map { " (\($0))" } ?? ""); if it is right, report this to its administrator.",
                 11)
+        case .accountInAnotherHome:
+            return make(
+                "This account\(host.map { " of \($0)" } ?? "") is signed in from another ostack home on this keyring (another OSTACK_HOME or "
+                    + "XDG data directory): its keyring items serve one home at a time. Nothing was saved.",
+                "Use the account from that home, or remove it there (`ostack accounts remove`) first; to keep both, "
+                    + "give this home a keyring namespace of its own with OSTACK_KEYRING_PREFIX.", 10)
         case .rejectedRecords:
             let count = context.count ?? max(1, context.recordIDs.count)
             let shown = context.recordIDs.prefix(5).map { Self.sanitize($0, maxLength: 64) }

@@ -6,15 +6,46 @@ import SodiumKit
 /// keyring backend changes, sign-in failures for unknown accounts. JSON lines in
 /// `audit-global.jsonl` (0600), chained with keyed BLAKE2b under a random key kept in the keyring,
 /// which also anchors the head (`<prefix>:global`, kind `audit-anchor`: "keyhex|seq:machex").
+///
+/// Each home's trail has an anchor of its own: its item's `account` is `global:<trail id>`, the id a
+/// random one in `audit-global.id` beside the trail, made with the trail's key. One shared item would
+/// have made every other home on the same keyring prefix report its trail as changed. A trail from
+/// before the id (the trail file without an id file) keeps the item `global`.
 public struct GlobalAuditTrail: Sendable {
     public let path: String
+    let idPath: String
     let secrets: any SecretStore
-    let item: SecretKey
+    let namespace: String
 
     public init(layout: FileLayout, secrets: any SecretStore, namespaces: KeyringNamespaces) {
         path = layout.dataDirectory + "/audit-global.jsonl"
+        idPath = layout.dataDirectory + "/audit-global.id"
         self.secrets = secrets
-        item = SecretKey(namespace: "\(namespaces.prefix):global", account: "global", kind: .auditAnchor)
+        namespace = "\(namespaces.prefix):global"
+    }
+
+    /// The anchor item of this home's trail; nil before the trail has one (no id, no trail file).
+    func item() -> SecretKey? {
+        if let bytes = try? SecureFileSystem.readFile(idPath, limit: 64) {
+            let id = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+            if id.utf8.count == 32, id.allSatisfy({ $0.isHexDigit }) {
+                return SecretKey(namespace: namespace, account: "global:" + id, kind: .auditAnchor)
+            }
+        }
+        guard SecureFileSystem.exists(path) else { return nil }
+        return SecretKey(namespace: namespace, account: "global", kind: .auditAnchor)
+    }
+
+    /// The anchor item, with a new trail id made first when there is none (under the trail's lock).
+    func itemCreating() throws(OStackError) -> SecretKey {
+        if let item = item() { return item }
+        let id = Hex.encode(SecureRandom.bytes(16))
+        do {
+            try SecureFileSystem.writeAtomically(Array((id + "\n").utf8), to: idPath)
+        } catch {
+            throw OStackError.storage(error, role: "the global audit trail's id file")
+        }
+        return SecretKey(namespace: namespace, account: "global:" + id, kind: .auditAnchor)
     }
 
     struct Line: Codable {
@@ -27,7 +58,7 @@ public struct GlobalAuditTrail: Sendable {
     }
 
     func state() throws(OStackError) -> (key: [UInt8], seq: Int, mac: [UInt8])? {
-        guard let stored = try secrets.read(item) else { return nil }
+        guard let item = item(), let stored = try secrets.read(item) else { return nil }
         let text = stored.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let parts = text.split(separator: "|", omittingEmptySubsequences: false)
         guard parts.count == 2, let key = Hex.decode(String(parts[0])) else { return nil }
@@ -49,6 +80,7 @@ public struct GlobalAuditTrail: Sendable {
         defer { withExtendedLifetime(lock) {} }
         do throws(OStackError) {
             var current = try state()
+            let item = try itemCreating()
             if current == nil {
                 // A new trail's key is anchored at 0 before its first line, so that a first line
                 // whose anchor is never written is found by `head(after:)` like any other.
@@ -120,7 +152,7 @@ public struct GlobalAuditTrail: Sendable {
                 if current == nil {
                     let key = SecureRandom.bytes(32)
                     let text = Hex.encode(key) + "|0:" + Hex.encode([UInt8](repeating: 0, count: 32))
-                    try secrets.write(SecretBytes(copying: Array(text.utf8)), for: item)
+                    try secrets.write(SecretBytes(copying: Array(text.utf8)), for: try itemCreating())
                     current = try state()
                 }
             }

@@ -156,10 +156,18 @@ public struct LoginService: Sendable {
                 }
                 try environment.secrets.write(rotated.bytes, for: guestKey)
             }
-            journal.phase = .migrating
-            journal.accountID = try AccountID(
+            let accountID = try AccountID(
                 server: request.server, userID: session.user.id, environment: request.environment,
                 organization: request.organization)
+            // The account's namespace must be this home's before anything is written there (HomeClaim).
+            do throws(OStackError) {
+                try HomeClaim(environment: environment).claim(accountID)
+            } catch {
+                try? abandonGuest(journal)
+                throw error
+            }
+            journal.phase = .migrating
+            journal.accountID = accountID
             journal.userID = session.user.id
             journal.email = session.user.email.isEmpty ? request.email : session.user.email
             journal.displayName = session.user.name

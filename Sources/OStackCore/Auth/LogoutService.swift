@@ -81,7 +81,16 @@ public struct LogoutService: Sendable {
         let namespace = environment.namespaces.account(account.id)
         AnchorWrites.settle()  // no anchor this process still writes comes back after the erase
         // A certain listing (a locked or missing collection throws: nothing is deleted).
-        let items = try environment.secrets.list(namespace: namespace)
+        var items = try environment.secrets.list(namespace: namespace)
+        // Items another home claimed and still uses (homes that shared a namespace before markers
+        // existed) are that home's: they stay, its session is not signed out (HomeClaim).
+        let anotherHomes: Bool
+        if case .other(_, inUse: true) = try HomeClaim(environment: environment).owner(of: account.id) {
+            anotherHomes = true
+            items = []
+        } else {
+            anotherHomes = false
+        }
         // The agent's unlocked copy of the DEK goes first (it would open a copy of the database); an
         // agent that cannot be reached safely stops the removal before anything is deleted.
         try environment.agent?.forgetChecked(account.id)
@@ -96,13 +105,14 @@ public struct LogoutService: Sendable {
             throw OStackError(.storageFailure, detail: "marking the removal: \(error)")
         }
         FailPoint.hit("remove.after-marker")
-        if account.sessionState == .signedIn, account.credentialKind == .session,
+        if !anotherHomes, account.sessionState == .signedIn, account.credentialKind == .session,
             let token = try? SessionKeeper(environment: environment).storedToken(account)
         {
             try? AuthAPI(account: account, transport: environment.transport).signOut(token: token)  // best effort
         }
         for item in items { try environment.secrets.delete(item) }  // each verified (docs/security.md#kr-7)
-        guard try environment.secrets.list(namespace: namespace).isEmpty else {
+        let remaining = anotherHomes ? [] : try environment.secrets.list(namespace: namespace)
+        guard remaining.isEmpty else {
             throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
         }
         FailPoint.hit("remove.after-keyring")

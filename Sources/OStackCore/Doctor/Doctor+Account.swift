@@ -304,7 +304,7 @@ extension Doctor {
             } else if !environment.keyIsSealed(account) {
                 expected.insert(.dbKey)
             }
-            var allowed = expected.union([.auditAnchor])
+            var allowed = expected.union([.auditAnchor, .home])
             // A counter left beside a missing pin.env is the `pin` check's finding, not stray.
             if environment.keyIsSealed(account) { allowed.formUnion([.recoveryRing, .pinRing]) }
             let missing = expected.subtracting(present)
@@ -322,6 +322,12 @@ extension Doctor {
                     "keyring-items", account, .warn,
                     "Unexpected keyring item(s): \(stray.map(\.rawValue).sorted().joined(separator: ", ")).",
                     fix: "Run \(command: .logout(account: account.alias)) and sign in again to tidy them.")
+            }
+            if case .other(_, inUse: true) = try HomeClaim(environment: environment).owner(of: account.id) {
+                return check(
+                    "keyring-items", account, .warn,
+                    "Another ostack home on this keyring also has this account and claimed its keyring items: the two homes share its keys.",
+                    fix: "Remove the account in this home (the other home's keys stay), or give this home its own OSTACK_KEYRING_PREFIX and sign in again.")
             }
             return check("keyring-items", account, .ok, "Every expected keyring item is present, nothing stray.")
         } catch {

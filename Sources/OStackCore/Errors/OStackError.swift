@@ -89,6 +89,9 @@ public struct OStackError: Error, Sendable {
         case declined = "declined"
         /// The server named another user for a session than the one that signed in.
         case identityMismatch = "identity-mismatch"
+        /// The account's keyring namespace serves another ostack home (another `OSTACK_HOME` or XDG
+        /// data directory on the same keyring prefix) that still has the account.
+        case accountInAnotherHome = "account-in-another-home"
     }
 
     /// Values that may be shown to the user. Everything here is either ours (an alias the user

@@ -17,6 +17,7 @@ public enum KeyringLabel {
             case .auditAnchor: "audit anchor"
             case .pendingPINRing: "new PIN ring key"
             case .pendingRecoveryRing: "new recovery ring key"
+            case .home: "home marker"
             }
         if guest { return clean("\(app) sign-in in progress (\(what)\(host.map { ", \($0)" } ?? ""))") }
         let owner = alias.map { " for \($0)" } ?? ""

@@ -45,7 +45,7 @@ public struct RoutingSecretStore: SecretStore {
         if key.namespace == namespaces.guest {
             return KeyringLabel.make(kind: key.kind, alias: nil, host: nil, guest: true)
         }
-        if key.account == "global" { return KeyringLabel.app + " global audit anchor" }
+        if key.namespace == "\(namespaces.prefix):global" { return KeyringLabel.app + " global audit anchor" }
         return KeyringLabel.make(
             kind: key.kind, alias: account?.alias,
             host: account?.server.authority ?? KeyringLabel.host(ofAccount: key.account))

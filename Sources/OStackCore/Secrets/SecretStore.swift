@@ -44,6 +44,8 @@ public enum SecretKind: String, Sendable, Hashable, CaseIterable {
     /// `pin set` in progress: the new ring keys before the commit (PINJournal).
     case pendingPINRing = "pin-ring-pending"
     case pendingRecoveryRing = "recovery-ring-pending"
+    /// Which ostack home the namespace serves: that home's data directory (HomeClaim).
+    case home = "home"
 }
 
 /// The address of one keyring item: namespace, account, kind and item format version.

@@ -1,0 +1,86 @@
+import FoundationEssentials
+import PlatformKit
+import SodiumKit
+
+/// One ostack home per account namespace (docs/keyring.md, "One home per account").
+///
+/// The keyring is the user's, not a home's: two homes (two `OSTACK_HOME`s, or two XDG data
+/// directories) on the same keyring prefix address an account's items by the same namespace. Two
+/// homes using one account's items would break each other — one's `accounts remove` erases the
+/// other's database key, a PIN set in one seals the key the other reads, their audit anchors
+/// overwrite each other — so the namespace carries a marker, kind `home`, naming the home it serves
+/// (its data directory, resolved). A sign-in claims the namespace before it writes anything there:
+/// - no marker, or this home's: the namespace is this home's (the marker is written);
+/// - another home's that still lists the account in its registry: refused, `account-in-another-home`,
+///   nothing written, the new session signed out;
+/// - another home's that is gone or no longer lists the account (moved, deleted, the account
+///   removed there): taken over, its leftover items deleted first.
+/// A registry that exists but cannot be read counts as listing the account: a doubt never erases
+/// another home's keys. Namespaces without a marker (written before markers existed) are not
+/// checked; the first sign-in that finds one marks it.
+struct HomeClaim: Sendable {
+    let environment: AuthEnvironment
+
+    /// This home, as markers name it: the data directory with links resolved.
+    var home: String { SecureFileSystem.canonicalPath(environment.layout.dataDirectory) }
+
+    enum Owner: Equatable {
+        case none, this
+        case other(home: String, inUse: Bool)
+    }
+
+    /// Whose the namespace of `account` is.
+    func owner(of account: AccountID) throws(OStackError) -> Owner {
+        guard let marker = try environment.secrets.read(environment.namespaces.key(account, .home)) else {
+            return .none
+        }
+        let named = marker.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        if named == home { return .this }
+        return .other(home: named, inUse: Self.home(named, lists: account))
+    }
+
+    /// Claims the namespace of `account` for this home (see the type's rules), or throws
+    /// `account-in-another-home`.
+    func claim(_ account: AccountID) throws(OStackError) {
+        let owner = try owner(of: account)
+        switch owner {
+        case .this: return
+        case .other(_, inUse: true):
+            throw OStackError(
+                .accountInAnotherHome, context: .init(host: account.host),
+                detail: "the namespace's home marker names another home that lists the account")
+        case .none: break
+        case .other(_, inUse: false):
+            // What a home that is gone left behind (its database key, PIN rings, anchor) can only
+            // confuse this one: the namespace starts empty.
+            for item in try environment.secrets.list(namespace: environment.namespaces.account(account)) {
+                try environment.secrets.delete(item)
+            }
+        }
+        let key = environment.namespaces.key(account, .home)
+        let bytes = SecretBytes(copying: Array(home.utf8))
+        try environment.secrets.write(bytes, for: key)
+        guard try environment.secrets.read(key) == bytes else {
+            throw OStackError(.keyringUnavailable, detail: "the home marker did not read back")
+        }
+    }
+
+    /// Whether the home whose data directory is `directory` has `account` in its registry. A registry
+    /// that is missing says no; one that cannot be read or decoded says yes.
+    static func home(_ directory: String, lists account: AccountID) -> Bool {
+        struct Registry: Decodable {
+            struct Entry: Decodable { var id: String }
+            var accounts: [Entry]
+        }
+        guard directory.hasPrefix("/") else { return true }
+        let bytes: [UInt8]?
+        do {
+            bytes = try SecureFileSystem.readFile(directory + "/accounts.json", followLinks: true, limit: 64 << 20)
+        } catch {
+            return true
+        }
+        guard let bytes else { return false }
+        guard let registry = try? JSONDecoder().decode(Registry.self, from: Data(bytes)) else { return true }
+        return registry.accounts.contains { $0.id == account.rawValue }
+    }
+}
