@@ -315,6 +315,27 @@ import Testing
         #expect(after.status == 0, "\(after.stdout) \(after.stderr)")
     }
 
+    /// Two homes on one prefix, each with a sign-in killed after its token reached the keyring: each
+    /// home's next command signs out its own session and deletes its own item. With one guest item
+    /// for both, the second token replaced the first, the first home signed out the second's
+    /// session, and the first session stayed alive with nobody to end it.
+    @Test func twoHomesSigningInAtOnceKeepTheirOwnGuestItems() throws {
+        let server = try DevServerProcess()
+        let first = OStackRunner()
+        let secondHome = TemporaryDirectory(prefix: "ostack-e2e-second")
+        let second: [String: String?] = ["OSTACK_HOME": secondHome.path]
+        let crash: [String: String?] = ["OSTACK_FAILPOINT": "login.after-guest-write"]
+        #expect(try first.login(server.url, "alice@example.com", "alice-pass", environment: crash).status == 137)
+        #expect(
+            try first.login(server.url, "bob@example.com", "bob-pass", environment: second.merging(crash) { $1 })
+                .status == 137)
+        _ = try first.run(["auth", "refresh"])
+        _ = try first.run(["auth", "refresh"], environment: second)
+        #expect(!(try first.keyringItems(namespace: "\(first.keyringPrefix):guest")).contains("attribute"))
+        let counters = try server.control("GET", "counters")
+        #expect(counters.contains("\"liveSessions\":0"), "\(counters)")
+    }
+
     func refreshes(_ server: DevServerProcess) throws -> Int {
         let counters = try server.control("GET", "counters")
         let digits = counters.split(separator: "\"refreshes\":").dropFirst().first?.prefix { $0.isNumber } ?? ""

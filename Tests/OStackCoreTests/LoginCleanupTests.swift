@@ -25,7 +25,7 @@ import Testing
     func plantInterruptedSignIn(kind: String) throws {
         try environment.layout.createDirectories()
         let itemKind: SecretKind = kind == "api-key" ? .apiKey : .sessionToken
-        try secrets.write(SecretBytes(copying: Array("tok_crashed_0001".utf8)), for: namespaces.guestKey(itemKind))
+        try secrets.write(SecretBytes(copying: Array("tok_crashed_0001".utf8)), for: environment.guestKey(itemKind))
         server.state.withLock { $0.tokens["tok_crashed_0001"] = "usr_alice" }
         let journal =
             #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"\#(kind)","makeDefault":true}"#

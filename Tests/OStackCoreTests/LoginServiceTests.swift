@@ -335,7 +335,7 @@ import Testing
         // Simulate a crash after identify: guest token present, journal in the migrating phase.
         let token = try #require(try secrets.read(namespaces.key(account.id, .sessionToken)))
         try secrets.delete(namespaces.key(account.id, .sessionToken))
-        try secrets.write(token, for: namespaces.guestKey(.sessionToken))
+        try secrets.write(token, for: environment.guestKey(.sessionToken))
         let journal =
             #"{"version":1,"phase":"migrating","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true,"accountID":"127.0.0.1:9::usr_alice","userID":"usr_alice","email":"alice@example.com","displayName":"Alice"}"#
         try SecureFileSystem.writeAtomically(
@@ -350,7 +350,7 @@ import Testing
 
     @Test func interruptedSignInIsCleanedByTheNextCommand() throws {
         try environment.layout.createDirectories()
-        try secrets.write(SecretBytes(copying: Array("tok_orphan_0001".utf8)), for: namespaces.guestKey(.sessionToken))
+        try secrets.write(SecretBytes(copying: Array("tok_orphan_0001".utf8)), for: environment.guestKey(.sessionToken))
         let journal =
             #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
         try SecureFileSystem.writeAtomically(

@@ -280,6 +280,9 @@ final class AuthStore: @unchecked Sendable {
     var counters: (signIns: Int, refreshes: Int, rotations: Int) {
         state.withLock { ($0.signIns, $0.refreshes, $0.rotations) }
     }
+
+    /// Sessions not signed out (expired ones included).
+    var liveSessions: Int { state.withLock { $0.sessions.count } }
 }
 
 /// The credential of a request, split as the real server splits it (`extractApiKey`,

@@ -90,6 +90,7 @@ extension DevServerApp {
                 body: .object([
                     ("signIns", .number(Double(signIns))), ("refreshes", .number(Double(refreshes))),
                     ("rotations", .number(Double(rotations))), ("requests", .object(requests)),
+                    ("liveSessions", .number(Double(auth.liveSessions))),
                 ]))
         case ("GET", "/__control__/record"):
             let object = queryValue("object") ?? ""

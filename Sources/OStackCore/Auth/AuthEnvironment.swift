@@ -47,6 +47,11 @@ public struct AuthEnvironment: Sendable {
 
     public var loginLockPath: String { layout.locksDirectory + "/login.lock" }
 
+    /// This home's item of a sign-in in progress (`KeyringNamespaces.guestKey(_:home:)`).
+    public func guestKey(_ kind: SecretKind) -> SecretKey {
+        namespaces.guestKey(kind, home: layout.dataDirectory)
+    }
+
     /// `pin.env` of an account (its presence means: protected by a PIN).
     public func pinEnvelopePath(_ account: Account) -> String {
         layout.accountDirectory(account.dataDirectory) + "/pin.env"

@@ -9,7 +9,7 @@ import SodiumKit
 extension LoginService {
     /// Signs out the guest session (if any), deletes the guest items and clears the journal.
     func abandonGuest(_ journal: LoginJournal) throws(OStackError) {
-        let guestSession = environment.namespaces.guestKey(.sessionToken)
+        let guestSession = environment.guestKey(.sessionToken)
         if journal.credentialKind == .session, let token = try? environment.secrets.read(guestSession),
             let server = try? ServerURL(parsing: journal.server, allowInsecureHTTP: true)
         {
@@ -18,7 +18,7 @@ extension LoginService {
             try? api.signOut(token: SessionCredential(token))
         }
         for kind in [SecretKind.sessionToken, .apiKey] {
-            try environment.secrets.delete(environment.namespaces.guestKey(kind))
+            try environment.secrets.delete(environment.guestKey(kind))
         }
         try LoginJournal.clear(environment.layout)
     }
@@ -29,7 +29,7 @@ extension LoginService {
     /// so that one damaged file does not stop every command of every account. The user signs in again.
     func abandonUnreadableJournal() throws(OStackError) {
         for kind in [SecretKind.sessionToken, .apiKey] {
-            try environment.secrets.delete(environment.namespaces.guestKey(kind))
+            try environment.secrets.delete(environment.guestKey(kind))
         }
         let path = LoginJournal.path(environment.layout)
         do {

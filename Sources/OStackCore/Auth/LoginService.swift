@@ -106,7 +106,7 @@ public struct LoginService: Sendable {
                 try? LoginJournal.clear(environment.layout)  // nothing was written yet
                 throw error
             }
-            let guestKey = environment.namespaces.guestKey(Self.secretKind(kind))
+            let guestKey = environment.guestKey(Self.secretKind(kind))
             try environment.secrets.write(token.bytes, for: guestKey)
             FailPoint.hit("login.after-guest-write")
             if let organization = request.organization {
@@ -219,7 +219,7 @@ public struct LoginService: Sendable {
         let server = try ServerURL(parsing: journal.server, allowInsecureHTTP: true)
         let kind = Self.secretKind(journal.credentialKind)
         let secrets = environment.secrets
-        let guestKey = environment.namespaces.guestKey(kind)
+        let guestKey = environment.guestKey(kind)
         let accountKey = environment.namespaces.key(accountID, kind)
 
         if let guestToken = try secrets.read(guestKey) {

@@ -1,3 +1,4 @@
+import PlatformKit
 import SodiumKit
 
 /// What the core needs from a keyring (docs/keyring.md), in core terms. The live implementations adapt
@@ -96,7 +97,11 @@ public struct KeyringNamespaces: Sendable, Equatable {
         SecretKey(namespace: account(id), account: id.rawValue, kind: kind)
     }
 
-    public func guestKey(_ kind: SecretKind) -> SecretKey {
-        SecretKey(namespace: guest, account: Self.guestAccount, kind: kind)
+    /// A sign-in in progress of the home whose data directory is `home`: its `account` is
+    /// `guest:<16 hex>`, a hash of that directory (links resolved), so that two homes on one prefix
+    /// signing in at once never take or delete each other's token.
+    public func guestKey(_ kind: SecretKind, home: String) -> SecretKey {
+        let digest = BLAKE2b.hash(Array(SecureFileSystem.canonicalPath(home).utf8), length: 8)
+        return SecretKey(namespace: guest, account: "\(Self.guestAccount):\(Hex.encode(digest))", kind: kind)
     }
 }
