@@ -121,6 +121,14 @@ struct UsageError {
         } else {
             hint = "See `\(spelled) --help`."
         }
+        // Record ids may start with '-' (the server's alphabet has it): the parser takes `-abc12`
+        // for options and then says an argument is missing, which sends the user looking elsewhere.
+        if path.unknownWord == nil, let dashed = Self.dashLedArgument(arguments) {
+            let shown = dashed.count > 40 ? String(dashed.prefix(40)) + "…" : dashed
+            hint =
+                "An argument that starts with '-', such as the id '\(shown)', goes after `--` (everything after it "
+                + "is an argument, never an option): `\(spelled) … -- \(shown)`."
+        }
         if message.hasPrefix("Error: ") { message = String(message.dropFirst(7)) }
         if !message.hasSuffix(".") { message += "." }
         self.message = ErrorPresenter.sanitize(message, maxLength: 300)
@@ -134,6 +142,16 @@ struct UsageError {
         }
         usageLine = usage.map { ErrorPresenter.sanitize($0, maxLength: 300) }
         hint = ErrorPresenter.sanitize(hint, maxLength: 300)
+    }
+
+    /// The first word before any `--` that starts with one '-' and is longer than a short option or
+    /// a cluster of two (`-y`, `-yf`): an id, most likely, that the parser read as options.
+    static func dashLedArgument(_ arguments: [String]) -> String? {
+        for argument in arguments {
+            if argument == "--" { return nil }
+            if argument.hasPrefix("-"), !argument.hasPrefix("--"), argument.count > 3 { return argument }
+        }
+        return nil
     }
 
     /// The subcommands named on the command line, and the first word that should have named one

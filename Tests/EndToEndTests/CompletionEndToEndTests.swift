@@ -34,7 +34,7 @@ import Testing
         let id = try #require(created.stdout.firstRange(of: #""id":""#).map { created.stdout[$0.upperBound...] })
             .prefix { $0 != "\"" }
         _ = try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
-        _ = try ostack.run(["records", "update", "task", String(id), "--set", "title=Mine"])
+        _ = try ostack.run(["records", "update", "task", "--set", "title=Mine", "--", String(id)])
         // A change that is only queued.
         #expect(try ostack.run(["records", "create", "task", "--set", "title=Later", "--offline"]).status == 0)
 

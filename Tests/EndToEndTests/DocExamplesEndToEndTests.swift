@@ -181,7 +181,7 @@ import Testing
                 in: ostack.run(["records", "create", "task", "--set", "title=Base", "--json"]).stdout)
             _ = try server.control(
                 "POST", "modify", #"{"object":"task","id":"\#(contested)","fields":{"title":"Theirs"}}"#)
-            _ = try ostack.run(["records", "update", "task", contested, "--set", "title=Mine"])
+            _ = try ostack.run(["records", "update", "task", "--set", "title=Mine", "--", contested])
             let conflicts = try ostack.run(["conflicts", "list", "--json"]).stdout
             conflict = try Self.id(in: conflicts)
         }

@@ -50,8 +50,8 @@ import Testing
         let created = try ostack.run(["records", "create", "task", "--set", "title=Short-lived", "--json"])
         let range = try #require(created.stdout.firstRange(of: "\"id\":\""))
         let id = String(created.stdout[range.upperBound...].prefix { $0 != "\"" })
-        #expect(try other.run(["records", "delete", "task", id]).status == 0)
-        let update = try ostack.run(["records", "update", "task", id, "--set", "title=Too late"])
+        #expect(try other.run(["records", "delete", "task", "--", id]).status == 0)
+        let update = try ostack.run(["records", "update", "task", "--set", "title=Too late", "--", id])
         #expect(update.status == 7, "\(update.stderr)")
         #expect(update.stderr.contains("1 queued change is for records the server no longer has"), "\(update.stderr)")
         let sync = try ostack.run(["sync"])
@@ -169,7 +169,8 @@ import Testing
         try server.control("POST", "seed", #"{"object":"task","count":1}"#)
         let listed = try ostack.run(["records", "list", "task", "--remote", "--fields", "id", "--format", "csv"]).stdout
         let id = String(try #require(listed.split(separator: "\r\n").last))
-        let offline = try ostack.run(["records", "update", "task", id, "--set", "status=done", "--offline"])
+        // The id is random and may start with '-': after `--` it is never read as an option.
+        let offline = try ostack.run(["records", "update", "task", "--set", "status=done", "--offline", "--", id])
         #expect(offline.status == 7, "\(offline.stderr)")
         #expect(
             offline.stderr.contains("There is no copy of it here to change offline. task is not tracked"),
@@ -179,7 +180,7 @@ import Testing
         #expect(missing.status == 7 && missing.stderr.contains("No task record nosuch1"), "\(missing.stderr)")
         let stopped = try server.stop()  // the server cannot be reached
         defer { withExtendedLifetime(stopped) {} }
-        for command in [["update", "task", id, "--set", "status=done"], ["delete", "task", id]] {
+        for command in [["update", "task", "--set", "status=done", "--", id], ["delete", "task", "--", id]] {
             let write = try ostack.run(["records"] + command)
             #expect(write.status == 5, "\(write.stderr)")
             #expect(
@@ -187,7 +188,7 @@ import Testing
                 "\(write.stderr)")
             #expect(!write.stderr.contains("pushes queued changes later"), "\(write.stderr)")
         }
-        let get = try ostack.run(["records", "get", "task", id])
+        let get = try ostack.run(["records", "get", "task", "--", id])
         #expect(get.status == 5 && get.stderr.contains("ostack: hint: Check the connection.\n"), "\(get.stderr)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }

@@ -83,7 +83,7 @@ import Testing
         try settles(ostack, server, expected: before + 1)
         let id = try #require(recordID(in: created.stdout))
         #expect(try self.server(server, id: id).record.contains("\"title\":\"Proof\""))
-        #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "--local", "--", id]).status == 0)
     }
 
     @Test func anUpdateAndADeleteWithoutProofStayQueued() throws {
@@ -92,14 +92,14 @@ import Testing
         let id = try #require(recordID(in: created.stdout))
         let count = try self.server(server).count
         try fault(server, method: "PATCH", path: "/api/v1/data/task", status: 200, text: "", commit: true)
-        let updated = try ostack.run(["records", "update", "task", id, "--set", "title=After"])
+        let updated = try ostack.run(["records", "update", "task", "--set", "title=After", "--", id])
         #expect(updated.status == 11, "\(updated.stderr)")
         try settles(ostack, server, expected: count)
         #expect(try self.server(server, id: id).record.contains("\"title\":\"After\""))
         #expect(try ostack.run(["conflicts", "list", "--json"]).stdout == "{\"conflicts\":[]}\n")
 
         try fault(server, method: "DELETE", path: "/api/v1/data/task", status: 204, text: "", commit: true)
-        let deleted = try ostack.run(["records", "delete", "task", id])
+        let deleted = try ostack.run(["records", "delete", "task", "--", id])
         #expect(deleted.status == 11, "\(deleted.stderr)")
         try settles(ostack, server, expected: count - 1)
         #expect(try self.server(server, id: id).record.hasPrefix("null"))
@@ -110,7 +110,7 @@ import Testing
         try fault(
             server, method: "DELETE", path: "/api/v1/data/task", status: 404, text: "<html>Not Found</html>",
             commit: false)
-        let refused = try ostack.run(["records", "delete", "task", other])
+        let refused = try ostack.run(["records", "delete", "task", "--", other])
         #expect(refused.status != 0, "\(refused.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(other))
         #expect(try self.server(server, id: other).record.contains("Kept"))
@@ -132,7 +132,7 @@ import Testing
             )
         }
         try redirect("PATCH")
-        let updated = try ostack.run(["records", "update", "task", id, "--set", "title=After"])
+        let updated = try ostack.run(["records", "update", "task", "--set", "title=After", "--", id])
         #expect(updated.status != 0, "\(updated.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(id))
         #expect(try self.server(server, id: id).record.contains("\"title\":\"Before\""))
@@ -140,7 +140,7 @@ import Testing
         #expect(try self.server(server, id: id).record.contains("\"title\":\"After\""))
 
         try redirect("DELETE")
-        let deleted = try ostack.run(["records", "delete", "task", id])
+        let deleted = try ostack.run(["records", "delete", "task", "--", id])
         #expect(deleted.status != 0, "\(deleted.stdout)")
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(id))
         #expect(try self.server(server).count == count)
@@ -159,7 +159,7 @@ import Testing
             "POST", "faults",
             #"{"action":"status","status":409,"body":{"code":"CONCURRENT_UPDATE","currentVersion":"v9","currentRecord":\#(current)},"count":1,"match":{"method":"PATCH","pathPrefix":"/api/v1/data/task"}}"#
         )
-        let updated = try ostack.run(["records", "update", "task", id, "--set", "title=After"])
+        let updated = try ostack.run(["records", "update", "task", "--set", "title=After", "--", id])
         #expect(updated.status == 6, "\(updated.stdout) \(updated.stderr)")
         #expect(try ostack.run(["records", "get", "task", "OTHER", "--local"]).status != 0)
         let list = try ostack.run(["conflicts", "list", "--json"])
@@ -169,7 +169,7 @@ import Testing
         #expect(resolve.status == 0, "\(resolve.stderr)")
         // Keeping theirs without a server copy puts the record back as it was before the change.
         let kept = keep == "mine" ? "After" : "Before"
-        let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+        let local = try ostack.run(["records", "get", "task", "--local", "--json", "--", id])
         #expect(local.stdout.contains("\"title\":\"\(kept)\""), "\(local.stdout)")
         #expect(try ostack.run(["sync"]).status == 0)
         #expect(try self.server(server, id: id).record.contains("\"title\":\"\(kept)\""))
@@ -188,7 +188,7 @@ import Testing
         let created = try ostack.run(["records", "create", "task", "--set", "title=Kept", "--json"])
         #expect(created.status != 0 && created.status != 9, "\(created.status) \(created.stderr)")
         let id = try #require(recordID(in: created.stdout), "\(created.stdout)")
-        #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "--local", "--", id]).status == 0)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains(id))
         try settles(ostack, server, expected: before + 1)
         #expect(try self.server(server, id: id).record.contains("\"title\":\"Kept\""))
@@ -362,7 +362,7 @@ import Testing
         #expect(sync.stderr.contains("bad1, bad2, bad3, bad4"))
         #expect(sync.stdout.contains("4 not stored"))
         for id in ["good1", "good2"] {
-            #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+            #expect(try ostack.run(["records", "get", "task", "--local", "--", id]).status == 0)
         }
         // The next pull's look-back (5 s before the cursor) fetches the same records again: each
         // refusal was reported once, so a quiet sync is clean (it exited 11 with the same four on
@@ -391,7 +391,7 @@ import Testing
         #expect(created.status == 0, "\(created.stderr)")
         let shown = try #require(recordID(in: created.stdout))
         #expect(try self.server(server, id: shown).record.contains("\"title\":\"Assigned\""), "\(created.stdout)")
-        #expect(try ostack.run(["records", "get", "task", shown, "--remote"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "--remote", "--", shown]).status == 0)
 
         let before = try self.server(server).count
         try createLosingItsAnswerArrivesOnce(server, ostack, title: "Lost answer")
@@ -473,7 +473,7 @@ import Testing
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(try self.server(server).count == before + 1)
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
-        let followed = try ostack.run(["records", "get", "task", clientID, "--json"])
+        let followed = try ostack.run(["records", "get", "task", "--json", "--", clientID])
         #expect(followed.status == 0 && followed.stdout.contains(title), "\(followed.stdout)")
     }
 
@@ -489,20 +489,20 @@ import Testing
             "POST", "faults",
             #"{"action":"status","status":503,"count":1,"match":{"method":"POST","pathPrefix":"/api/v1/data/task"}}"#)
         #expect(try ostack.run(["sync", "--push-only"]).status != 0)
-        #expect(try ostack.run(["records", "update", "task", clientID, "--set", "title=Edited", "--offline"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", "--set", "title=Edited", "--offline", "--", clientID]).status == 0)
         _ = try server.control(
             "POST", "faults",
             #"{"action":"status","status":503,"count":10,"match":{"method":"PATCH","pathPrefix":"/api/v1/data/task"}}"#)
         #expect(try ostack.run(["queue", "retry"]).status == 0)
         #expect(try ostack.run(["sync", "--push-only"]).status != 0)
-        let adopted = try ostack.run(["records", "get", "task", clientID, "--local", "--json"])
+        let adopted = try ostack.run(["records", "get", "task", "--local", "--json", "--", clientID])
         // The record as stored (after the id the command was asked for): it names the server's id.
         let stored = try #require(adopted.stdout.firstRange(of: "\"record\":").map { String(adopted.stdout[$0.upperBound...]) })
         let serverID = try #require(recordID(in: stored), "\(adopted.stdout)")
         #expect(serverID != clientID, "\(adopted.stdout)")
         _ = try server.control("DELETE", "faults")
 
-        #expect(try ostack.run(["records", "update", "task", serverID, "--set", "title=Later", "--offline"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", "--set", "title=Later", "--offline", "--", serverID]).status == 0)
         let local = try ostack.run(["records", "list", "task", "--local", "--json"])
         #expect(!local.stdout.contains(clientID), "\(local.stdout)")
         #expect(local.stdout.contains("\"title\":\"Later\""), "\(local.stdout)")
@@ -643,7 +643,7 @@ import Testing
         let id = "inv\u{202E}txt.exe"
         #expect(try ostack.run(["api", "POST", "/data/task", "-f", "id=\(id)", "-f", "title=Base"]).status == 0)
         #expect(try ostack.run(["sync"]).status == 0)
-        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine", "--offline"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", "--set", "title=Mine", "--offline", "--", id]).status == 0)
         _ = try server.control(
             "POST", "modify", #"{"object":"task","id":"inv\u202etxt.exe","fields":{"title":"Theirs"}}"#)
         #expect(try ostack.run(["sync"]).status == 6)

@@ -617,18 +617,18 @@ import Testing
                 String(created.stdout[$0.upperBound...].prefix { $0 != "\"" })
             })
         let slow = try ostack.start(
-            ["records", "update", "task", id, "--set", "notes=from the slow one", "--offline"],
+            ["records", "update", "task", "--set", "notes=from the slow one", "--offline", "--", id],
             environment: ["OSTACK_FAILPOINT": "pause:record-write.before-transaction"])
         usleep(600_000)  // the slow one has read the record and waits
-        let fast = try ostack.run(["records", "update", "task", id, "--set", "owner=fast", "--offline"])
+        let fast = try ostack.run(["records", "update", "task", "--set", "owner=fast", "--offline", "--", id])
         #expect(fast.status == 0, "\(fast.stderr)")
         #expect(try slow.waitForExit(timeout: 60) == 0, "\(slow.stderrText())")
-        let record = try ostack.run(["records", "get", "task", id, "--local", "--json"]).stdout
+        let record = try ostack.run(["records", "get", "task", "--local", "--json", "--", id]).stdout
         #expect(record.contains("from the slow one") && record.contains(#""owner":"fast""#), "\(record)")
         let queue = try ostack.run(["queue", "list", "--json"]).stdout
         #expect(queue.ranges(of: #""operation":"create""#).count == 1, "\(queue)")  // both merged into it
         #expect(try ostack.run(["sync"]).status == 0)
-        let remote = try ostack.run(["records", "get", "task", id, "--remote", "--json"]).stdout
+        let remote = try ostack.run(["records", "get", "task", "--remote", "--json", "--", id]).stdout
         #expect(remote.contains("from the slow one") && remote.contains(#""owner":"fast""#), "\(remote)")
     }
 

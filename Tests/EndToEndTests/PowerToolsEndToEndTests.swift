@@ -634,7 +634,7 @@ import Testing
             (0, "imp_1"), (199, "imp_200"), (250, "imp_251"), (0, "tsk_1"), (199, "tsk_200"), (400, "tsk_401"),
             (599, "tsk_600"),
         ] {
-            let got = try ostack.run(["records", "get", "task", id, "--json"])
+            let got = try ostack.run(["records", "get", "task", "--json", "--", id])
             #expect(got.status == 0 && got.stdout.contains(#""title":"Row \#(index)""#), "\(id): \(got.stdout)")
         }
         let first = try ostack.run(["records", "get", "task", "tsk_1", "--remote", "--json"])

@@ -115,7 +115,7 @@ import Testing
         // new id), an empty one on a create too.
         let id = try #require(again.stdout.firstRange(of: #""id":""#).map { again.stdout[$0.upperBound...] })
             .prefix { $0 != "\"" }
-        let renamed = try ostack.run(["records", "update", "contact", String(id), "--set", "id=other"])
+        let renamed = try ostack.run(["records", "update", "contact", "--set", "id=other", "--", String(id)])
         #expect(renamed.status == 9 && renamed.stderr.contains("A record's id cannot be changed."), "\(renamed.stderr)")
         // Two rows with one id are named as such (it said a record with that id exists).
         let twice = try ostack.run([

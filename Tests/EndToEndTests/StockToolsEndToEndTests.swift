@@ -125,7 +125,7 @@ import Testing
         #expect(found.status == 0 && found.stdout.contains("\"total\":1") && found.stdout.contains("Stock 2"), "\(found.stdout)")
         let ids = try ostack.run(["records", "list", "task", "--local", "--json"]).stdout
         let id = try #require(ids.firstRange(of: "\"id\":\"").map { String(ids[$0.upperBound...].prefix { $0 != "\"" }) })
-        #expect(try ostack.run(["records", "get", "task", id, "--local"]).status == 0)
+        #expect(try ostack.run(["records", "get", "task", "--local", "--", id]).status == 0)
         let migrated = try sqlcipher(database, unlock + "PRAGMA integrity_check;\n" + schemaSQL)
         #expect(migrated.stdout == "ok\nmirror_chunks\n", "\(migrated.stdout) \(migrated.stderr)")
     }

@@ -52,7 +52,7 @@ import Testing
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(sync.stdout.contains(#""pulled":2"#), "\(sync.stdout)")
         for (id, title) in [("tsk_s1", "Same millisecond"), ("tsk_s2", "Late commit")] {
-            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            let local = try ostack.run(["records", "get", "task", "--local", "--json", "--", id])
             #expect(local.stdout.contains(title), "\(id): \(local.stdout) \(local.stderr)")
         }
         // What the window brings again and the mirror already holds is not pulled twice.
@@ -101,12 +101,12 @@ import Testing
             #"{"object":"task","id":"tsk_s1","fields":{"title":"Theirs"},"updated_at":"\#(longAgo)"}"#)
         let missed = try ostack.run(["sync", "--pull-only", "--json"])
         #expect(missed.status == 0 && missed.stdout.contains(#""pulled":0"#), "\(missed.stdout)")
-        #expect(try ostack.run(["records", "get", "task", createdID, "--local"]).status == 7)
+        #expect(try ostack.run(["records", "get", "task", "--local", "--", createdID]).status == 7)
         let reconciled = try ostack.run(["sync", "--pull-only", "--reconcile", "--json"])
         #expect(reconciled.status == 0, "\(reconciled.stderr)")
         #expect(reconciled.stdout.contains(#""pulled":2"#), "\(reconciled.stdout)")
         for (id, title) in [("tsk_s2", "Late change"), (createdID, "Late create"), ("tsk_s1", "Mine")] {
-            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            let local = try ostack.run(["records", "get", "task", "--local", "--json", "--", id])
             #expect(local.stdout.contains(title), "\(id): \(local.stdout) \(local.stderr)")
         }
         // Nothing is fetched again once the versions agree.
@@ -222,7 +222,7 @@ import Testing
             let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
             let id = try #require(string("id", in: created.stdout))
             try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
-            let update = try ostack.run(["records", "update", "task", id, "--set", "title=Mine"])
+            let update = try ostack.run(["records", "update", "task", "--set", "title=Mine", "--", id])
             #expect(update.status == 6, "\(update.stderr)")
             let list = try ostack.run(["conflicts", "list", "--json"])
             #expect(list.stdout.contains("\"name\":\"title\""))
@@ -233,7 +233,7 @@ import Testing
             #expect(resolve.status == 0, "\(resolve.stderr)")
             let expected = keep == "mine" ? "Mine" : "Theirs"
             #expect(try serverCount(server, id: id).1.contains("\"title\":\"\(expected)\""))
-            let local = try ostack.run(["records", "get", "task", id, "--local", "--json"])
+            let local = try ostack.run(["records", "get", "task", "--local", "--json", "--", id])
             #expect(local.stdout.contains("\"title\":\"\(expected)\""), "\(local.stdout)")
             #expect(try ostack.run(["conflicts", "list", "--json"]).stdout == "{\"conflicts\":[]}\n")
             #expect(try ostack.run(["queue", "list", "--json"]).stdout == "{\"entries\":[]}\n")
@@ -248,8 +248,8 @@ import Testing
         let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
         let id = try #require(string("id", in: created.stdout))
         try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs"}}"#)
-        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine"]).status == 6)
-        #expect(try ostack.run(["records", "update", "task", id, "--set", "estimate=42"]).status == 6)
+        #expect(try ostack.run(["records", "update", "task", "--set", "title=Mine", "--", id]).status == 6)
+        #expect(try ostack.run(["records", "update", "task", "--set", "estimate=42", "--", id]).status == 6)
         let conflictID = try #require(string("id", in: try ostack.run(["conflicts", "list", "--json"]).stdout))
         let theirs = try ostack.run(["conflicts", "resolve", conflictID, "--keep", "theirs"])
         #expect(theirs.status == 0, "\(theirs.stderr)")
@@ -257,7 +257,7 @@ import Testing
             theirs.stdout.contains("your change and 1 later change to the record were dropped."), "\(theirs.stdout)")
 
         try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs 2"}}"#)
-        #expect(try ostack.run(["records", "update", "task", id, "--set", "title=Mine 2"]).status == 6)
+        #expect(try ostack.run(["records", "update", "task", "--set", "title=Mine 2", "--", id]).status == 6)
         let again = try #require(string("id", in: try ostack.run(["conflicts", "list", "--json"]).stdout))
         try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"title":"Theirs 3"}}"#)
         let mine = try ostack.run(["conflicts", "resolve", again, "--keep", "mine"])
@@ -326,7 +326,7 @@ import Testing
         let created = try ostack.run(["records", "create", "task", "--set", "title=Base", "--json"])
         let id = try #require(string("id", in: created.stdout))
         try server.control("POST", "modify", #"{"object":"task","id":"\#(id)","fields":{"status":"done"}}"#)
-        let update = try ostack.run(["records", "update", "task", id, "--set", "title=Renamed"])
+        let update = try ostack.run(["records", "update", "task", "--set", "title=Renamed", "--", id])
         #expect(update.status == 0, "\(update.stderr)")
         let record = try serverCount(server, id: id).1
         #expect(record.contains("\"title\":\"Renamed\"") && record.contains("\"status\":\"done\""))

@@ -110,6 +110,16 @@ import Testing
         #expect(missing.stderr.contains("ostack: error: Missing expected argument '<object>'."))
         #expect(missing.stderr.contains("ostack: usage: ostack records list"))
         #expect(!missing.stderr.contains("Error:"))
+        // An id that starts with '-' (the server's ids may): the parser reads it as options, and
+        // the hint says how to pass it (it said only "See `ostack records get --help`").
+        let dashed = try ostack.run(["records", "get", "task", "-abc12"])
+        #expect(dashed.status == 64)
+        #expect(
+            dashed.stderr.contains(
+                "ostack: hint: An argument that starts with '-', such as the id '-abc12', goes after `--`"),
+            "\(dashed.stderr)")
+        #expect(dashed.stderr.contains("`ostack records get … -- -abc12`"), "\(dashed.stderr)")
+        #expect(!(try ostack.run(["records", "get", "--", "task", "-abc12"])).stderr.contains("goes after"))
         let json = try ostack.run(["records", "lst", "--json"])
         #expect(json.status == 64)
         #expect(json.stderr.hasPrefix(#"{"error":{"code":"usage","hint":"Did you mean `ostack records list`?"#))
