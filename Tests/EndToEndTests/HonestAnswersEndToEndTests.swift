@@ -193,6 +193,25 @@ import Testing
         #expect(try ostack.run(["queue", "list", "--json"]).stdout == #"{"entries":[]}"# + "\n")
     }
 
+    /// Small mistakes on the command line are named, not passed over: an object that was never
+    /// tracked ("No longer tracking tsak"), `--interval` without `--watch` (ignored: one sync ran),
+    /// and a field set twice (the last one won).
+    @Test func smallCommandLineMistakesAreNamed() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let typo = try ostack.run(["sync", "untrack", "tsak"])
+        #expect(typo.status == 0 && typo.stdout == "tsak was not tracked: nothing changed.\n", "\(typo.stdout)")
+        #expect(try ostack.run(["sync", "status", "--json"]).stdout.contains(#""name":"task""#))
+        let interval = try ostack.run(["sync", "--interval", "5m"])
+        #expect(interval.status == 64 && interval.stderr.contains("pass both"), "\(interval.stderr)")
+        #expect(try server.control("GET", "counters").contains("/api/v1/data") == false, "a sync ran")
+        let twice = try ostack.run(["records", "create", "task", "--set", "title=a", "--set", "title=b"])
+        #expect(twice.status == 9 && twice.stderr.contains("--set names 'title' twice"), "\(twice.stderr)")
+        #expect(!(try server.control("GET", "counters")).contains("POST /api/v1/data/task"), "nothing was sent")
+    }
+
     /// A write whose push also sent an older queued change of another record, which failed, says
     /// so in a warning (it said only "Updated task s3."), and still succeeds. `--json` documents
     /// carry every key docs/commands.md lists: `record` null after a delete, `lastError` null.

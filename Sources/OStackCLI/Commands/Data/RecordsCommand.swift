@@ -92,6 +92,7 @@ struct RecordsCommand: AsyncParsableCommand {
                 fields = object
             }
             let schema = try session.schemaIfAvailable(object)
+            var named: Set<String> = []
             for assignment in set {
                 guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
                     throw OStackError(
@@ -99,6 +100,12 @@ struct RecordsCommand: AsyncParsableCommand {
                 }
                 let name = String(assignment[..<equals])
                 let text = String(assignment[assignment.index(after: equals)...])
+                // As `--data` naming a field twice: the one kept would be a guess.
+                guard named.insert(name).inserted else {
+                    throw OStackError(
+                        .invalidInput, context: .init(suggestion: .text("--set names '\(name)' twice: keep one.")),
+                        detail: "--set repeated name")
+                }
                 fields[name] =
                     try schema.map { schema throws(OStackError) in
                         try FieldValidator(schema: schema).typedValue(field: name, text: text)

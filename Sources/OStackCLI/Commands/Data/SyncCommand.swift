@@ -52,6 +52,10 @@ struct SyncCommand: AsyncParsableCommand {
             if let interval, Setting.duration(interval) == nil {
                 throw ValidationError("--interval takes a duration such as 30s or 5m.")
             }
+            // Without --watch there is no second sync for it to space: it was ignored.
+            if interval != nil && !watch {
+                throw ValidationError("--interval is the time between syncs of --watch: pass both.")
+            }
         }
 
         func run() async throws {
@@ -172,12 +176,19 @@ struct SyncCommand: AsyncParsableCommand {
         func run() async throws {
             try await CommandRunner.run(global) { context in
                 let session = try context.selectedSession()
+                struct Document: Encodable { var untracked: String }
+                // An object that is not tracked (a typo, an object untracked before) is named as such;
+                // it said "No longer tracking" whatever the name was.
+                guard try session.store.isTracked(object) else {
+                    let shown = ErrorPresenter.sanitize(object, maxLength: 100)
+                    context.emit(json: Document(untracked: object), human: "\(shown) was not tracked: nothing changed.")
+                    return
+                }
                 let count = (try? session.store.recordCount(object)) ?? 0
                 try context.confirm(
                     "Stop tracking \(object) and drop its \(count) local \(count == 1 ? "record" : "records") (queued changes are kept)?",
                     yes: yes)
                 try session.sync.untrack(object)
-                struct Document: Encodable { var untracked: String }
                 context.emit(json: Document(untracked: object), human: "No longer tracking \(object).")
             }
         }
