@@ -40,6 +40,25 @@ import Testing
         return String(fields[3])
     }
 
+    /// `logout --all` with one account locked signs out the others and names the locked one (it
+    /// stopped at it, exit 4, before signing out an account after it, and said nothing of it).
+    @Test func logoutAllPassesALockedAccountAndNamesIt() throws {
+        let (server, ostack) = try signedIn()
+        // After work in the list (accounts go by alias), where the old loop never came.
+        #expect(
+            try ostack.login(server.url, "bob@example.com", "bob-pass", extra: ["--no-switch", "--alias", "zed"]).status
+                == 0)
+        _ = try setPIN(ostack)
+        _ = try ostack.run(["agent", "stop"])  // locks work
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        let out = try ostack.run(["logout", "--all"])
+        #expect(out.status == 4, "\(out.stdout) \(out.stderr)")
+        #expect(out.stdout.contains("work: not signed out (locked).") && out.stdout.contains("Signed out of zed."))
+        #expect(out.stderr.contains("Account work is locked."), "\(out.stderr)")
+        let list = try ostack.run(["accounts", "list", "--json"]).stdout
+        #expect(list.components(separatedBy: #""signedIn":true"#).count == 2, "\(list)")
+    }
+
     @Test func lockedAccountsRefuseAuthButKeepMetadata() throws {
         let (server, ostack) = try signedIn()
         let recovery = try setPIN(ostack)

@@ -29,6 +29,9 @@ struct Logout: AsyncParsableCommand {
             // `--all` asks every account, signed out ones too: one may still hold a credential (an
             // older sign-in's, a copy the registry does not know of), and only the keyring can say.
             // Those with nothing to delete are passed over quietly.
+            // One account that cannot be signed out (locked: its token is sealed) does not stop
+            // `--all` before the others: it is named, and its error is the command's.
+            var firstError: OStackError?
             for account in accounts {
                 let outcome: LogoutService.Outcome
                 do {
@@ -39,6 +42,12 @@ struct Logout: AsyncParsableCommand {
                         .keyringTimeout].contains(error.code)
                 {
                     continue  // its keyring cannot be read now (a file keyring under --no-input): as before
+                } catch let error as OStackError where all {
+                    firstError = firstError ?? error
+                    lines.append(
+                        ErrorPresenter.sanitize(
+                            "\(account.alias): not signed out (\(error.code.rawValue)).", maxLength: 200))
+                    continue
                 }
                 if all && outcome.alreadySignedOut { continue }
                 let service = context.accountsService()
@@ -59,6 +68,7 @@ struct Logout: AsyncParsableCommand {
             }
             struct Document: Encodable { var accounts: [AccountDocument] }
             context.emit(json: Document(accounts: documents), human: lines.joined(separator: "\n"))
+            if let firstError { throw firstError }
         }
     }
 }
