@@ -212,7 +212,9 @@ public struct CommandContext: Sendable {
         }
         let name = ErrorPresenter.sanitize(account.alias, maxLength: 64)
         for attempt in 1...3 {
-            let pin = PIN(try SecretInput.prompt("Account \(name) is locked. PIN for \(name): ", noInput: false))
+            let pin = PIN(
+                try SecretInput.prompt(
+                    "Account \(name) is locked. PIN for \(name): ", noInput: false, flag: "`ostack unlock --pin-stdin`"))
             do {
                 try service.unlock(account, pin: pin)
                 return

@@ -131,14 +131,17 @@ struct PassphraseSource: Sendable {
         if new && mismatched.withLock({ $0 }) { throw KeyringError.passphraseMismatch }
         let first: SecretBytes
         do {
-            first = try SecretInput.prompt(new ? "New keyring passphrase: " : "Keyring passphrase: ", noInput: noInput)
+            first = try SecretInput.prompt(
+                new ? "New keyring passphrase: " : "Keyring passphrase: ", noInput: noInput,
+                flag: "OSTACK_KEYRING_PASSPHRASE_FD")
         } catch {
             throw KeyringError.passphraseRequired
         }
         guard new else { return first }
         let again: SecretBytes
         do {
-            again = try SecretInput.prompt("Repeat the keyring passphrase: ", noInput: noInput)
+            again = try SecretInput.prompt(
+                "Repeat the keyring passphrase: ", noInput: noInput, flag: "OSTACK_KEYRING_PASSPHRASE_FD")
         } catch {
             throw KeyringError.passphraseRequired
         }

@@ -59,6 +59,20 @@ import Testing
         #expect(list.components(separatedBy: #""signedIn":true"#).count == 2, "\(list)")
     }
 
+    /// A PIN or recovery key ostack may not ask for: the hint names the flag that reads it from
+    /// stdin (it said "the *-stdin flag").
+    @Test func aSecretThatCannotBeAskedForNamesItsFlag() throws {
+        let (_, ostack) = try signedIn()
+        defer { _ = try? ostack.run(["agent", "stop"]) }
+        func hint(_ arguments: [String]) throws -> String { try ostack.run(arguments + ["--no-input"]).stderr }
+        #expect(try hint(["pin", "set"]).contains("ostack: hint: Pass it on stdin with --pin-stdin."))
+        _ = try setPIN(ostack)
+        #expect(try ostack.run(["lock"]).status == 0)
+        #expect(try hint(["unlock"]).contains("ostack: hint: Pass it on stdin with --pin-stdin."))
+        let recovery = try hint(["unlock", "--recovery-key"])
+        #expect(recovery.contains("ostack: hint: Pass it on stdin with --recovery-key-stdin."), "\(recovery)")
+    }
+
     @Test func lockedAccountsRefuseAuthButKeepMetadata() throws {
         let (server, ostack) = try signedIn()
         let recovery = try setPIN(ostack)

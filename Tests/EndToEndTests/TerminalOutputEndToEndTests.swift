@@ -128,6 +128,10 @@ import Testing
         #expect(both.status == 64 && both.stderr.contains(#""code":"usage""#))
         let escape = try ostack.run(["records", "list", "task", "--\u{1B}]0;pwned\u{07}"])
         #expect(escape.status == 64 && !escape.stderr.contains("\u{1B}"), "\(escape.stderr)")
+        // A secret ostack may not ask for: the hint names the flag that reads it from stdin (it said
+        // "the *-stdin flag").
+        let password = try ostack.run(["login", "--server", "http://127.0.0.1:9", "--email", "a@b.c", "--no-input"])
+        #expect(password.stderr.contains("ostack: hint: Pass it on stdin with --password-stdin"), "\(password.stderr)")
         let help = try ostack.run(["records", "--help"])
         #expect(help.status == 0 && help.stdout.contains("USAGE: ostack records") && help.stderr.isEmpty)
         // `help` of something that is not a command is a usage error, not the root help and exit 0.

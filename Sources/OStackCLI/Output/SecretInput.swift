@@ -10,17 +10,16 @@ enum SecretInput {
         try readLine(fd: STDIN_FILENO, maxBytes: maxBytes)
     }
 
-    /// Prompts on the controlling terminal with echo off.
-    static func prompt(_ text: String, noInput: Bool) throws(OStackError) -> SecretBytes {
+    /// Prompts on the controlling terminal with echo off. `flag` names the option that reads the
+    /// same secret from stdin instead, for the hint when there is no one to ask.
+    static func prompt(_ text: String, noInput: Bool, flag: String) throws(OStackError) -> SecretBytes {
         if noInput {
-            throw OStackError(
-                .inputRequired, context: .init(suggestion: "Pass the secret on stdin with the *-stdin flag."))
+            throw OStackError(.inputRequired, context: .init(suggestion: .text("Pass it on stdin with \(flag).")))
         }
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
             throw OStackError(
-                .inputRequired,
-                context: .init(suggestion: "No terminal: pass the secret on stdin with the *-stdin flag."))
+                .inputRequired, context: .init(suggestion: .text("No terminal: pass it on stdin with \(flag).")))
         }
         defer { close(fd) }
         var original = termios()

@@ -33,8 +33,10 @@ struct ExportDatabaseCommand: AsyncParsableCommand {
                 if passphraseStdin {
                     passphrase = try SecretInput.fromStdin()
                 } else {
-                    let first = try SecretInput.prompt("Passphrase for the copy: ", noInput: global.noInput)
-                    let second = try SecretInput.prompt("Passphrase again: ", noInput: global.noInput)
+                    let first = try SecretInput.prompt(
+                        "Passphrase for the copy: ", noInput: global.noInput, flag: "--passphrase-stdin")
+                    let second = try SecretInput.prompt(
+                        "Passphrase again: ", noInput: global.noInput, flag: "--passphrase-stdin")
                     guard first == second else {
                         throw OStackError(
                             .invalidInput, context: .init(suggestion: "The passphrases differ; nothing was written."))

@@ -72,7 +72,8 @@ struct Unlock: AsyncParsableCommand {
                 let text =
                     recoveryKeyStdin
                     ? try SecretInput.fromStdin()
-                    : try SecretInput.prompt("Recovery key for \(name): ", noInput: global.noInput)
+                    : try SecretInput.prompt(
+                        "Recovery key for \(name): ", noInput: global.noInput, flag: "--recovery-key-stdin")
                 try service.unlock(account, recoveryKey: try RecoveryKey(parsing: text))
                 context.emit(
                     json: UnlockDocument(account: .init(account)),

@@ -19,9 +19,9 @@ struct PINInput {
 
     func read(_ prompt: String, confirm: Bool = false) throws(OStackError) -> PIN {
         if fromStdin { return PIN(try SecretInput.fromStdin()) }
-        let pin = PIN(try SecretInput.prompt(prompt, noInput: noInput))
+        let pin = PIN(try SecretInput.prompt(prompt, noInput: noInput, flag: "--pin-stdin"))
         if confirm {
-            let again = PIN(try SecretInput.prompt("Repeat the PIN: ", noInput: noInput))
+            let again = PIN(try SecretInput.prompt("Repeat the PIN: ", noInput: noInput, flag: "--pin-stdin"))
             guard again == pin else {
                 throw OStackError(.invalidInput, context: .init(suggestion: "The two PINs differ."))
             }

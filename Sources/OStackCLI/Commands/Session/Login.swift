@@ -88,7 +88,8 @@ struct Login: AsyncParsableCommand {
                 }
                 credential = .password(
                     passwordStdin
-                        ? try SecretInput.fromStdin() : try SecretInput.prompt("Password: ", noInput: global.noInput))
+                        ? try SecretInput.fromStdin() : try SecretInput.prompt(
+                            "Password: ", noInput: global.noInput, flag: "--password-stdin (or --api-key-stdin)"))
             }
             var request = LoginService.Request(
                 server: url, email: address, credential: credential, alias: alias, makeDefault: !noSwitch)
@@ -103,7 +104,8 @@ struct Login: AsyncParsableCommand {
             let noInput = global.noInput
             let who = address
             request.twoFactor.prompt = { _ in
-                try? SecretInput.prompt("Two-factor code for \(who) (authenticator app): ", noInput: noInput)
+                try? SecretInput.prompt(
+                    "Two-factor code for \(who) (authenticator app): ", noInput: noInput, flag: "--totp CODE")
             }
             let account: Account
             do {
