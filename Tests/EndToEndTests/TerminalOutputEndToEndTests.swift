@@ -90,6 +90,15 @@ import Testing
         #expect(none.stdout.contains("ID ") && !none.stdout.contains("paged:"))
         let piped = try ostack.run(["records", "list", "task"], environment: marker.mapValues { $0 })
         #expect(piped.status == 0 && !piped.stdout.contains("paged:") && piped.stdout.hasPrefix("id\t"))
+        // A pager that is not there took the output with it, exit 0 (`sh: nosuch-pager: not found`):
+        // printed without one, and a chosen pager is named. No `less` on PATH: printed, quietly.
+        let missing = try Self.atTerminal(ostack, environment: ["OSTACK_PAGER": "nosuch-pager -R"], ["records", "list", "task"])
+        #expect(missing.status == 0 && missing.stdout.contains("ID "), "\(missing.stdout)")
+        #expect(missing.stdout.contains("the pager 'nosuch-pager -R' was not found; printing without one."))
+        let noLess = try Self.atTerminal(
+            ostack, environment: ["OSTACK_PAGER": "", "PATH": "/nonexistent"].filter { $0.key == "PATH" },
+            ["records", "list", "task"])
+        #expect(noLess.stdout.contains("ID ") && !noLess.stdout.contains("warning"), "\(noLess.stdout)")
         // A pager that quits at once ends the listing quietly.
         let quit = try Self.atTerminal(
             ostack, environment: ["OSTACK_PAGER": "true"], ["records", "list", "task", "--all"])

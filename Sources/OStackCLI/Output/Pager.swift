@@ -18,8 +18,20 @@ enum Pager {
             context.terminal.defaultFormat == .table
         else { return }
         let environment = context.environment
-        let command = (environment["OSTACK_PAGER"] ?? environment["PAGER"] ?? "less").trimmingWhitespace()
+        let configured = environment["OSTACK_PAGER"] ?? environment["PAGER"]
+        let command = (configured ?? "less").trimmingWhitespace()
         guard !command.isEmpty, command != "cat" else { return }
+        // A pager that is not there (no `less` on a minimal system, a typo in PAGER) would take the
+        // output with it: `sh` says "not found" and everything written to it is lost. Printed
+        // directly instead; a pager the user chose is named.
+        guard Self.canRun(command, path: environment["PATH"]) else {
+            if configured != nil {
+                context.terminal.err(
+                    "ostack: warning: the pager '\(ErrorPresenter.sanitize(command, maxLength: 80))' was not found; "
+                        + "printing without one.\n")
+            }
+            return
+        }
         guard let pipe = Spawn.pipe() else { return }
         var childEnvironment = environment
         if childEnvironment["LESS"] == nil { childEnvironment["LESS"] = "FRX" }
@@ -43,6 +55,23 @@ enum Pager {
         child = pid
     }
 
+    /// Whether the pager's program can be started: its first word found as an executable (itself
+    /// when it names a path, else on `PATH`). A command line that starts with shell syntax (an
+    /// assignment, quotes, a builtin) is taken as runnable: the shell knows better.
+    static func canRun(_ command: String, path: String?) -> Bool {
+        guard let first = command.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init) else {
+            return false
+        }
+        if first.contains("=") || first.contains("'") || first.contains("\"") || first.contains("$")
+            || ["exec", "command", "eval", "."].contains(first)
+        {
+            return true
+        }
+        if first.contains("/") { return access(first, X_OK) == 0 }
+        let directories = (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
+        return directories.contains { !$0.isEmpty && access($0 + "/" + first, X_OK) == 0 }
+    }
+
     /// Ends the pager's input and waits until the person has quit it.
     static func finish() {
         guard let pid = child else { return }
@@ -50,6 +79,15 @@ enum Pager {
         close(STDOUT_FILENO)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // Exit 126 or 127 from the shell: the pager could not be run after all, and took the output.
+        let exited = status & 0x7f == 0
+        let code = (status >> 8) & 0xff
+        if exited && (code == 126 || code == 127) {
+            Terminal.write(
+                STDERR_FILENO,
+                "ostack: warning: the pager could not be run (exit \(code)); the output was lost. "
+                    + "Set OSTACK_PAGER (empty for none).\n")
+        }
         SignalDisposition.restore(SIGINT, interrupt)
         SignalDisposition.restore(SIGQUIT, quit)
         interrupt = .none
