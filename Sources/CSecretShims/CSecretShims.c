@@ -1,6 +1,7 @@
 #include "CSecretShims.h"
 #include <gio/gio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const SecretSchema ostack_schema = {
     "io.ostack.Secret",
@@ -159,12 +160,45 @@ typedef struct {
     GThread *thread;
 } Deadline;
 
+/* What the process says before it ends itself when a call outlives its deadline by the grace
+ * (csecret_set_hang_report); NULL: it waits for the call, however long. */
+static char *hang_report = NULL;
+static const guint64 hang_grace_us = 10 * G_USEC_PER_SEC;
+
+void csecret_set_hang_report(const char *text) {
+    char *copy = text ? g_strdup(text) : NULL;
+    char *old = g_atomic_pointer_exchange(&hang_report, copy);
+    g_free(old);
+}
+
 static gpointer deadline_run(gpointer data) {
     Deadline *d = data;
     g_mutex_lock(&d->mutex);
+    gboolean cancelled = FALSE;
     while (!d->stopped) {
-        if (!g_cond_wait_until(&d->cond, &d->mutex, (gint64)d->deadline_us)) {
-            if (!d->stopped) g_cancellable_cancel(d->cancellable);
+        if (!cancelled) {
+            if (!g_cond_wait_until(&d->cond, &d->mutex, (gint64)d->deadline_us)) {
+                if (!d->stopped) g_cancellable_cancel(d->cancellable);
+                cancelled = TRUE;
+            }
+            continue;
+        }
+        /* Cancelled: a call that honours the cancellable returns at once. One that does not (libsecret
+         * stuck after its provider crashed) would hold the process forever: after the grace the
+         * process says so and ends, as if killed (everything ostack writes survives a kill -9). */
+        if (!g_cond_wait_until(&d->cond, &d->mutex, (gint64)(d->deadline_us + hang_grace_us))) {
+            const char *report = g_atomic_pointer_get(&hang_report);
+            if (!d->stopped && report != NULL) {
+                size_t left = strlen(report);
+                const char *at = report;
+                while (left > 0) {
+                    ssize_t n = write(2, at, left);
+                    if (n <= 0) break;
+                    at += n;
+                    left -= (size_t)n;
+                }
+                _exit(10);
+            }
             break;
         }
     }

@@ -1,6 +1,7 @@
 internal import CLibsecret
 internal import CSecretShims
 import SodiumKit
+import Glibc
 import Synchronization
 
 /// The Secret Service backend (libsecret over D-Bus): gnome-keyring, KWallet (kwalletd5), KeePassXC.
@@ -332,6 +333,12 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             var error: UnsafeMutablePointer<GError>?
             defer { if let error { g_error_free(error) } }
             do throws(KeyringError) {
+                #if DEBUG
+                    // Tests: a call that ignores its cancellable (the stall after a provider crash).
+                    if let asked = getenv("OSTACK_FAILPOINT"), String(cString: asked) == "hang:keyring.call" {
+                        sleep(120)
+                    }
+                #endif
                 return try body(cancellable, &error)
             } catch {
                 if g_cancellable_is_cancelled(cancellable) != 0 || error == .timeout {
@@ -346,6 +353,17 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     }
 
     static let staleSession = "stale-session"
+
+    /// What the process writes to stderr before it ends itself, exit 10, when a call is still
+    /// running 10 s after its deadline cancelled it (a provider that crashed mid-call can leave
+    /// libsecret waiting on nothing, deaf to the cancellation). Without one, it waits.
+    public static func setHangReport(_ text: String?) {
+        if let text {
+            text.withCString { csecret_set_hang_report($0) }
+        } else {
+            csecret_set_hang_report(nil)
+        }
+    }
 
     static func classify(_ error: UnsafeMutablePointer<GError>) -> KeyringError {
         switch Int32(csecret_classify(error)) {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import OStackCore
+import KeyringKit
 import PlatformKit
 
 /// What a command needs from the outside world, built once per invocation. `CommandContext+Live`
@@ -242,6 +243,9 @@ enum CommandRunner {
     ) async throws {
         try global.checkOutputFormat()
         let context = CommandContext.live(global: global)
+        // A keyring call that outlives its deadline by 10 s (its provider crashed mid-call) ends the
+        // process with this, as `keyring-timeout` reports itself.
+        SecretServiceKeyring.setHangReport(hangReport(context))
         do {
             try context.checkEnvironment()
         } catch {
@@ -338,6 +342,18 @@ enum CommandRunner {
             if let hint = presentation.hint { context.terminal.err("ostack: hint: \(hint)\n") }
         }
         return presentation.exitCode
+    }
+
+    /// `keyring-timeout` as `report` would print it, for a keyring call that never returns.
+    static func hangReport(_ context: CommandContext) -> String {
+        let presentation = ErrorPresenter().present(
+            OStackError(.keyringTimeout, detail: "a keyring call ignored its deadline"), referenceID: referenceID())
+        if context.global.jsonErrors {
+            let document = JSONOutput.ErrorDocument(
+                error: .init(code: presentation.code, message: presentation.message, hint: presentation.hint))
+            return JSONOutput.encode(document) + "\n"
+        }
+        return "ostack: error: \(presentation.message)\n" + (presentation.hint.map { "ostack: hint: \($0)\n" } ?? "")
     }
 
     /// 8 random characters that cannot be misread (no i, l, o, 0, 1).

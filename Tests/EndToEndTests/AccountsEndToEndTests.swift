@@ -336,6 +336,26 @@ import Testing
         #expect(counters.contains("\"liveSessions\":0"), "\(counters)")
     }
 
+    /// A keyring call that ignores its deadline (libsecret stuck after KeePassXC crashed mid-call
+    /// never returned, and the command outlived any deadline): 10 s after the deadline the process
+    /// says `keyring-timeout` and ends, exit 10, as a `kill -9` would leave things (recoverable).
+    @Test func aKeyringCallThatNeverReturnsEndsTheCommand() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let started = ContinuousClock.now
+        let hang: [String: String?] = ["OSTACK_FAILPOINT": "hang:keyring.call", "OSTACK_KEYRING_TIMEOUT": "0.5"]
+        // Both at once: each waits out its grace.
+        let human = try ostack.start(["records", "list", "task", "--local"], environment: hang)
+        let json = try ostack.start(["records", "list", "task", "--local", "--json"], environment: hang)
+        #expect(try human.waitForExit(timeout: 40) == 10, "\(human.stderrText())")
+        #expect(human.stderrText().contains("ostack: error: The keyring did not answer in time."), "\(human.stderrText())")
+        #expect(try json.waitForExit(timeout: 40) == 10)
+        #expect(json.stderrText().hasPrefix(#"{"error":{"code":"keyring-timeout""#), "\(json.stderrText())")
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(try ostack.run(["auth", "refresh"]).status == 0)  // nothing was left half done
+    }
+
     func refreshes(_ server: DevServerProcess) throws -> Int {
         let counters = try server.control("GET", "counters")
         let digits = counters.split(separator: "\"refreshes\":").dropFirst().first?.prefix { $0.isNumber } ?? ""

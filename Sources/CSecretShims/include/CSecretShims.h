@@ -65,4 +65,9 @@ int csecret_provider_process(char *out, gsize size);
 gpointer csecret_deadline_start(GCancellable *cancellable, unsigned int milliseconds);
 void csecret_deadline_stop(gpointer deadline);
 
+/// The text the process writes to stderr before it ends itself (`_exit(10)`) when a call is still
+/// running 10 s after its deadline cancelled it: a provider that crashed can leave libsecret waiting
+/// on nothing, the cancellable ignored. NULL (the default) waits instead.
+void csecret_set_hang_report(const char *text);
+
 #endif
