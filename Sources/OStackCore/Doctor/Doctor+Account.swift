@@ -326,7 +326,7 @@ extension Doctor {
             if case .other(_, inUse: true) = try HomeClaim(environment: environment).owner(of: account.id) {
                 return check(
                     "keyring-items", account, .warn,
-                    "Another ostack home on this keyring also has this account and claimed its keyring items: the two homes share its keys.",
+                    "Another home on this keyring (another OSTACK_HOME or XDG data directory) also has this account and claimed its keyring items: the two homes share its keys.",
                     fix: "Remove the account in this home (the other home's keys stay), or give this home its own OSTACK_KEYRING_PREFIX and sign in again.")
             }
             return check("keyring-items", account, .ok, "Every expected keyring item is present, nothing stray.")
