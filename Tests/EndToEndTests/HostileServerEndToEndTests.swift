@@ -282,6 +282,56 @@ import Testing
         #expect(try local() == count)
     }
 
+    /// The local records' ids, as the mirror lists them.
+    func localIDs(_ ostack: OStackRunner) throws -> [String] {
+        let out = try ostack.run(["records", "list", "task", "--local", "--all", "--fields", "id", "--format", "csv"])
+        return out.stdout.split(separator: "\r\n").dropFirst().map(String.init)
+    }
+
+    /// Two ids that differ only in Unicode normalisation (NFC "!café", NFD "!cafe\u{301}") are two
+    /// records to the server and the mirror (whose keys are bytes), but were one key of the
+    /// reconciliation's dictionary (Swift's `String ==` is canonical equivalence): every
+    /// reconciliation deleted one of them, which the server still listed, for good. (Red-team review.)
+    @Test func idsThatDifferOnlyInNormalisationAreTwoRecords() throws {
+        let (server, ostack) = try signedIn()
+        _ = try server.control("POST", "seed", #"{"object":"task","count":2}"#)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let both =
+            #"{"id":"!caf\u00e9","title":"NFC","updated_at":"2030-01-01T00:00:00.000Z"},{"id":"!cafe\u0301","title":"NFD","updated_at":"2030-01-01T00:00:00.001Z"}"#
+        try listFault(server, text: #"{"records":[\#(both)]}"#, count: 1, query: "sort=updated_at,id")
+        #expect(try ostack.run(["sync", "--pull-only"]).status == 0)
+        try #require(try localIDs(ostack).count == 4)
+        let listed =
+            #"{"records":[{"id":"!caf\u00e9","updated_at":"2030-01-01T00:00:00.000Z"},{"id":"!cafe\u0301","updated_at":"2030-01-01T00:00:00.001Z"}]}"#
+        try listFault(server, text: listed, count: 1, query: "select=id,updated_at")
+        let reconciled = try ostack.run(["sync", "--pull-only", "--reconcile", "--json"])
+        #expect(reconciled.status == 0 && reconciled.stdout.contains(#""deleted":0"#), "\(reconciled.stdout)")
+        #expect(try localIDs(ostack).count == 4, "a record the server listed was deleted")
+        // And a refetch takes no record whose id only normalises to the one it asked for.
+        let asked = #"{"records":[{"id":"!x\u00e9","updated_at":"2030-01-01T00:00:00.000Z"}]}"#
+        let answer = #"{"records":[{"id":"!xe\u0301","title":"planted","updated_at":"2030-01-01T00:00:00.000Z"}]}"#
+        try listFault(server, text: asked, count: 1, query: "select=id,updated_at")
+        try listFault(server, text: answer, count: 1, query: "top=1")
+        let refetched = try ostack.run(["sync", "--pull-only", "--reconcile", "--json"])
+        #expect(refetched.status == 0 && refetched.stdout.contains(#""pulled":0"#), "\(refetched.stdout)")
+        #expect(!(try localIDs(ostack)).contains { $0.unicodeScalars.last == "\u{0301}" && $0.hasPrefix("!x") })
+    }
+
+    /// A listed id too long to ask for by address (255 characters of 13 code points each: about
+    /// 40 KiB in a filter) made every reconciling sync of the object fail with `request-too-long`.
+    /// It is left to later pulls' pages. (Red-team review.)
+    @Test func anIDTooLongToAskForDoesNotStopTheSync() throws {
+        let (server, ostack) = try signedIn()
+        _ = try server.control("POST", "seed", #"{"object":"task","count":2}"#)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let id = "!" + String(repeating: "e" + String(repeating: #"\u0301"#, count: 12), count: 250)
+        try listFault(
+            server, text: #"{"records":[{"id":"\#(id)","updated_at":"2030-01-01T00:00:00.000Z"}]}"#, count: 1,
+            query: "select=id,updated_at")
+        let sync = try ostack.run(["sync", "--reconcile", "--json"])
+        #expect(sync.status == 0, "\(sync.stdout) \(sync.stderr)")
+    }
+
     /// What the reconciliation fetches again is asked for by id, and only what was asked is taken:
     /// a lookup answered with another record stores nothing, and one bigger than asked stops the
     /// sync.

@@ -187,7 +187,11 @@ struct Puller {
         _ object: String, _ ids: [String], indexed: [String], refused: inout [String: String],
         into report: inout PullReport
     ) throws(OStackError) {
-        let groups = CreateVerifier.lookupGroups(ids, cap: pageSize) { $0 }
+        // An id whose lookup alone is longer than an address may be (255 characters, each with
+        // combining marks, can take tens of KiB) cannot be asked for: it is left to the pages of later
+        // pulls. Asked for, it failed every sync of the object with `request-too-long`.
+        let askable = ids.filter { CreateVerifier.addressCost(.string($0)) <= CreateVerifier.filterBudget }
+        let groups = CreateVerifier.lookupGroups(askable, cap: pageSize) { $0 }
         var next = groups.startIndex
         while next < groups.endIndex {
             try store.transaction { () throws(OStackError) in
@@ -202,7 +206,8 @@ struct Puller {
                 {
                     let group = groups[next]
                     next += 1
-                    let asked = Set(group)
+                    // By bytes (`ExactID`): a record whose id only normalises to one asked for is another record.
+                    let asked = Set(group.map(ExactID.init))
                     let filter: JSONValue = ["id", "in", .array(group.map { .string($0) })]
                     let query = [
                         ("filter", String(decoding: filter.serialized(), as: UTF8.self)), ("top", String(group.count)),
@@ -220,7 +225,8 @@ struct Puller {
                     let held = try store.mirrorVersions(object, Set(page.records.map(\.id)))
                     let keep = page.records.indices.filter { index in
                         let record = page.records[index]
-                        return asked.contains(record.id) && (record.version == nil || held[record.id] != .some(record.version))
+                        return asked.contains(ExactID(record.id))
+                            && (record.version == nil || held[record.id] != .some(record.version))
                     }
                     if keep.count < page.records.count {
                         page.records = keep.map { page.records[$0] }
@@ -228,7 +234,9 @@ struct Puller {
                     }
                     // A record that cannot be stored counts only if it was asked for (it flags the
                     // mirror's copy stale).
-                    let refusedAsked = page.rejected.indices.filter { page.rejected[$0].map(asked.contains) ?? false }
+                    let refusedAsked = page.rejected.indices.filter {
+                        page.rejected[$0].map { asked.contains(ExactID($0)) } ?? false
+                    }
                     page.rejectedVersions = refusedAsked.map { page.rejectedVersions[$0] }
                     page.rejected = refusedAsked.map { page.rejected[$0] }
                     report.pulled += try store.applyPulled(

@@ -23,7 +23,9 @@ struct Reconciler {
     func reconcile(_ object: String, refused: [String: String] = [:]) throws(OStackError) -> Outcome {
         // Each listed id with a hash of its version (`versionHash`): the server's whole list is held
         // until the mirror has been read, and a version takes no more room than its hash.
-        var remote: [String: Int] = [:]
+        // Keyed by the id's bytes (`ExactID`): as strings, two ids that differ only in Unicode
+        // normalisation were one key, and the second of their two mirror records was deleted.
+        var remote: [ExactID: Int] = [:]
         var after: String?
         // The server cannot hold many more records than the mirror just pulled from it.
         let bound = 2 * (try store.recordCount(object)) + 100_000
@@ -33,7 +35,7 @@ struct Reconciler {
                 ("select", "id,updated_at"), ("sort", "id"), ("top", String(pageSize)), ("count", "false"),
             ]
             if let after {
-                let filter: JSONValue = ["id", ">", .string(after)]
+                let filter: JSONValue = ["id", ">", .string(Self.keysetBound(after))]
                 query.append(("filter", String(decoding: filter.serialized(), as: UTF8.self)))
             }
             let outcome = try api.exchange(.list(object: object), query: query)
@@ -49,7 +51,7 @@ struct Reconciler {
                     let values = scanner.scan(UnsafeRawBufferPointer(rebasing: raw[range]))
                     guard case .string(let id) = values[0] else { return nil }
                     let version: String? = if case .string(let text) = values[1] { text } else { nil }
-                    remote[id] = Self.versionHash(version)
+                    remote[ExactID(id)] = Self.versionHash(version)
                     last = id
                 }
                 return (found.ranges.count, last)
@@ -58,7 +60,8 @@ struct Reconciler {
             if listed.count == 0 { break }
             // Loop guards: every page must bring ids not seen yet and move the keyset on, and the
             // whole walk stays within a bound set by the mirror's size.
-            guard remote.count > known, let next = listed.last, next != after else {
+            guard remote.count > known, let next = listed.last, !next.utf8.elementsEqual((after ?? "").utf8) || after == nil
+            else {
                 throw malformed("id page repeated: the cursor did not advance")
             }
             if remote.count > bound { throw malformed("id pages do not end") }
@@ -73,7 +76,7 @@ struct Reconciler {
         var stale: [(id: String, listed: Int)] = []
         try store.forEachCurrentVersion(object) { idBytes, versionBytes in
             let id = String(decoding: idBytes, as: UTF8.self)
-            guard let listed = remote.removeValue(forKey: id) else {
+            guard let listed = remote.removeValue(forKey: ExactID(id)) else {
                 if !queued.contains(id) { gone.append(id) }
                 return
             }
@@ -81,8 +84,8 @@ struct Reconciler {
             // A server that lists no version cannot say the mirror's is old.
             if listed != Self.noVersion && held != listed && !queued.contains(id) { stale.append((id, listed)) }
         }
-        for (id, listed) in remote where !queued.contains(id) && PushClassifier.isUsableID(id) {
-            stale.append((id, listed))
+        for (key, listed) in remote where !queued.contains(key.text) && PushClassifier.isUsableID(key.text) {
+            stale.append((key.text, listed))
         }
         result.stale = stale.compactMap { id, listed in
             // Refused before in this version ("" for a version unknown then).
@@ -100,6 +103,23 @@ struct Reconciler {
             return deleted
         }
         return result
+    }
+
+    /// The id the next page starts after: `id` itself, or, when `id > …` would make the address
+    /// longer than a server takes (a long id of combining marks), its longest prefix of at most 300
+    /// UTF-8 bytes. A prefix sorts before the id, so the page starts at or before where it should:
+    /// ids seen again are counted once, and the loop guards still hold. (With the id itself every
+    /// reconciling sync of the object failed, `request-too-long`.)
+    static func keysetBound(_ id: String) -> String {
+        guard CreateVerifier.addressCost(.string(id)) > CreateVerifier.filterBudget else { return id }
+        var prefix = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in id.unicodeScalars {
+            bytes += String(scalar).utf8.count
+            if bytes > 300 { break }
+            prefix.append(scalar)
+        }
+        return String(prefix)
     }
 
     /// A version's hash for comparison within this process (`Hasher` is seeded per process), never
