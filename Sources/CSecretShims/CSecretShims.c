@@ -56,6 +56,21 @@ void csecret_reset_service(void) {
     secret_service_disconnect();
 }
 
+int csecret_error_is_gone(const GError *error) {
+    if (!error) return 0;
+    if (g_error_matches(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_OBJECT)) return 1;
+    if (error->domain == SECRET_ERROR && error->code == SECRET_ERROR_NO_SUCH_OBJECT) return 1;
+    int gone = 0;
+    if (g_dbus_error_is_remote_error(error)) {
+        gchar *name = g_dbus_error_get_remote_error(error);
+        if (name && (strcmp(name, "org.freedesktop.DBus.Error.UnknownObject") == 0 ||
+                     strcmp(name, "org.freedesktop.Secret.Error.NoSuchObject") == 0))
+            gone = 1;
+        g_free(name);
+    }
+    return gone;
+}
+
 int csecret_classify(const GError *error) {
     if (!error) return CSECRET_ERROR_OTHER;
     if (error->domain == SECRET_ERROR && error->code == SECRET_ERROR_IS_LOCKED) return CSECRET_ERROR_LOCKED;

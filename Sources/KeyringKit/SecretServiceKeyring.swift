@@ -163,7 +163,8 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
             // the first command would wait on a dialog. Its items are changed in place instead
             // (Item.SetSecret, which it allows as it allows reading them).
             let replaced = self.provider() == .keepassxc
-                ? try self.replaceInPlace(attributes, value, cancellable: cancellable, error: &error) : false
+                ? try self.replaceInPlace(
+                    attributes, value, namespace: address.namespace, cancellable: cancellable, error: &error) : false
             if !replaced {
                 let stored = secret_password_storev_binary_sync(
                     csecret_schema(), attributes, nil, label, value, cancellable, &error)
@@ -245,8 +246,8 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     /// Sets the secret of the one unlocked item with exactly `attributes`, if there is one; false
     /// (nothing done) when there is none or more than one.
     private func replaceInPlace(
-        _ attributes: OpaquePointer, _ value: OpaquePointer?, cancellable: UnsafeMutablePointer<GCancellable>,
-        error: inout UnsafeMutablePointer<GError>?
+        _ attributes: OpaquePointer, _ value: OpaquePointer?, namespace: String,
+        cancellable: UnsafeMutablePointer<GCancellable>, error: inout UnsafeMutablePointer<GError>?
     ) throws(KeyringError) -> Bool {
         let list = secret_password_searchv_sync(csecret_schema(), attributes, SECRET_SEARCH_ALL, cancellable, &error)
         if let failure = error { throw Self.classify(failure) }
@@ -254,7 +255,17 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
         guard let only = list, only.pointee.next == nil, csecret_item_is_locked(only.pointee.data) == 0 else {
             return false
         }
+        #if DEBUG
+            Self.beforeSetSecret.withLock { $0 }?(namespace)
+        #endif
         if csecret_item_set_secret(only.pointee.data, value, cancellable, &error) != 0 { return true }
+        // Deleted since the search (another process's removal): nothing to replace, so it is
+        // created as any new item is. It failed as "no Secret Service" (GDBus's UNKNOWN_OBJECT).
+        if let failure = error, Self.isGone(failure) {
+            g_error_free(failure)
+            error = nil
+            return false
+        }
         throw error.map(Self.classify) ?? KeyringError.other("set secret refused")
     }
 
@@ -353,6 +364,15 @@ public final class SecretServiceKeyring: KeyringStore, @unchecked Sendable {
     }
 
     static let staleSession = "stale-session"
+
+    #if DEBUG
+        /// Tests: runs between the search and the SetSecret of a KeePassXC replacement, with the
+        /// item's namespace (another process deleting the item at that moment).
+        static let beforeSetSecret = Mutex<(@Sendable (String) -> Void)?>(nil)
+    #endif
+
+    /// Whether `error` says the object addressed no longer exists (`csecret_error_is_gone`).
+    static func isGone(_ error: UnsafeMutablePointer<GError>) -> Bool { csecret_error_is_gone(error) != 0 }
 
     /// What the process writes to stderr before it ends itself, exit 10, when a call is still
     /// running 10 s after its deadline cancelled it (a provider that crashed mid-call can leave

@@ -27,6 +27,21 @@ import Testing
         #expect(shortKey == .other(SecretServiceKeyring.staleSession))
     }
 
+    /// SetSecret on an item another process deleted since it was found (KeePassXC answers GDBus's
+    /// UNKNOWN_OBJECT): a replacement that falls back to creating the item, not "no Secret Service".
+    @Test func anItemThatIsGoneIsToldApart() {
+        func gone(_ make: () -> UnsafeMutablePointer<GError>) -> Bool {
+            let error = make()
+            defer { g_error_free(error) }
+            return SecretServiceKeyring.isGone(error)
+        }
+        #expect(gone { g_error_new_literal(g_dbus_error_quark(), gint(G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue), "No such object") })
+        #expect(gone { g_dbus_error_new_for_dbus_error("org.freedesktop.DBus.Error.UnknownObject", "no such object") })
+        #expect(gone { g_dbus_error_new_for_dbus_error("org.freedesktop.Secret.Error.NoSuchObject", "no such item") })
+        #expect(!gone { g_dbus_error_new_for_dbus_error("org.freedesktop.Secret.Error.IsLocked", "locked") })
+        #expect(!gone { g_dbus_error_new_for_dbus_error("org.freedesktop.DBus.Error.ServiceUnknown", "gone") })
+    }
+
     @Test func otherErrorsKeepTheirMeaning() {
         #expect(
             classify { g_dbus_error_new_for_dbus_error("org.freedesktop.Secret.Error.IsLocked", "locked") } == .locked)

@@ -105,6 +105,27 @@ import Testing
         #expect(try keyring.list(namespace: probeNamespace).count == 1)
     }
 
+    /// An item another process deletes between the search and the SetSecret of a replacement
+    /// (KeePassXC: `UNKNOWN_OBJECT`) is created instead; the write failed as "no Secret Service".
+    /// Only KeePassXC items are replaced in place: under the other providers this is a plain write.
+    @Test func anItemDeletedWhileItIsReplacedIsCreated() throws {
+        let probeNamespace = namespace + ":vanish"
+        let mine = KeyringAddress(namespace: probeNamespace, account: "probe", kind: "db-key", version: 1)
+        try keyring.write(SecretBytes(copying: Array("first-value".utf8)), for: mine)
+        defer { try? keyring.delete(mine) }
+        SecretServiceKeyring.beforeSetSecret.withLock {
+            $0 = { namespace in
+                guard namespace == probeNamespace else { return }
+                _ = try? runProcess(
+                    executable: KeyringFailureModeTests.probe, arguments: ["5", "delete", probeNamespace], timeout: 30)
+            }
+        }
+        defer { SecretServiceKeyring.beforeSetSecret.withLock { $0 = nil } }
+        try keyring.write(SecretBytes(copying: Array("second-value".utf8)), for: mine)
+        #expect(bytes(try keyring.read(mine)) == Array("second-value".utf8))
+        #expect(try keyring.list(namespace: probeNamespace).count == 1)
+    }
+
     /// The provider is the one the session script started (`OSTACK_KEYRING_PROVIDER`): a stage meant
     /// for KWallet or KeePassXC never passes against another one that D-Bus activated instead.
     @Test func theProviderIsTheOneTheSessionStarted() {

@@ -45,6 +45,11 @@ void csecret_reset_service(void);
 /// Classifies a GError from libsecret / GDBus into one of the CSECRET_ERROR_* values.
 int csecret_classify(const GError *error);
 
+/// Whether `error` says the item (or other object) addressed no longer exists: GDBus's
+/// UNKNOWN_OBJECT, its remote name org.freedesktop.DBus.Error.UnknownObject, or libsecret's
+/// NO_SUCH_OBJECT. KeePassXC answers so to SetSecret on an item deleted since it was found.
+int csecret_error_is_gone(const GError *error);
+
 /// States of the default collection (csecret_default_collection_state).
 enum {
     CSECRET_COLLECTION_UNLOCKED = 0,
