@@ -475,6 +475,13 @@ import Testing
             if status == 9 {
                 #expect(run.stderr.contains("The setting sync.interval in config.json is not valid"), "\(run.stderr)")
                 #expect(try ostack.run(["accounts", "list"]).stdout.contains("*\twork"), "the default account is kept")
+                // Another setting's write keeps the hand-written value as it was (an array became the
+                // text "(not a text)", and the user's value was lost).
+                #expect(try ostack.run(["config", "set", "locale", "fr"]).status == 0)
+                let rewritten = String(decoding: try #require(try SecureFileSystem.readFile(path)), as: UTF8.self)
+                #expect(!rewritten.contains("(not a text)"), "\(rewritten)")
+                #expect(rewritten.contains(value == "true" ? #""sync.interval" : "true""# : #""5m""#), "\(rewritten)")
+                #expect(try ostack.run(["config", "set", "locale", "--unset"]).status == 0)
             }
             let got = try ostack.run(["config", "get", "sync.interval"])
             if value == "300" { #expect(got.stdout == "300\n", "\(got.stdout)") }

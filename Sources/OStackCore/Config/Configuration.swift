@@ -13,6 +13,11 @@ public struct Configuration: Sendable, Equatable, Codable {
     public var lastServer: String?
     /// Free-form settings (`ostack config get|set|list`), e.g. `keyring.backend`, `agent.idle-timeout`.
     public var settings: [String: String] = [:]
+    /// Settings written by hand as JSON that is neither text, number, boolean nor null (an object,
+    /// an array), as they were: `settings` holds `HandWritten.notText` for them, and a write of the
+    /// file puts them back unchanged while they are still that. (An unrelated `config set` replaced
+    /// them with the text "(not a text)", and the user's value was lost.)
+    var handWritten: [String: JSONValue] = [:]
 
     public init() {}
 
@@ -27,6 +32,19 @@ public struct Configuration: Sendable, Equatable, Codable {
         lastServer = try container.decodeIfPresent(String.self, forKey: .lastServer)
         let values = try container.decodeIfPresent([String: HandWritten].self, forKey: .settings) ?? [:]
         settings = values.compactMapValues(\.text)
+        handWritten = values.compactMapValues(\.raw)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
+        try container.encodeIfPresent(defaultAccount, forKey: .defaultAccount)
+        try container.encodeIfPresent(lastServer, forKey: .lastServer)
+        var written: [String: JSONValue] = [:]
+        for (key, value) in settings {
+            written[key] = value == HandWritten.notText ? handWritten[key] ?? .string(value) : .string(value)
+        }
+        try container.encode(written, forKey: .settings)
     }
 
     /// A setting's value as a hand edit may leave it: a number stands for its text (`300` for
@@ -35,6 +53,8 @@ public struct Configuration: Sendable, Equatable, Codable {
     /// default account too).
     struct HandWritten: Decodable {
         var text: String?
+        /// The value itself when it is none of those.
+        var raw: JSONValue?
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
@@ -50,6 +70,7 @@ public struct Configuration: Sendable, Equatable, Codable {
                 text = String(flag)
             } else {
                 text = Self.notText
+                raw = try? container.decode(JSONValue.self)
             }
         }
 
