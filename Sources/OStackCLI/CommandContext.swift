@@ -249,7 +249,8 @@ enum CommandRunner {
         do {
             try context.checkEnvironment()
         } catch {
-            throw ExitCode(report(error, context: context))
+            // Nothing is written, the debug log neither: it would go to the default directories.
+            throw ExitCode(report(error, context: context, logging: false))
         }
         var unlocked: Set<String> = []
         OutputFilter.begin(context.global)
@@ -317,7 +318,7 @@ enum CommandRunner {
     }
 
     /// Prints the error and returns the exit code.
-    static func report(_ error: any Error, context: CommandContext) -> Int32 {
+    static func report(_ error: any Error, context: CommandContext, logging: Bool = true) -> Int32 {
         let error = namingAFullDisk(error, layout: context.layout)
         let reference = referenceID()
         var presentation = ErrorPresenter().present(error, referenceID: reference)
@@ -325,7 +326,7 @@ enum CommandRunner {
             presentation.hint = (presentation.hint.map { $0 + " " } ?? "") + proxy
         }
         let detail = (error as? OStackError)?.description ?? "unexpected \(type(of: error))"
-        context.debugLog.append(referenceID: reference, code: presentation.code, detail: detail)
+        if logging { context.debugLog.append(referenceID: reference, code: presentation.code, detail: detail) }
         var message = presentation.message
         if context.global.verbose, let ostack = error as? OStackError {
             if let status = ostack.context.httpStatus { message += " (HTTP \(status))" }

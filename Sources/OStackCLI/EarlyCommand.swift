@@ -30,6 +30,10 @@ public enum EarlyCommand {
         let context = CommandContext.live(global: global)
         do {
             try context.checkEnvironment()
+        } catch {
+            return CommandRunner.report(error, context: context, logging: false)  // nothing written
+        }
+        do {
             try Status.runShort(context)
             return 0
         } catch {

@@ -23,6 +23,13 @@ enum ShellCompletions {
         CommandContext.live(global: .unparsed(account: accountFlag(in: words), noInput: true, noColor: true))
     }
 
+    /// `context(words)`, unless its environment is refused (a relative `OSTACK_HOME`): then nothing
+    /// is offered, rather than the names of the default directories' accounts.
+    static func usableContext(_ words: [String]) -> CommandContext? {
+        let context = context(words)
+        return (try? context.checkEnvironment()) == nil ? nil : context
+    }
+
     /// The value of `--account VALUE` or `--account=VALUE` in the words typed so far.
     static func accountFlag(in words: [String]) -> String? {
         var value: String?
@@ -37,11 +44,12 @@ enum ShellCompletions {
     }
 
     static func accountAliases() -> [String] {
-        (try? context([]).registry.accounts().map(\.alias)) ?? []
+        guard let context = usableContext([]) else { return [] }
+        return (try? context.registry.accounts().map(\.alias)) ?? []
     }
 
     static func localNames(_ words: [String]) -> LocalNames {
-        var context = context(words)
+        guard var context = usableContext(words) else { return LocalNames() }
         context.countsAsUse = false  // completing is not using the account (its file-keyring key neither)
         guard let account = try? context.selectedAccount().account,
             let environment = try? context.makeAuthEnvironment(context)

@@ -566,7 +566,20 @@ import Testing
             #expect(run.stderr.contains("OSTACK_HOME must be an absolute path"), "\(run.stderr)")
         }
         #expect(SecureFileSystem.size(of: home.path + "/.config/ostack") == nil, "the default directories were used")
+        // Not even the debug log of the refusal (it went to the default state directory).
+        #expect(SecureFileSystem.size(of: home.path + "/.local/state/ostack") == nil, "a debug log was written")
         #expect(SecureFileSystem.size(of: relative) == nil)
+        // Completion offers nothing then, not the default directories' accounts.
+        let server = try DevServerProcess()
+        let unset: [String: String?] = ["OSTACK_HOME": nil, "HOME": home.path]
+        #expect(try ostack.login(server.url, "alice@example.com", "alice-pass", environment: unset).status == 0)
+        let typed = ["ostack", "switch", ""]
+        func offered(_ environment: [String: String?]) throws -> String {
+            try ostack.run(["---completion", "switch", "--", "target", "2", "0"] + typed, environment: environment).stdout
+        }
+        try #require(try offered(unset).contains("alice"), "the completion call itself works")
+        #expect(try offered(["OSTACK_HOME": relative, "HOME": home.path]).isEmpty)
+        _ = try ostack.run(["accounts", "remove", "alice", "--yes"], environment: unset)
         // Empty counts as unset.
         #expect(try ostack.run(["accounts", "list"], environment: ["OSTACK_HOME": "", "HOME": home.path]).status == 0)
     }
