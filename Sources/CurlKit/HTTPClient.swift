@@ -1,6 +1,7 @@
 internal import CCurl
 internal import CCurlShims
 import Synchronization
+import Glibc
 
 /// An HTTP/1.1 client over one reused libcurl easy handle (keep-alive across requests).
 ///
@@ -274,6 +275,14 @@ private func curlWriteHeader(
     return length
 }
 
+/// Whether a request goes through a proxy from the environment: `https` only (through a CONNECT
+/// tunnel, so the proxy never sees the credentials), never to a loopback address.
+public enum ProxyUse {
+    public static func applies(scheme: String, host: String) -> Bool {
+        scheme.lowercased() == "https" && !URLParts.isLoopback(host: host)
+    }
+}
+
 /// Scheme, host and port of an absolute URL (enough to compare origins for redirects).
 struct URLParts: Equatable {
     var scheme: String
@@ -306,12 +315,28 @@ struct URLParts: Equatable {
     /// `localhost` (and `*.localhost`), `127.0.0.0/8` or `[::1]`.
     var isLoopback: Bool { URLParts.isLoopback(host: host) }
 
-    static func isLoopback(host: String) -> Bool {
-        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" || host == "[0:0:0:0:0:0:0:1]" {
-            return true
+    /// Every spelling the resolver takes for a loopback address: `localhost` (and `*.localhost`, with
+    /// or without the final dot), any IPv4 form `inet_aton` reads (`127.1`, `2130706433`,
+    /// `0x7f000001`) in 127.0.0.0/8, and the IPv6 loopback however written (`[0::1]`), IPv4-mapped
+    /// ones (`[::ffff:127.0.0.1]`) too. (Only the dotted quad and `[::1]` were known: an https request
+    /// to `127.1` went to a proxy, and failed.)
+    static func isLoopback(host raw: String) -> Bool {
+        var host = raw.lowercased()
+        if host.hasSuffix(".") && !host.hasPrefix("[") { host.removeLast() }
+        if host == "localhost" || host.hasSuffix(".localhost") { return true }
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            var address = in6_addr()
+            let inner = String(host.dropFirst().dropLast())
+            guard inet_pton(AF_INET6, inner, &address) == 1 else { return false }
+            let bytes = withUnsafeBytes(of: address) { Array($0) }
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }  // ::1
+            // ::ffff:a.b.c.d, an IPv4-mapped address
+            return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff && bytes[12] == 127
         }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+        guard let first = host.first, first.isNumber else { return false }
+        var address = in_addr()
+        guard inet_aton(host, &address) != 0 else { return false }
+        return UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import OStackCore
+import CurlKit
 import KeyringKit
 import PlatformKit
 
@@ -295,10 +296,13 @@ enum CommandRunner {
     /// names the variable the proxy comes from. ostack reaches `https` servers through the proxy
     /// in `https_proxy`, `HTTPS_PROXY`, `all_proxy` or `ALL_PROXY` (curl's order) unless `NO_PROXY`
     /// names them; never a local one (`http` or loopback: CurlKit's `HTTPClient`).
-    static func proxyNote(_ error: OStackError, environment: [String: String]) -> String? {
+    /// `scheme`: the server's, when known (a registered account's); `https` otherwise, as almost
+    /// every server is. Decided as the HTTP client decides (`ProxyUse`): a LAN server over https does
+    /// use the proxy (it had no note), a plain-http one never does (it was said to).
+    static func proxyNote(_ error: OStackError, environment: [String: String], scheme: String = "https") -> String? {
         guard [.offline, .timeout, .tls].contains(error.code), let authority = error.context.host else { return nil }
         let host = ServerURL.host(ofAuthority: authority)
-        guard !ServerURL.isLocal(host) else { return nil }
+        guard ProxyUse.applies(scheme: scheme, host: host.contains(":") ? "[\(host)]" : host) else { return nil }
         guard let variable = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].first(where: {
             !(environment[$0] ?? "").isEmpty
         }) else { return nil }
@@ -322,7 +326,9 @@ enum CommandRunner {
         let error = namingAFullDisk(error, layout: context.layout)
         let reference = referenceID()
         var presentation = ErrorPresenter().present(error, referenceID: reference)
-        if let failure = error as? OStackError, let proxy = proxyNote(failure, environment: context.environment) {
+        if let failure = error as? OStackError,
+            let proxy = proxyNote(failure, environment: context.environment, scheme: serverScheme(failure, context))
+        {
             presentation.hint = (presentation.hint.map { $0 + " " } ?? "") + proxy
         }
         let detail = (error as? OStackError)?.description ?? "unexpected \(type(of: error))"
@@ -343,6 +349,14 @@ enum CommandRunner {
             if let hint = presentation.hint { context.terminal.err("ostack: hint: \(hint)\n") }
         }
         return presentation.exitCode
+    }
+
+    /// The scheme of the registered account's server the error names, if there is one.
+    static func serverScheme(_ error: OStackError, _ context: CommandContext) -> String {
+        guard let authority = error.context.host,
+            let account = try? context.registry.accounts().first(where: { $0.server.authority == authority })
+        else { return "https" }
+        return account.server.scheme.rawValue
     }
 
     /// `keyring-timeout` as `report` would print it, for a keyring call that never returns.

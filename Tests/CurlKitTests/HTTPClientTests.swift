@@ -231,10 +231,18 @@ func json(_ response: HTTPResponse) throws -> [String: Any] {
 @Suite struct LoopbackHostTests {
     /// Loopback hosts bypass every proxy (HTTPClient.perform): only these, not look-alikes.
     @Test func onlyThisMachinesAddressesAreLoopback() {
-        for host in ["localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "[::1]", "[0:0:0:0:0:0:0:1]"] {
+        // The resolver's other spellings too (a red-team review found https requests to them going to
+        // the proxy): the final dot, IPv4 in inet_aton's forms, IPv6 written out or IPv4-mapped.
+        for host in [
+            "localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "[::1]", "[0:0:0:0:0:0:0:1]", "localhost.",
+            "LOCALHOST", "127.1", "127.0.0", "2130706433", "0x7f000001", "0177.0.0.1", "[0::1]", "[::ffff:127.0.0.1]",
+        ] {
             #expect(URLParts.isLoopback(host: host), "\(host)")
         }
-        for host in ["128.0.0.1", "127.0.0.1.example.com", "127.0.0", "localhost.example", "[::2]", "10.0.0.1", "127.0.0.256"] {
+        for host in [
+            "128.0.0.1", "127.0.0.1.example.com", "localhost.example", "[::2]", "10.0.0.1", "127.0.0.256",
+            "2130706431", "[::ffff:10.0.0.1]", "1localhost", "[fe80::1]",
+        ] {
             #expect(!URLParts.isLoopback(host: host), "\(host)")
         }
     }
