@@ -265,3 +265,27 @@ private final class Thread: @unchecked Sendable {
 
     func join() { pthread_join(handle, nil) }
 }
+
+/// The per-home global anchor (`audit-global.id`), from a red-team review.
+@Suite struct GlobalAnchorTests {
+    let home = TemporaryDirectory()
+    let keyring = InMemoryKeyring()
+    var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
+    let namespaces = KeyringNamespaces(prefix: "test")
+
+    /// Before fd3c30c a trail with lines anchored in the keyring whose file was deleted verified as
+    /// "truncated". Deleting `audit-global.id` with it now leaves no anchor to compare with: the
+    /// deleted trail verifies intact with 0 events.
+    @Test func deletingTheTrailAndItsIdFileIsDetected() throws {
+        let layout = FileLayout(environment: ["OSTACK_HOME": home.path], userID: 1)
+        try layout.createDirectories()
+        let global = GlobalAuditTrail(layout: layout, secrets: secrets, namespaces: namespaces)
+        global.append("account.remove")
+        global.append("account.remove")
+        #expect(try global.verify().intact)
+        try SecureFileSystem.removeFile(global.path)
+        try SecureFileSystem.removeFile(layout.dataDirectory + "/audit-global.id")
+        let verdict = try global.verify()
+        #expect(!verdict.intact, "two anchored events deleted with the id file verify as \(verdict)")
+    }
+}

@@ -1,3 +1,4 @@
+import Glibc
 import KeyringKit
 import FoundationEssentials
 @testable import OStackCore
@@ -404,4 +405,65 @@ final class ProvisionLog: Sendable {
     private let paths = Mutex<[String]>([])
     func record(_ path: String) { paths.withLock { $0.append(path) } }
     var count: Int { paths.withLock { $0.count } }
+}
+
+/// From a red-team review: HomeClaim's take-over must never erase the keys of the home
+/// that is signing in. A home whose directory moved (renamed, OSTACK_HOME changed, mounted
+/// elsewhere) still lists the account in its own registry and still has the database the
+/// namespace's `db-key` opens; the marker names the old path, which is "gone", so the re-login
+/// takes the namespace "over" and deletes this very home's database key.
+@Suite struct HomeClaimTests {
+    let root = TemporaryDirectory()
+    let keyring = InMemoryKeyring()
+    var secrets: KeyringSecretStore { KeyringSecretStore(keyring: keyring) }
+    let server = FakeObjectStack()
+    let provisioned = ProvisionLog()
+    let namespaces = KeyringNamespaces(prefix: "test")
+
+    func environment(_ home: String) -> AuthEnvironment {
+        let provisioned = self.provisioned
+        return AuthEnvironment(
+            layout: FileLayout(environment: ["OSTACK_HOME": home], userID: 1), secrets: secrets,
+            namespaces: namespaces, transport: server, keyringBackend: "secret-service",
+            provisionDatabase: { path, _ in
+                // A real database file, as provisionDatabase leaves one.
+                if !SecureFileSystem.exists(path) { try? SecureFileSystem.writeAtomically([1], to: path) }
+                provisioned.record(path)
+            })
+    }
+
+    func request() throws -> LoginService.Request {
+        LoginService.Request(
+            server: try ServerURL(parsing: "http://127.0.0.1:9"), email: "alice@example.com",
+            credential: .password(SecretBytes(copying: Array("alice-pass".utf8))), alias: "work", makeDefault: true)
+    }
+
+    @Test func reloginInAMovedHomeKeepsItsDatabaseKey() throws {
+        let before = root.path + "/before"
+        let after = root.path + "/after"
+        let first = try LoginService(environment: environment(before)).login(request())
+        let key = try #require(try secrets.read(namespaces.key(first.id, .dbKey)))
+        // The user moves the whole home (mv, a new OSTACK_HOME, another mount point).
+        #expect(rename(before, after) == 0)
+        // Everything but a sign-in works there; the session expires; the user signs in again.
+        let again = try LoginService(environment: environment(after)).login(request())
+        #expect(again.dataDirectory == first.dataDirectory)
+        #expect(try secrets.read(namespaces.key(first.id, .dbKey)) == key, "the moved home's database key was deleted")
+    }
+
+    /// 5de49c6 renamed the guest item (`guest` → `guest:<hash>`); a sign-in interrupted by a crash
+    /// under the previous version left its live token under `guest`. The recovery now reads only the
+    /// new item: the old token is neither signed out nor deleted (doctor does not look there either).
+    @Test func aGuestTokenLeftByThePreviousVersionIsSignedOutAndDeleted() throws {
+        let environment = environment(root.path + "/home")
+        try environment.layout.createDirectories()
+        let legacy = SecretKey(namespace: namespaces.guest, account: KeyringNamespaces.guestAccount, kind: .sessionToken)
+        try secrets.write(SecretBytes(copying: Array("tok_orphan_0001".utf8)), for: legacy)
+        let journal =
+            #"{"version":1,"phase":"signingIn","server":"http://127.0.0.1:9","credentialKind":"session","makeDefault":true}"#
+        try SecureFileSystem.writeAtomically(
+            Array(journal.utf8), to: environment.layout.stateDirectory + "/login-journal.json")
+        try LoginService(environment: environment).recoverInterruptedLogin()
+        #expect(try secrets.read(legacy) == nil, "the previous version's guest token is orphaned")
+    }
 }

@@ -7,24 +7,31 @@ import SodiumKit
 /// `audit-global.jsonl` (0600), chained with keyed BLAKE2b under a random key kept in the keyring,
 /// which also anchors the head (`<prefix>:global`, kind `audit-anchor`: "keyhex|seq:machex").
 ///
-/// Each home's trail has an anchor of its own: its item's `account` is `global:<trail id>`, the id a
-/// random one in `audit-global.id` beside the trail, made with the trail's key. One shared item would
-/// have made every other home on the same keyring prefix report its trail as changed. A trail from
-/// before the id (the trail file without an id file) keeps the item `global`.
+/// Each home's trail has an anchor of its own: its item's `account` is `global:<trail id>`, the id
+/// kept in `audit-global.id` beside the trail, made with the trail's key from a hash of the home's
+/// data directory (links resolved). One shared item would have made every other home on the same
+/// keyring prefix report its trail as changed. The id file lets a moved home find its anchor; with
+/// it gone the anchor is looked for under the home's own hash, so deleting the trail and its id
+/// file is still found (the anchor outlives them). A trail from before the id (the trail file
+/// without an id file) keeps the item `global`.
 public struct GlobalAuditTrail: Sendable {
     public let path: String
     let idPath: String
+    let dataDirectory: String
     let secrets: any SecretStore
     let namespace: String
 
     public init(layout: FileLayout, secrets: any SecretStore, namespaces: KeyringNamespaces) {
         path = layout.dataDirectory + "/audit-global.jsonl"
         idPath = layout.dataDirectory + "/audit-global.id"
+        dataDirectory = layout.dataDirectory
         self.secrets = secrets
         namespace = "\(namespaces.prefix):global"
     }
 
-    /// The anchor item of this home's trail; nil before the trail has one (no id, no trail file).
+    /// The anchor item of this home's trail: the id file's; else, for a trail file without one,
+    /// the item of a trail from before ids (`global`); else the one this home's hash names (where a
+    /// new trail's anchor goes, and where a deleted trail's still is).
     func item() -> SecretKey? {
         if let bytes = try? SecureFileSystem.readFile(idPath, limit: 64) {
             let id = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
@@ -32,14 +39,22 @@ public struct GlobalAuditTrail: Sendable {
                 return SecretKey(namespace: namespace, account: "global:" + id, kind: .auditAnchor)
             }
         }
-        guard SecureFileSystem.exists(path) else { return nil }
-        return SecretKey(namespace: namespace, account: "global", kind: .auditAnchor)
+        guard !SecureFileSystem.exists(path) else {
+            return SecretKey(namespace: namespace, account: "global", kind: .auditAnchor)
+        }
+        return SecretKey(namespace: namespace, account: "global:" + homeID, kind: .auditAnchor)
     }
 
-    /// The anchor item, with a new trail id made first when there is none (under the trail's lock).
+    /// 32 hex digits of a BLAKE2b hash of the data directory, links resolved.
+    var homeID: String {
+        Hex.encode(BLAKE2b.hash(Array(SecureFileSystem.canonicalPath(dataDirectory).utf8), length: 16))
+    }
+
+    /// The anchor item, with the trail's id file written first when there is none (under the
+    /// trail's lock).
     func itemCreating() throws(OStackError) -> SecretKey {
-        if let item = item() { return item }
-        let id = Hex.encode(SecureRandom.bytes(16))
+        if SecureFileSystem.exists(idPath) || SecureFileSystem.exists(path), let item = item() { return item }
+        let id = homeID
         do {
             try SecureFileSystem.writeAtomically(Array((id + "\n").utf8), to: idPath)
         } catch {

@@ -14,7 +14,9 @@ import SodiumKit
 /// - another home's that still lists the account in its registry: refused, `account-in-another-home`,
 ///   nothing written, the new session signed out;
 /// - another home's that is gone or no longer lists the account (moved, deleted, the account
-///   removed there): taken over, its leftover items deleted first.
+///   removed there): taken over — its credential and audit anchor deleted first, its key material
+///   kept (a disk not mounted looks gone too) — unless this home lists the account itself (this
+///   home, moved: the items are its own).
 /// A registry that exists but cannot be read counts as listing the account: a doubt never erases
 /// another home's keys. Namespaces without a marker (written before markers existed) are not
 /// checked; the first sign-in that finds one marks it.
@@ -51,9 +53,16 @@ struct HomeClaim: Sendable {
                 detail: "the namespace's home marker names another home that lists the account")
         case .none: break
         case .other(_, inUse: false):
-            // What a home that is gone left behind (its database key, PIN rings, anchor) can only
-            // confuse this one: the namespace starts empty.
-            for item in try environment.secrets.list(namespace: environment.namespaces.account(account)) {
+            // This home moved (renamed, another OSTACK_HOME, another mount point): the items are its
+            // own, its database needs their key, and only the marker is out of date. (A red-team
+            // review found the take-over below deleting the moved home's own database key.)
+            if try environment.registry.accounts().contains(where: { $0.id == account }) { break }
+            // What a home that is gone left behind: its credential and audit anchor would only confuse
+            // this one (an anchor ahead of this home's new trail reads as a trail cut short), so they
+            // go. Key material stays: "gone" may be a disk not mounted now, whose data would need it
+            // again (and a database key is used by this home's new database too).
+            for item in try environment.secrets.list(namespace: environment.namespaces.account(account))
+            where [.sessionToken, .apiKey, .auditAnchor].contains(item.kind) {
                 try environment.secrets.delete(item)
             }
         }

@@ -9,18 +9,26 @@ import SodiumKit
 extension LoginService {
     /// Signs out the guest session (if any), deletes the guest items and clears the journal.
     func abandonGuest(_ journal: LoginJournal) throws(OStackError) {
-        let guestSession = environment.guestKey(.sessionToken)
-        if journal.credentialKind == .session, let token = try? environment.secrets.read(guestSession),
-            let server = try? ServerURL(parsing: journal.server, allowInsecureHTTP: true)
-        {
+        // This home's item, and the one a sign-in of a version before per-home items left (`guest`):
+        // its session too is signed out, not left valid and forgotten.
+        let sessions = [environment.guestKey(.sessionToken), environment.namespaces.legacyGuestKey(.sessionToken)]
+        if journal.credentialKind == .session, let server = try? ServerURL(parsing: journal.server, allowInsecureHTTP: true) {
             let api = AuthAPI(
                 server: server, transport: environment.transport, routes: journal.routes ?? ServerRoutes())
-            try? api.signOut(token: SessionCredential(token))
+            for key in sessions {
+                if let token = try? environment.secrets.read(key) { try? api.signOut(token: SessionCredential(token)) }
+            }
         }
+        try deleteGuestItems()
+        try LoginJournal.clear(environment.layout)
+    }
+
+    /// Deletes this home's guest items and those of a version before per-home items.
+    func deleteGuestItems() throws(OStackError) {
         for kind in [SecretKind.sessionToken, .apiKey] {
             try environment.secrets.delete(environment.guestKey(kind))
+            try environment.secrets.delete(environment.namespaces.legacyGuestKey(kind))
         }
-        try LoginJournal.clear(environment.layout)
     }
 
     /// A login journal nobody can read (it is written atomically, so something outside ostack
@@ -28,9 +36,7 @@ extension LoginService {
     /// the guest items are deleted and the journal is set aside as `login-journal.json.damaged`,
     /// so that one damaged file does not stop every command of every account. The user signs in again.
     func abandonUnreadableJournal() throws(OStackError) {
-        for kind in [SecretKind.sessionToken, .apiKey] {
-            try environment.secrets.delete(environment.guestKey(kind))
-        }
+        try deleteGuestItems()
         let path = LoginJournal.path(environment.layout)
         do {
             try SecureFileSystem.replace(path + ".damaged", with: path)

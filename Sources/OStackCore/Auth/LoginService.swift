@@ -219,10 +219,16 @@ public struct LoginService: Sendable {
         let server = try ServerURL(parsing: journal.server, allowInsecureHTTP: true)
         let kind = Self.secretKind(journal.credentialKind)
         let secrets = environment.secrets
-        let guestKey = environment.guestKey(kind)
+        var guestKey = environment.guestKey(kind)
         let accountKey = environment.namespaces.key(accountID, kind)
 
-        if let guestToken = try secrets.read(guestKey) {
+        var found = try secrets.read(guestKey)
+        // A journal an earlier version left names a token in the item it used (`guest`).
+        if found == nil, let earlier = try secrets.read(environment.namespaces.legacyGuestKey(kind)) {
+            guestKey = environment.namespaces.legacyGuestKey(kind)
+            found = earlier
+        }
+        if let guestToken = found {
             if let existing = try environment.registry.accounts().first(where: { $0.id == accountID }),
                 environment.keyIsSealed(existing), environment.agent?.isUnlocked(existing.id) != true
             {

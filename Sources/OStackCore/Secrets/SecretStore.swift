@@ -97,6 +97,12 @@ public struct KeyringNamespaces: Sendable, Equatable {
         SecretKey(namespace: account(id), account: id.rawValue, kind: kind)
     }
 
+    /// A sign-in in progress as versions before per-home guest items kept it (`account` `guest`):
+    /// finished or signed out by the recovery of a journal such a version left.
+    public func legacyGuestKey(_ kind: SecretKind) -> SecretKey {
+        SecretKey(namespace: guest, account: Self.guestAccount, kind: kind)
+    }
+
     /// A sign-in in progress of the home whose data directory is `home`: its `account` is
     /// `guest:<16 hex>`, a hash of that directory (links resolved), so that two homes on one prefix
     /// signing in at once never take or delete each other's token.
