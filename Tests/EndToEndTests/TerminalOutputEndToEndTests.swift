@@ -1,3 +1,5 @@
+import Glibc
+import PlatformKit
 import OStackTestSupport
 import Testing
 
@@ -95,6 +97,14 @@ import Testing
         let missing = try Self.atTerminal(ostack, environment: ["OSTACK_PAGER": "nosuch-pager -R"], ["records", "list", "task"])
         #expect(missing.status == 0 && missing.stdout.contains("ID "), "\(missing.stdout)")
         #expect(missing.stdout.contains("the pager 'nosuch-pager -R' was not found; printing without one."))
+        // A pager under `~`, as the shell expands it, is found (it was "not found").
+        let home = TemporaryDirectory()
+        try SecureFileSystem.createDirectory(home.appending("bin"))
+        try SecureFileSystem.writeAtomically(Array("#!/bin/sh\nexec sed 's/^/home: /'\n".utf8), to: home.appending("bin/mypager"))
+        chmod(home.appending("bin/mypager"), 0o700)
+        let tilde = try Self.atTerminal(
+            ostack, environment: ["OSTACK_PAGER": "~/bin/mypager", "HOME": home.path], ["records", "list", "task"])
+        #expect(tilde.stdout.contains("home: ID ") && !tilde.stdout.contains("warning"), "\(tilde.stdout)")
         let noLess = try Self.atTerminal(
             ostack, environment: ["OSTACK_PAGER": "", "PATH": "/nonexistent"].filter { $0.key == "PATH" },
             ["records", "list", "task"])

@@ -24,7 +24,7 @@ enum Pager {
         // A pager that is not there (no `less` on a minimal system, a typo in PAGER) would take the
         // output with it: `sh` says "not found" and everything written to it is lost. Printed
         // directly instead; a pager the user chose is named.
-        guard Self.canRun(command, path: environment["PATH"]) else {
+        guard Self.canRun(command, path: environment["PATH"], home: environment["HOME"]) else {
             if configured != nil {
                 context.terminal.err(
                     "ostack: warning: the pager '\(ErrorPresenter.sanitize(command, maxLength: 80))' was not found; "
@@ -58,10 +58,13 @@ enum Pager {
     /// Whether the pager's program can be started: its first word found as an executable (itself
     /// when it names a path, else on `PATH`). A command line that starts with shell syntax (an
     /// assignment, quotes, a builtin) is taken as runnable: the shell knows better.
-    static func canRun(_ command: String, path: String?) -> Bool {
-        guard let first = command.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init) else {
+    static func canRun(_ command: String, path: String?, home: String? = nil) -> Bool {
+        guard var first = command.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init) else {
             return false
         }
+        // `~/bin/pager`, as the shell expands it.
+        if first.hasPrefix("~/"), let home, home.hasPrefix("/") { first = home + first.dropFirst() }
+        if first.hasPrefix("~") { return true }  // `~user/…`: the shell knows
         if first.contains("=") || first.contains("'") || first.contains("\"") || first.contains("$")
             || ["exec", "command", "eval", "."].contains(first)
         {
