@@ -127,7 +127,10 @@ public final class HTTPClient: @unchecked Sendable {
         // `ALL_PROXY`, `NO_PROXY`), for `https` only: a plain `http` request through a proxy hands it
         // the credentials in clear text (and a proxy cannot reach this machine's loopback, which is
         // where such servers usually are).
-        if parts.scheme == "http" || parts.isLoopback { set(ccurl_setopt_string(handle, CURLOPT_NOPROXY, "*")) }
+        // One rule for the request and for the hint that names a proxy (`ProxyUse`).
+        if !ProxyUse.applies(scheme: parts.scheme, host: parts.host) {
+            set(ccurl_setopt_string(handle, CURLOPT_NOPROXY, "*"))
+        }
         set(ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
         set(ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
         set(ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000)))
