@@ -483,6 +483,28 @@ import Testing
         #expect(try ostack.run(["status"]).stdout.contains("no PIN"))
     }
 
+    /// PIN-7: a passphrase typed through another input method, terminal or password manager, which
+    /// sends `é` as `e` + U+0301, is the same PIN (it was "Incorrect PIN", one step nearer the
+    /// lockout's erasure of the PIN path).
+    @Test func aPassphraseInAnotherNormalisationFormIsTheSamePIN() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        let composed = "caf\u{E9} au lait", decomposed = "cafe\u{301} au lait"
+        _ = try setPIN(ostack, composed)
+        #expect(try ostack.run(["lock"]).status == 0)
+        let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: decomposed + "\n")
+        #expect(unlock.status == 0, "\(unlock.stderr)")
+        // Set in the decomposed form, typed in the composed one.
+        let change = try ostack.run(
+            ["pin", "change", "--pin-stdin"], stdin: composed + "\n" + "cre\u{300}me bru\u{302}le\u{301}e\n",
+            environment: Self.fast)
+        #expect(change.status == 0, "\(change.stderr)")
+        #expect(try ostack.run(["lock"]).status == 0)
+        let again = try ostack.run(["unlock", "--pin-stdin"], stdin: "cr\u{E8}me br\u{FB}l\u{E9}e\n")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try ostack.run(["records", "list", "task", "--local"]).status == 0)
+    }
+
     @Test func trivialPINsAreRefused() throws {
         let (server, ostack) = try signedIn()
         defer {

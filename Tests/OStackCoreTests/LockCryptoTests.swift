@@ -1,4 +1,4 @@
-import OStackCore
+@testable import OStackCore
 import OStackTestSupport
 import SodiumKit
 import Testing
@@ -16,6 +16,30 @@ import Testing
     @Test(arguments: ["7319", "480216", "correct horse", "12345678x"])
     func reasonablePINsAreAccepted(pin: String) throws {
         try PINPolicy.validate(PIN(secret(pin)))
+    }
+
+    /// PIN-7: one passphrase in two Unicode normalisation forms is one PIN; bytes that are not
+    /// UTF-8 and ASCII are kept as typed.
+    @Test func aPINIsComposedBeforeItSealsAndTriedAsTypedToo() throws {
+        let composed = "caf\u{E9} au lait", decomposed = "cafe\u{301} au lait"
+        #expect(Array(composed.utf8) != Array(decomposed.utf8))
+        #expect(PIN(secret(decomposed)).composed == PIN(secret(composed)))
+        #expect(PIN(secret(composed)).composed == PIN(secret(composed)))
+        #expect(PIN(secret(decomposed)).unlockForms == [PIN(secret(composed)), PIN(secret(decomposed))])
+        #expect(PIN(secret(composed)).unlockForms == [PIN(secret(composed))])
+        #expect(PIN(secret("7319")).unlockForms == [PIN(secret("7319"))])
+        let latin1 = PIN(SecretBytes(copying: [0x63, 0x61, 0x66, 0xE9, 0x31]))  // not UTF-8
+        #expect(latin1.composed == latin1 && latin1.unlockForms.count == 1)
+        // An envelope sealed before PINs were composed, from decomposed input, still opens when the
+        // PIN is typed that way again: with the second form an unlock tries.
+        let dek = AccountDataKey(SecretBytes(randomCount: 32))
+        let ring = PINRing.generate()
+        let legacy = try KeyEnvelope.seal(
+            dek, secret: PIN(secret(decomposed)), ringKey: ring.ringKey, accountID: account, kdf: fast)
+        let opened = PIN(secret(decomposed)).unlockForms.compactMap {
+            try? legacy.open(secret: $0, ringKey: ring.ringKey, accountID: account)
+        }
+        #expect(opened == [dek])
     }
 
     @Test func ringRoundTripsWithItsCounter() throws {

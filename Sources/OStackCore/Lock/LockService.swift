@@ -56,6 +56,7 @@ public struct LockService: Sendable {
             throw OStackError(
                 .invalidInput, context: .init(suggestion: "This account has a PIN: use \(command: .pinChange)."))
         }
+        let pin = pin.composed  // sealed in NFC (PIN.composed)
         try PINPolicy.validate(pin)
         let dek: AccountDataKey
         if let plain = try secrets.readUpgrading(key(account, .dbKey)) {
@@ -124,6 +125,7 @@ public struct LockService: Sendable {
     /// opens with the old PIN, because its ring key is gone.
     public func changePIN(_ account: Account, old: PIN, new: PIN) throws(OStackError) {
         try agent.verify()  // the agent must be able to hold the key before the old PIN is spent
+        let new = new.composed  // sealed in NFC (PIN.composed)
         try PINPolicy.validate(new)
         let lock = try PINLock.acquire(environment, account)
         defer { withExtendedLifetime(lock) {} }
@@ -326,19 +328,31 @@ public struct LockService: Sendable {
         var ring = try countAttempt(account)
         FailPoint.hit("unlock.after-count")
         whileDeriving()
-        let derived = Result { () throws(OStackError) in
-            try envelope.deriveKEK(secret: pin, ringKey: ring.ringKey, accountID: account.id)
+        // One attempt, one PIN: its composed form, then (only when it differs) the bytes as typed,
+        // which an envelope sealed before PINs were composed may hold (PIN.unlockForms).
+        var opened: Result<AccountDataKey, OStackError> = .failure(OStackError(.wrongPIN))
+        for form in pin.unlockForms {
+            let derived = Result { () throws(OStackError) in
+                try envelope.deriveKEK(secret: form, ringKey: ring.ringKey, accountID: account.id)
+            }
+            // A derivation the OS refused memory for checked nothing: the attempt is given back (a
+            // host short of memory must not count the right PIN towards the lockout).
+            if case .failure(let error) = derived, error.code == .notEnoughMemory {
+                afterDeriving()
+                try? refundAttempt(account)
+                throw OStackError(.notEnoughMemory, context: .init(account: account.alias, count: error.context.count))
+            }
+            let kek: KeyEncryptionKey
+            do { kek = try derived.get() } catch {
+                afterDeriving()
+                throw error
+            }
+            opened = Result { () throws(OStackError) in try envelope.open(kek: kek, accountID: account.id) }
+            if case .success = opened { break }
         }
         afterDeriving()
-        // A derivation the OS refused memory for checked nothing: the attempt is given back (a host
-        // short of memory must not count the right PIN towards the lockout).
-        if case .failure(let error) = derived, error.code == .notEnoughMemory {
-            try? refundAttempt(account)
-            throw OStackError(.notEnoughMemory, context: .init(account: account.alias, count: error.context.count))
-        }
-        let kek = try derived.get()
         do {
-            let dek = try envelope.open(kek: kek, accountID: account.id)
+            let dek = try opened.get()
             ring.failures = 0
             // The reset runs while the caller hands the key to the agent; `unlock` waits for it.
             pendingReset.set(

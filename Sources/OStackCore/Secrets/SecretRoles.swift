@@ -45,6 +45,30 @@ public struct PIN: EnvelopeSecret {
     public init(_ bytes: SecretBytes) {
         self.bytes = bytes
     }
+
+    /// The PIN in Unicode normalisation form C (docs/security.md#pin-7): the form new envelopes are
+    /// sealed with and unlocks try first, so one passphrase typed through an input method, a
+    /// terminal or a password manager that sends `é` as `e` + U+0301 is still the same PIN. ASCII
+    /// (one form only) and bytes that are not UTF-8 (nothing to normalise) come back as typed.
+    /// Non-ASCII PINs pass through a `String` on the way, which cannot be wiped; `PINPolicy` reads
+    /// every PIN through one already.
+    public var composed: PIN {
+        bytes.withUnsafeBytes { typed in
+            guard !typed.allSatisfy({ $0 < 0x80 }), let text = String(validating: typed, as: UTF8.self) else {
+                return self
+            }
+            var units = Array(text._nfcCodeUnits)
+            defer { SecretBytes.wipe(&units) }
+            return units.elementsEqual(typed) ? self : PIN(SecretBytes(copying: units))
+        }
+    }
+
+    /// What one unlock attempt tries, in order: the composed form, then the PIN as typed when that
+    /// differs (an envelope sealed before ostack composed PINs, from input that was not in NFC).
+    var unlockForms: [PIN] {
+        let composed = composed
+        return composed == self ? [self] : [composed, self]
+    }
 }
 
 /// A keyring-held wrapping key `K_ring` (the `pin-ring` and `recovery-ring` items, docs/storage.md): 32
