@@ -23,6 +23,23 @@ import Testing
         #expect(lines[0].hasPrefix("ID      TITLE"))
     }
 
+    /// A narrow terminal (40 columns, the seven columns of `records list`) cut every column to three
+    /// characters, ids included: `KXu…`, which no command takes back. The key column stays whole,
+    /// the columns that cannot be shown usefully are left out, and the table says so.
+    @Test func aNarrowTableKeepsItsIDsWholeAndSaysWhatItLeftOut() {
+        var terminal = Terminal(environment: [:], noColorFlag: true, format: .table)
+        terminal.width = 40
+        let records = Table(
+            headers: ["id", "title", "status", "priority", "due_date", "amount", "updated_at"],
+            rows: [["dbVjAY4YmFgxxsSK", "Seed 3", "done", "low", "2026-04-13", "3", "2026-11-29T05:52:52.364Z"]])
+        let lines = records.render(terminal: terminal).split(separator: "\n").map(String.init)
+        for line in lines { #expect(DisplayWidth.of(line) <= 40, "\(line)") }
+        #expect(lines[0] == "ID                TITLE   STATUS  PRIOR…")
+        #expect(lines[1] == "dbVjAY4YmFgxxsSK  Seed 3  done    low")
+        #expect(lines[2] == "3 columns not shown: use --format tsv")
+        #expect(lines.count == 3)
+    }
+
     @Test func aTableThatFitsIsNotCut() {
         var terminal = Terminal(environment: [:], noColorFlag: true, format: .table)
         terminal.width = 200
@@ -34,7 +51,8 @@ import Testing
     @Test(arguments: [
         ([10, 40, 40], 50, [10, 18, 18]), ([5, 5, 5], 80, [5, 5, 5]),
         ([16, 7, 6, 8, 10, 6, 24], 80, [16, 7, 6, 8, 10, 6, 15]),
-        ([60, 60], 20, [9, 9]),
+        ([60, 60], 20, [20, 0]), ([16, 7, 6, 8, 10, 6, 24], 40, [16, 6, 6, 6, 0, 0, 0]), ([16, 5], 10, [10, 0]),
+        ([16, 40], 24, [16, 6]), ([3, 2, 2, 2], 9, [3, 2, 0, 0]),
     ])
     func fittedWidthsAddUp(natural: [Int], total: Int, expected: [Int]) {
         #expect(Table.fit(natural, into: total) == expected)

@@ -1,5 +1,6 @@
 /// Rows for people and for programs (docs/output.md). One table renders four ways:
-/// - `table`: aligned columns for a terminal, fitted to its width; cells that do not fit end in `…`;
+/// - `table`: aligned columns for a terminal, fitted to its width; cells that do not fit end in `…`,
+///   the first column (the key) is never cut while it fits, columns that do not fit are left out and counted;
 /// - `tsv`: one line per row, cells separated by a tab, no padding (the default when stdout is not a terminal);
 /// - `csv`: RFC 4180, fields quoted when they hold a comma or a quote;
 /// - (`json` is each command's own document.)
@@ -101,14 +102,15 @@ public struct Table: Sendable {
             }
         }
         if let width { widths = Self.fit(widths, into: width) }
+        let shown = widths.indices.filter { widths[$0] > 0 }
         func line(_ cells: [String]) -> String {
+            let columns = shown.filter { $0 < cells.count }
             var text = ""
-            for (index, cell) in cells.enumerated() where index < widths.count {
-                let fitted = DisplayWidth.truncate(cell, to: widths[index])
-                if index == cells.count - 1 || index == widths.count - 1 {
-                    text += fitted
-                } else {
-                    text += fitted + String(repeating: " ", count: widths[index] - DisplayWidth.of(fitted) + 2)
+            for index in columns {
+                let fitted = DisplayWidth.truncate(cells[index], to: widths[index])
+                text += fitted
+                if index != columns.last {
+                    text += String(repeating: " ", count: widths[index] - DisplayWidth.of(fitted) + 2)
                 }
             }
             return text
@@ -117,22 +119,36 @@ public struct Table: Sendable {
         if let terminal { output = terminal.bold(output) }
         output += "\n"
         for row in rows { output += line(row) + "\n" }
+        let hidden = widths.count - shown.count
+        if hidden > 0 {
+            let whole = "\(hidden) column\(hidden == 1 ? "" : "s") not shown: use --format tsv"
+            let note = width.map { DisplayWidth.truncate(whole, to: $0) } ?? whole
+            output += (terminal.map { $0.dim(note) } ?? note) + "\n"
+        }
         return output
     }
 
-    /// Column widths that fit `total` columns with two spaces between columns: columns narrower
-    /// than a fair share keep their width (the first column, usually an id, first of all); the
-    /// others share what is left, at least 3 each (`a…`).
+    /// The narrowest a column is worth showing: six columns (`Seed …`), or its natural width.
+    static let minimumShown = 6
+
+    /// Column widths that fit `total` columns with two spaces between columns. The first column
+    /// (the key: an id, an alias) keeps its whole width when it fits: a cut id is no id. Columns on
+    /// the right that cannot have `minimumShown` columns each are left out (width 0; the table says
+    /// how many). Of the rest, columns narrower than a fair share keep their width and the others
+    /// share what is left.
     static func fit(_ natural: [Int], into total: Int) -> [Int] {
         let gaps = 2 * max(0, natural.count - 1)
         guard natural.reduce(0, +) + gaps > total, !natural.isEmpty else { return natural }
-        var remaining = max(0, total - gaps)
         var widths = natural
-        var open = Array(natural.indices)
-        if natural[0] <= remaining / 2 {
-            remaining -= natural[0]
-            open.removeFirst()
+        func need(_ index: Int) -> Int { 2 + min(natural[index], minimumShown) }
+        // The key whole, with room for at least the next column; else the key alone, cut to fit.
+        guard natural.count > 1, natural[0] + need(1) <= total else {
+            return [max(1, min(natural[0], total))] + Array(repeating: 0, count: natural.count - 1)
         }
+        var remaining = total - natural[0]
+        var open = Array(natural.indices.dropFirst())
+        while open.map(need).reduce(0, +) > remaining { widths[open.removeLast()] = 0 }
+        remaining -= 2 * open.count
         while !open.isEmpty {
             let share = remaining / open.count
             let small = open.filter { natural[$0] <= share }
@@ -144,7 +160,7 @@ public struct Table: Sendable {
         let share = remaining / open.count
         var extra = remaining - share * open.count
         for index in open {
-            widths[index] = max(3, share + (extra > 0 ? 1 : 0))
+            widths[index] = share + (extra > 0 ? 1 : 0)
             extra -= 1
         }
         return widths
