@@ -29,6 +29,11 @@ import Testing
         let both = try ostack.run(["logout", "--account", "personal", "--all"])
         #expect(both.status == 64, "\(both.stderr)")
         #expect(try ostack.run(["audit", "--account", "work", "--all"]).status == 64)
+        // `lock work --all` locked every account and said "Locked every account.".
+        for arguments in [["lock", "work", "--all"], ["lock", "--account", "work", "--all"]] {
+            let lock = try ostack.run(arguments)
+            #expect(lock.status == 64 && lock.stderr.contains("not both"), "\(arguments): \(lock)")
+        }
         let status = try ostack.run(["status", "--all", "--json"]).stdout
         #expect(!status.contains("\"signedIn\":false"), "\(status)")
         // Confirmations go to stdout, like every other command's.

@@ -8,6 +8,13 @@ struct Lock: AsyncParsableCommand {
     @OptionGroup var selection: AccountArgument
     @Flag(name: .long, help: "Lock every account.") var all = false
 
+    func validate() throws {
+        // `lock work --all` locked every account and said so: which one was meant is not clear.
+        if all && (selection.target != nil || global.account != nil) {
+            throw ValidationError("Pass an account (or --account) or --all, not both.")
+        }
+    }
+
     func run() async throws {
         try await CommandRunner.run(global) { context in
             var context = context
