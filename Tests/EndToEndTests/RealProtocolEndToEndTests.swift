@@ -26,6 +26,79 @@ import Testing
         return Int(body[range.upperBound...].prefix { $0.isNumber }) ?? -1
     }
 
+    /// The id of the record a `records create --json` made.
+    func createdID(_ result: ProcessResult) throws -> String {
+        let text = result.stdout
+        let range = try #require(text.firstRange(of: "\"id\":\""), "\(result)")
+        return String(text[range.upperBound...].prefix { $0 != "\"" })
+    }
+
+    /// Fidelity audit, 2026-11-29: a record that others refer to through a `restrict` lookup cannot
+    /// be deleted (409 `DELETE_RESTRICTED`; in `deleteMany`, a row `{code, httpStatus: 409}`). A
+    /// `records delete` said "The server had a problem. Try again later." with the record gone here
+    /// and kept there; in a batch the row was a validation refusal. A `set_null` lookup is cleared
+    /// by the server when its record is deleted, and the next pull brings that.
+    @Test func aDeleteOtherRecordsPreventIsRefusedAndTheRecordKept() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let kept = try createdID(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--json"]))
+        let loose = try createdID(try ostack.run(["records", "create", "task", "--set", "title=Loose", "--json"]))
+        let note = try ostack.run(["records", "create", "note", "--set", "title=N", "--set", "task_id=\(kept)"])
+        #expect(note.status == 0, "\(note)")
+
+        let online = try ostack.run(["records", "delete", "task", "--", kept])
+        #expect(online.status == 9, "\(online)")
+        #expect(online.stderr.contains("The server will not delete this task record: other records refer to it."))
+        #expect(try ostack.run(["records", "get", "task", "--local", "--", kept]).status == 0)
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[]"))
+
+        // Queued: the unreferenced one goes, the other is refused as restricted and stays queued.
+        try deleteBoth(ostack, server, kept, loose, route: "DELETE /api/v1/data/task", requests: 3)
+
+        // A project's tasks keep no reference to it once it is deleted (`set_null`, the default).
+        let project = try createdID(try ostack.run(["records", "create", "project", "--set", "name=P", "--json"]))
+        let child = try createdID(
+            try ostack.run(["records", "create", "task", "--set", "title=Child", "--set", "project_id=\(project)", "--json"]))
+        #expect(try ostack.run(["records", "delete", "project", "--", project]).status == 0)
+        let pull = try ostack.run(["sync", "--pull-only", "--json"])
+        #expect(pull.stdout.contains("\"pulled\":1"), "\(pull)")
+        let task = try ostack.run(["records", "get", "task", "--local", "--json", "--", child]).stdout
+        #expect(task.contains("\"project_id\":null"), "\(task)")
+    }
+
+    /// The two deletes of `aDeleteOtherRecordsPreventIsRefusedAndTheRecordKept`, queued and synced.
+    func deleteBoth(
+        _ ostack: OStackRunner, _ server: DevServerProcess, _ kept: String, _ loose: String, route: String,
+        requests expected: Int
+    ) throws {
+        for id in [kept, loose] {
+            #expect(try ostack.run(["records", "delete", "task", "--offline", "--", id]).status == 0)
+        }
+        let sync = try ostack.run(["sync", "--json"])
+        #expect(sync.status == 9 && sync.stderr.contains("\"code\":\"refused\""), "\(sync)")
+        let counters = try server.control("GET", "counters")
+        #expect(try requests(server, route) == expected, "\(counters)")
+        #expect(try server.control("GET", "record?object=task&id=\(kept)").contains("Kept"))
+        #expect(!(try server.control("GET", "record?object=task&id=\(loose)").contains("Loose")))
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"lastError\":\"restricted\""))
+    }
+
+    /// The same refusal as a row of `deleteMany` (a server that honours per-row versions, so that
+    /// queued deletes go in one batch): `{code: "DELETE_RESTRICTED", httpStatus: 409}` was a
+    /// validation refusal.
+    @Test func aRestrictedRowOfADeleteManyIsRestricted() throws {
+        let (server, ostack) = try signedIn(["--conditional-batch"])
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let kept = try createdID(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--json"]))
+        let loose = try createdID(try ostack.run(["records", "create", "task", "--set", "title=Loose", "--json"]))
+        #expect(try ostack.run(["records", "create", "note", "--set", "title=N", "--set", "task_id=\(kept)"]).status == 0)
+        // Two creates and one deleteMany (the server counts routes without their last segment).
+        try deleteBoth(ostack, server, kept, loose, route: "POST /api/v1/data/task", requests: 3)
+        #expect(try requests(server, "DELETE /api/v1/data/task") == 0)
+    }
+
     @Test func anAPIKeyAccountWorksAlthoughGetSessionIgnoresKeys() throws {
         let key = "osk_e2eAbCdEf1234567890"
         let server = try DevServerProcess(arguments: ["--api-key", "bob@example.com:\(key)"])

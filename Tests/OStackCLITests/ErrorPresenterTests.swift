@@ -10,7 +10,7 @@ import Testing
         .internal: 1, .notSignedIn: 3, .passwordExpired: 3, .mfaRequired: 3, .twoFactorRequired: 3,
         .wrongTwoFactorCode: 3, .sessionExpired: 3, .locked: 4, .pinLockedOut: 4, .wrongPIN: 4, .wrongRecoveryKey: 4,
         .offline: 5, .tls: 5, .timeout: 5, .conflict: 6, .notFound: 7, .unknownAccount: 7, .unknownObject: 7,
-        .forbidden: 8, .validation: 9, .refused: 9, .olderChangeFailed: 11, .invalidFilter: 9, .keyringUnavailable: 10,
+        .forbidden: 8, .validation: 9, .refused: 9, .deleteRestricted: 9, .olderChangeFailed: 11, .invalidFilter: 9, .keyringUnavailable: 10,
         .keyringDamaged: 10, .pinBusy: 10, .notEnoughMemory: 10, .agentUnresponsive: 10, .invalidSetting: 9,
         .requestTooLong: 9,
         .keyringLocked: 10,

@@ -216,7 +216,7 @@ import Testing
         #expect(
             PushClassifier.classifyRow(
                 Self.json(#"{"success":false,"errors":[{"httpStatus":1e300}]}"#), id: "a", operation: .update)
-                == .failed(.validation(fields: [])))
+                == .failed(.serverError(status: 500, retryAfter: nil)))  // no status it could have: none declared
     }
 
     /// Issue 14, defect 8: only names that can be field names survive from an error body; server
@@ -307,7 +307,16 @@ import Testing
         Row(
             result: #"{"id":"a","success":false,"errors":[{"code":"RATE_LIMIT_EXCEEDED","httpStatus":429}]}"#,
             operation: .update, expected: .failed(.serverError(status: 429, retryAfter: nil))),
-        Row(result: #"{"id":"a","success":false}"#, operation: .update, expected: .failed(.validation(fields: []))),
+        // A failed row that declares nothing is a server fault in row form (RealServerRowErrorTests).
+        Row(
+            result: #"{"id":"a","success":false}"#, operation: .update,
+            expected: .failed(.serverError(status: 500, retryAfter: nil))),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"VALIDATION_FAILED","httpStatus":400,"fields":[{"field":"title"}]}]}"#,
+            operation: .update, expected: .failed(.validation(fields: ["title"]))),
+        Row(
+            result: #"{"id":"a","success":false,"errors":[{"code":"PERMISSION_DENIED","httpStatus":403}]}"#,
+            operation: .delete, expected: .failed(.forbidden)),
         Row(result: nil, operation: .update, expected: .notAttempted(possiblyDelivered: true)),
     ]
 

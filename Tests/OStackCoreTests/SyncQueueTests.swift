@@ -567,7 +567,9 @@ private struct Fixture {
                 if a == b { continue }
                 return key.descending ? b < a : a < b
             }
-            return left["id"]!.stringValue! < right["id"]!.stringValue!
+            // Ties by id in the direction of the last key, as the server's SQL driver breaks them.
+            let (a, b) = (left["id"]!.stringValue!, right["id"]!.stringValue!)
+            return query.sort.last?.descending == true ? b < a : a < b
         }
         let page = sorted.dropFirst(query.offset).prefix(query.limit ?? Int.max)
         return (page.map { $0["id"]!.stringValue! }, matching.count)

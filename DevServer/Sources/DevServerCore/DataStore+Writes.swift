@@ -230,7 +230,7 @@ extension DataStore {
         let expected = query.first { $0.0 == "expectedVersion" }?.1 ?? ifMatch
         return state.withLock { state in
             do throws(WriteFailure) {
-                try remove(id: id, expected: expected, definition: definition, state: &state)
+                try remove(id: id, expected: expected, definition: definition, userId: userId, state: &state)
                 return CoreResponse(
                     status: 200,
                     body: .object([("object", .string(object)), ("id", .string(id)), ("success", .bool(true))]))
@@ -240,7 +240,9 @@ extension DataStore {
         }
     }
 
-    func remove(id: String, expected: String?, definition: ObjectDefinition, state: inout State) throws(WriteFailure) {
+    func remove(id: String, expected: String?, definition: ObjectDefinition, userId: String, state: inout State)
+        throws(WriteFailure)
+    {
         guard let record = state.tables[definition.name]?.record(id) else {
             throw WriteFailure(response: recordNotFound(definition.name, id))
         }
@@ -248,7 +250,54 @@ extension DataStore {
             throw WriteFailure(
                 response: conflict(record, expected: Self.normalizeVersion(expected), object: definition.name))
         }
+        try applyDeleteBehaviors(of: id, in: definition, userId: userId, state: &state)
         state.tables[definition.name]!.remove(id)
+    }
+
+    /// What deleting record `id` does to the records that reference it, as the real engine's delete
+    /// does (`objectql` `cascadeDeleteRelations`; docs/devserver.md): per lookup field naming the
+    /// object, its `deleteBehavior` — `set_null` by default (the field cleared through an update, so
+    /// the referencing records' `updated_at` moves and a pull brings them), `restrict` (the delete is
+    /// refused, 409 `DELETE_RESTRICTED`; a required lookup's `set_null` is a `restrict`), `cascade`
+    /// (they are deleted too, with their own behaviours). Every restriction is checked before anything
+    /// is written, so a refused delete changes nothing.
+    func applyDeleteBehaviors(of id: String, in definition: ObjectDefinition, userId: String, state: inout State)
+        throws(WriteFailure)
+    {
+        var writes: [(child: ObjectDefinition, field: FieldDefinition, cascade: Bool, ids: [String])] = []
+        for child in objects {
+            for field in child.fields
+            where (field.type == "lookup" || field.type == "master_detail") && field.reference == definition.name {
+                let behavior = field.resolvedDeleteBehavior
+                let dependents = (state.tables[child.name]?.rows ?? []).compactMap { row in
+                    row.flatMap { $0[field.name] == .string(id) ? $0.id : nil }
+                }
+                guard !dependents.isEmpty else { continue }
+                if behavior == "restrict" {
+                    throw WriteFailure(
+                        response: .error(
+                            status: 409, code: "DELETE_RESTRICTED",
+                            message:
+                                "Cannot delete \(definition.label): \(dependents.count) \(child.label) record(s) reference it.",
+                            extra: [
+                                ("object", .string(definition.name)), ("dependentObject", .string(child.name)),
+                                ("dependentCount", .number(Double(dependents.count))),
+                            ]))
+                }
+                writes.append((child, field, behavior == "cascade", dependents))
+            }
+        }
+        for write in writes {
+            for dependent in write.ids where state.tables[write.child.name]?.record(dependent) != nil {
+                if write.cascade {
+                    try remove(id: dependent, expected: nil, definition: write.child, userId: userId, state: &state)
+                } else {
+                    _ = try modify(
+                        id: dependent, data: [(write.field.name, .null)], expected: nil, definition: write.child,
+                        userId: userId, state: &state)
+                }
+            }
+        }
     }
 
     // MARK: Bulk
@@ -421,7 +470,7 @@ extension DataStore {
                             throw WriteFailure(
                                 response: .error(status: 400, code: "VALIDATION_ERROR", message: "id required"))
                         }
-                        try remove(id: id, expected: expected, definition: definition, state: &state)
+                        try remove(id: id, expected: expected, definition: definition, userId: userId, state: &state)
                     }
                     var result: [(String, JSONValue)] = [
                         ("id", .string(record?.id ?? id ?? "")), ("success", .bool(true)),

@@ -296,8 +296,11 @@ public final class DataStore: @unchecked Sendable {
                     if order != 0 { return key.descending ? order > 0 : order < 0 }
                 }
                 // A unique last key, so that pages of a sort with ties partition the rows
-                // (ObjectStack's pagination conformance table; its drivers append the key column).
-                return FilterEvaluator.codePointOrder(left.id, right.id) < 0
+                // (ObjectStack's pagination conformance table; its drivers append the key column
+                // in the direction of the last key asked for: `sort=-amount` breaks ties by id
+                // descending, `orderKeysFor` in the SQL driver).
+                let order = FilterEvaluator.codePointOrder(left.id, right.id)
+                return query.sort.last?.descending == true ? order > 0 : order < 0
             }
             let slice = candidates.dropFirst(query.offset).prefix(limit)
             return (slice.map { $0.selecting(query.fields) }, needTotal ? candidates.count : nil)

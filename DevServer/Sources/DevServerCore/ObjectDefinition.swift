@@ -13,6 +13,9 @@ public struct FieldDefinition: Sendable {
     public var options: [(label: String, value: String)] = []
     public var defaultValue: JSONValue?
     public var reference: String?
+    /// What deleting the referenced record does to this record (a lookup's `deleteBehavior`):
+    /// `set_null` (the default), `restrict` or `cascade` (`DataStore.applyDeleteBehaviors`).
+    public var deleteBehavior: String?
     /// A single-column unique constraint (`unique: true` in the metadata).
     public var unique = false
 
@@ -20,6 +23,15 @@ public struct FieldDefinition: Sendable {
         self.name = name
         self.type = type
         self.label = label
+    }
+
+    /// The behaviour the real engine resolves: a master-detail cascades unless it says `restrict`; a
+    /// lookup does what it says, `set_null` by default; a required field cannot be cleared, so its
+    /// `set_null` is a `restrict`.
+    var resolvedDeleteBehavior: String {
+        let declared =
+            type == "master_detail" ? (deleteBehavior == "restrict" ? "restrict" : "cascade") : (deleteBehavior ?? "set_null")
+        return declared == "set_null" && required ? "restrict" : declared
     }
 
     func with(_ change: (inout FieldDefinition) -> Void) -> FieldDefinition {
@@ -41,6 +53,7 @@ public struct FieldDefinition: Sendable {
         if let max { members.append(("max", .number(max))) }
         if let scale { members.append(("scale", .number(Double(scale)))) }
         if let reference { members.append(("reference", .string(reference))) }
+        if let deleteBehavior { members.append(("deleteBehavior", .string(deleteBehavior))) }
         if let defaultValue { members.append(("defaultValue", defaultValue)) }
         if !options.isEmpty {
             members.append(
@@ -250,7 +263,10 @@ public struct ObjectDefinition: Sendable {
                     $0.required = true; $0.maxLength = 200
                 },
                 FieldDefinition("body", "textarea", "Body"),
-                FieldDefinition("task_id", "lookup", "Task").with { $0.reference = "task" },
+                // A task with notes cannot be deleted (409 `DELETE_RESTRICTED`, also as a row of deleteMany).
+                FieldDefinition("task_id", "lookup", "Task").with {
+                    $0.reference = "task"; $0.deleteBehavior = "restrict"
+                },
             ],
             apiMethods: ["get", "list", "create", "update", "delete"],
             indexes: [IndexDefinition(name: "idx_note_task_title", fields: ["task_id", "title"], unique: true)]),

@@ -141,6 +141,11 @@ public struct ErrorPresenter: Sendable {
             return make(
                 "The server refused \(count) change\(count == 1 ? "" : "s")\(account.map { " (account \($0))" } ?? "")\(list).",
                 suggestion ?? "Run `ostack queue list` to see them; `ostack queue discard ID` drops one.", 9)
+        case .deleteRestricted:
+            let object = context.object.map { Self.sanitize($0, maxLength: 64) + " " } ?? ""
+            return make(
+                "The server will not delete this \(object)record: other records refer to it. It is kept.",
+                suggestion ?? "Delete or change the records that refer to it first, then delete it again.", 9)
         case .invalidFilter:
             return make("The filter is not valid.", suggestion, 9)
         case .invalidInput:

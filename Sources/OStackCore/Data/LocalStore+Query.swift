@@ -107,7 +107,9 @@ extension LocalStore {
                 ? "records.id\(key.descending ? " DESC" : "")"
                 : "ostack_field(records.data, '\(key.field)')\(key.descending ? " DESC" : "")"
         }
-        order.append("records.id")
+        // Ties by id, in the direction of the last key, as the server's SQL driver breaks them
+        // (`sort=-amount`: equal amounts by id descending), so a local list and a remote one agree.
+        order.append("records.id\(query.sort.last?.descending == true ? " DESC" : "")")
         // One pass: every match is counted (for `total`); the sorter holds rids and keys, not records.
         let page = "SELECT records.rid " + sql + " ORDER BY " + order.joined(separator: ", ")
         let last = end ?? Int.max

@@ -31,6 +31,9 @@ public struct OStackError: Error, Sendable {
         /// The server refused changes as they stand (a validation or unique-value refusal);
         /// `context.count` says how many. Those a command undid are gone; queued ones stay failed.
         case refused = "refused"
+        /// The server will not delete a record while others refer to it (409 `DELETE_RESTRICTED`);
+        /// `context.object` names its object. The delete is undone: the record is back.
+        case deleteRestricted = "delete-restricted"
         case invalidFilter = "invalid-filter"
         case invalidInput = "invalid-input"
         /// A setting in config.json (edited by hand) whose value ostack cannot use: `context.object`

@@ -173,9 +173,19 @@ public enum PushClassifier {
         case "RECORD_NOT_FOUND": return .failed(.notFound)
         case "NOT_ATTEMPTED", "ROLLED_BACK": return .notAttempted(possiblyDelivered: false)
         default:
-            let status = rowError?["httpStatus"]?.intValue ?? 400
+            // The real server writes `httpStatus` only when the failure declared one
+            // (`toRowApiError`): a row without it failed for a reason nobody declared, a server
+            // fault in row form (a lost connection, a deadlock; `INTERNAL_ERROR`), which the
+            // one-record route answers with 500. It is retried, not undone as a refusal. A row
+            // with a status is judged as a whole answer with that status would be, so a
+            // `DELETE_RESTRICTED` row is `restricted` as a refused DELETE is.
+            let status = rowError?["httpStatus"]?.intValue.flatMap { (100...599).contains($0) ? $0 : nil } ?? 500
             if status == 429 || status >= 500 { return .failed(.serverError(status: status, retryAfter: nil)) }
-            return .failed(.validation(fields: []))
+            switch classifyFailure(status: status, code: errorCode(rowError), body: rowError, retryAfter: nil, operation: operation) {
+            case .failed(let failure): return .failed(failure)
+            // What a row cannot ask for (a new session, a look-up, another copy): a refusal as before.
+            default: return .failed(.validation(fields: fieldNames(rowError)))
+            }
         }
     }
 

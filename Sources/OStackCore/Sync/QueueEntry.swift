@@ -92,10 +92,13 @@ public enum PushFailure: Sendable, Equatable {
         }
     }
 
-    /// Whether the server refused the change as it stands (the user has to change or drop it).
+    /// Whether the server refused the change as it stands (the user has to change or drop it): a
+    /// command that made it undoes it (a refused delete puts the record back), `sync` counts it as
+    /// refused. A restricted delete is one: sending it again gets the same answer until the records
+    /// that refer to it change.
     public var isRefusal: Bool {
         switch self {
-        case .validation, .duplicate: true
+        case .validation, .duplicate, .restricted: true
         default: false
         }
     }
@@ -117,7 +120,9 @@ public enum PushFailure: Sendable, Equatable {
             return OStackError(.rateLimited, context: limited, detail: "push failed: rate limited")
         case .unexpected:
             return OStackError(.unexpectedResponse, context: context, detail: "push failed: \(summary)")
-        case .restricted, .serverError, .idTaken:
+        case .restricted:
+            return OStackError(.deleteRestricted, context: context, detail: "push refused: restricted")
+        case .serverError, .idTaken:
             return OStackError(.serverError, context: context, detail: "push failed: \(summary)")
         case .unconfirmed: return OStackError(.unconfirmed, context: context, detail: "push unconfirmed")
         }
