@@ -99,6 +99,53 @@ import Testing
         #expect(try requests(server, "DELETE /api/v1/data/task") == 0)
     }
 
+    /// The records of `object` in the local mirror.
+    func localCount(_ ostack: OStackRunner, _ object: String) throws -> Int {
+        let list = try ostack.run(["records", "list", object, "--local", "--all", "--format", "tsv"])
+        return list.stdout.split(separator: "\n").count - 1
+    }
+
+    /// ObjectStack on Postgres keeps `updated_at` in microseconds (`knex.fn.now()` into a
+    /// `timestamptz`) and shows milliseconds (node-pg's `Date`), so a keyset page after `(v, id)`
+    /// (`updated_at > v`, or `= v` and a later id) brings the records of millisecond `v` again.
+    /// Those records were written again and counted as pulled (every `sync` without a look-back
+    /// "pulled" the newest millisecond's records again), and a page that ended on the record a
+    /// page had ended on before stopped the pull as a server repeating itself.
+    @Test func aServerThatKeepsMicrosecondsIsPulledWhole() throws {
+        let (server, ostack) = try signedIn(["--microsecond-stamps"])
+        defer { withExtendedLifetime(server) {} }
+        try server.control("POST", "seed", #"{"object":"task","count":4000}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let first = try ostack.run(["sync", "--json"])
+        // Each record counted once (the records of a page's last millisecond came again and were
+        // counted again: "pulled":4193).
+        #expect(first.status == 0 && first.stdout.contains("\"pulled\":4000"), "\(first)")
+        #expect(try localCount(ostack, "task") == 4000)
+        #expect(try ostack.run(["config", "set", "sync.lookback", "0s"]).status == 0)
+        for _ in 0..<2 {
+            let again = try ostack.run(["sync", "--json"])
+            #expect(again.status == 0 && again.stdout.contains("\"pulled\":0"), "\(again)")
+        }
+    }
+
+    /// One transaction that writes more records than a page holds gives them all one stamp there:
+    /// the page after the first brought the same first page again, and the pull stopped as if the
+    /// server repeated itself. It pages through the stamp by offset instead.
+    @Test func oneStampOnMoreRecordsThanAPageIsPulledWhole() throws {
+        let (server, ostack) = try signedIn(["--microsecond-stamps"])
+        defer { withExtendedLifetime(server) {} }
+        try server.control("POST", "seed", #"{"object":"task","count":4500,"oneTransaction":true}"#)
+        try server.control("POST", "seed", #"{"object":"task","count":30}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let pull = try ostack.run(["sync", "--json"])
+        #expect(pull.status == 0, "\(pull)")
+        #expect(try localCount(ostack, "task") == 4530)
+        try server.control("POST", "seed", #"{"object":"task","count":2000,"oneTransaction":true}"#)
+        let next = try ostack.run(["sync", "--json"])
+        #expect(next.status == 0 && next.stdout.contains("\"pulled\":2000"), "\(next)")
+        #expect(try localCount(ostack, "task") == 6530)
+    }
+
     @Test func anAPIKeyAccountWorksAlthoughGetSessionIgnoresKeys() throws {
         let key = "osk_e2eAbCdEf1234567890"
         let server = try DevServerProcess(arguments: ["--api-key", "bob@example.com:\(key)"])

@@ -31,7 +31,9 @@ extension DevServerApp {
             default: return .error(status: 400, code: "VALIDATION_ERROR", message: "ids is random or sequential")
             }
             let user = configuration.users.first?.id ?? "usr_seed"
-            let seeded = scoped.seed(object: object, count: Int(count), userId: user, ids: ids)
+            let seeded = scoped.seed(
+                object: object, count: Int(count), userId: user, ids: ids,
+                oneTransaction: body["oneTransaction"] == .bool(true))
             return CoreResponse(status: 200, body: .object([("seeded", .number(Double(seeded)))]))
         case ("POST", "/__control__/faults"):
             return faults.add(body) ? ok : .error(status: 400, code: "VALIDATION_ERROR", message: "bad fault")

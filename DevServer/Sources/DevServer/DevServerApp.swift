@@ -59,7 +59,8 @@ final class DevServerApp: @unchecked Sendable {
         for environment in configuration.environments.isEmpty ? [""] : configuration.environments {
             for organization in configuration.organizations.isEmpty ? [""] : configuration.organizations.map(\.id) {
                 stores[Self.scopeKey(environment, organization)] = DataStore(
-                    objects: objects, batchCap: configuration.batchCap, assignsIDs: configuration.assignIDs)
+                    objects: objects, batchCap: configuration.batchCap, assignsIDs: configuration.assignIDs,
+                    microsecondStamps: configuration.microsecondStamps)
             }
         }
         self.stores = stores

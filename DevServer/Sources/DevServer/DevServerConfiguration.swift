@@ -40,6 +40,9 @@ public struct DevServerConfiguration: Sendable {
     public var conditionalBatch = false
     /// `--assign-ids` (another server's behaviour): creates ignore the client's `id` and get a new one.
     public var assignIDs = false
+    /// `--microsecond-stamps` (ObjectStack on Postgres): `updated_at` is kept in microseconds, shown
+    /// in milliseconds; a bulk write's rows share one stamp (docs/devserver.md).
+    public var microsecondStamps = false
     /// `--user-totp EMAIL:BASE32`: users with two-factor (TOTP) enabled.
     public var totpSecrets: [String: String] = [:]
     /// `--user-backup-codes EMAIL:CODE,CODE`: single-use two-factor backup codes.

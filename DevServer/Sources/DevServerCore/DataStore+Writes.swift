@@ -99,12 +99,12 @@ extension DataStore {
         if let violation = uniqueViolation(data, excluding: nil, definition: definition, table: table) {
             throw WriteFailure(response: violation)
         }
-        let version = state.clock.next()
+        let (version, micros) = stamp(&state)
         let record = Record(
             members: [("id", .string(id))] + data + [
                 ("created_at", .string(version)), ("updated_at", .string(version)),
                 ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
-            ])
+            ], micros: micros)
         table.append(record)
         return (record, dropped)
     }
@@ -175,7 +175,9 @@ extension DataStore {
         {
             throw WriteFailure(response: violation)
         }
-        record["updated_at"] = .string(state.clock.next())
+        let (version, micros) = stamp(&state)
+        record["updated_at"] = .string(version)
+        record.micros = micros
         record["updated_by"] = .string(userId)
         state.tables[definition.name]!.append(record)
         return (record, dropped)
@@ -339,6 +341,8 @@ extension DataStore {
         }
         if items.count > batchCap { return tooLarge(items.count, object: object) }
         return state.withLock { state in
+            if microsecondStamps { state.transactionStamp = stamp(&state) }
+            defer { state.transactionStamp = nil }
             let snapshot = state
             var records: [JSONValue] = []
             for item in items {

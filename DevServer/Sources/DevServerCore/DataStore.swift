@@ -76,16 +76,33 @@ public final class DataStore: @unchecked Sendable {
     struct State {
         var tables: [String: Table] = [:]
         var clock = VersionClock()
+        /// With microsecond stamps, the one stamp of the request under way (a bulk write is one
+        /// transaction on Postgres, and `knex.fn.now()` is the transaction's start: every row of it
+        /// carries the same `updated_at`).
+        var transactionStamp: (text: String, micros: Int32)?
+    }
+
+    /// `--microsecond-stamps`: `updated_at` as ObjectStack keeps it on Postgres (docs/devserver.md).
+    public let microsecondStamps: Bool
+
+    /// The `updated_at` of a write now.
+    func stamp(_ state: inout State) -> (text: String, micros: Int32) {
+        guard microsecondStamps else { return (state.clock.next(), 0) }
+        return state.transactionStamp ?? state.clock.nextMicros()
     }
 
     /// `--assign-ids`: creates ignore the client's `id` and get one the server makes (a server
     /// that does not keep client ids; the real one keeps them).
     public let assignsIDs: Bool
 
-    public init(objects: [ObjectDefinition] = ObjectDefinition.seeded, batchCap: Int = 200, assignsIDs: Bool = false) {
+    public init(
+        objects: [ObjectDefinition] = ObjectDefinition.seeded, batchCap: Int = 200, assignsIDs: Bool = false,
+        microsecondStamps: Bool = false
+    ) {
         self.objects = objects
         self.batchCap = batchCap
         self.assignsIDs = assignsIDs
+        self.microsecondStamps = microsecondStamps
         var initial = State()
         for object in objects { initial.tables[object.name] = Table() }
         state = Mutex(initial)
@@ -135,17 +152,23 @@ public final class DataStore: @unchecked Sendable {
     /// seconds). Each gets the next version, so `updated_at` follows insertion order, not id order
     /// (with random ids). Records are about 420 bytes of JSON, like a real task with a note.
     @discardableResult
-    public func seed(object: String, count: Int, userId: String, ids: SeedIDs = .random) -> Int {
+    /// `oneTransaction`: every record gets the same stamp (with `--microsecond-stamps`, as one
+    /// transaction writing them all would give them on Postgres).
+    public func seed(object: String, count: Int, userId: String, ids: SeedIDs = .random, oneTransaction: Bool = false)
+        -> Int
+    {
         guard let definition = definition(object) else { return 0 }
         var generator = SeedGenerator()
         return state.withLock { state in
             var table = state.tables[object] ?? Table()
             table.rows.reserveCapacity(table.rows.count + count)
             table.index.reserveCapacity(table.index.count + count)
+            if oneTransaction { state.transactionStamp = stamp(&state) }
+            defer { state.transactionStamp = nil }
             for _ in 0..<count {
                 table.sequence += 1
                 let sequence = table.sequence
-                let version = state.clock.next()
+                let (version, micros) = stamp(&state)
                 var id: String
                 switch ids {
                 case .random:
@@ -167,7 +190,7 @@ public final class DataStore: @unchecked Sendable {
                     ("created_at", .string(version)), ("updated_at", .string(version)),
                     ("created_by", .string(userId)), ("updated_by", .string(userId)), ("owner_id", .string(userId)),
                 ]
-                table.append(Record(members: members))
+                table.append(Record(members: members, micros: micros))
             }
             state.tables[object] = table
             return count
@@ -211,7 +234,14 @@ public final class DataStore: @unchecked Sendable {
             for (key, value) in fields.objectValue ?? [] where !ObjectDefinition.systemFields.contains(key) {
                 record[key] = value
             }
-            record["updated_at"] = .string(stampedAt.map(VersionClockFormat.format(millis:)) ?? state.clock.next())
+            if let stampedAt {
+                record["updated_at"] = .string(VersionClockFormat.format(millis: stampedAt))
+                record.micros = microsecondStamps ? Int32.random(in: 1...999) : 0
+            } else {
+                let (version, micros) = stamp(&state)
+                record["updated_at"] = .string(version)
+                record.micros = micros
+            }
             record["updated_by"] = .string("usr_other")
             state.tables[object]!.append(record)
             // Storage stays in (updated_at, id) order, which the keyset reads rely on.
@@ -262,7 +292,8 @@ public final class DataStore: @unchecked Sendable {
             var page: [JSONValue] = []
             var matched = 0
             let needTotal = query.count
-            if query.sort.isEmpty || query.isUpdatedAtIdAscending {
+            // (Storage order knows no microseconds: with them every list sorts, as an index would.)
+            if !microsecondStamps && (query.sort.isEmpty || query.isUpdatedAtIdAscending) {
                 // Storage order is (updated_at, id) ascending: stream, no sort. A filter that
                 // bounds updated_at from below (a keyset page) starts at that bound, as an index would.
                 let start = query.condition.flatMap(Self.updatedAtLowerBound).map { table.firstRow(from: $0) } ?? 0
@@ -290,9 +321,10 @@ public final class DataStore: @unchecked Sendable {
             }
             candidates.sort { left, right in
                 for key in query.sort {
-                    let order =
+                    var order =
                         FilterEvaluator.compare(left[key.field] ?? .null, right[key.field] ?? .null)
                         ?? Self.nullOrder(left[key.field], right[key.field])
+                    if order == 0 && key.field == "updated_at" { order = Int(left.micros) - Int(right.micros) }
                     if order != 0 { return key.descending ? order > 0 : order < 0 }
                 }
                 // A unique last key, so that pages of a sort with ties partition the rows

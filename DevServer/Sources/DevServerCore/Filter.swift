@@ -244,19 +244,23 @@ enum FilterEvaluator {
         case .instant(let field, let op, let bounds, let upperExclusive):
             let value = record[field] ?? .null
             if value.isNull { return nullSatisfies(op, operandIsNull: false) }
-            guard case .string(let text) = value, let millis = Instant.milliseconds(text) else {
+            guard case .string(let text) = value, let shown = Instant.milliseconds(text) else {
                 return op == .ne || op == .nin
             }
+            // In microseconds: `updated_at` may hold more than the wire shows (`Record.micros`), and
+            // a comparand in milliseconds is that millisecond's first microsecond, as on Postgres.
+            let micros = shown * 1000 + (field == "updated_at" ? Int64(record.micros) : 0)
+            let bounds = bounds.map { $0 * 1000 }
             switch op {
-            case .eq: return millis == bounds[0]
-            case .ne: return millis != bounds[0]
-            case .gt: return millis > bounds[0]
-            case .gte: return millis >= bounds[0]
-            case .lt: return millis < bounds[0]
-            case .lte: return millis <= bounds[0]
-            case .in: return bounds.contains(millis)
-            case .nin: return !bounds.contains(millis)
-            case .between: return millis >= bounds[0] && (upperExclusive ? millis < bounds[1] : millis <= bounds[1])
+            case .eq: return micros == bounds[0]
+            case .ne: return micros != bounds[0]
+            case .gt: return micros > bounds[0]
+            case .gte: return micros >= bounds[0]
+            case .lt: return micros < bounds[0]
+            case .lte: return micros <= bounds[0]
+            case .in: return bounds.contains(micros)
+            case .nin: return !bounds.contains(micros)
+            case .between: return micros >= bounds[0] && (upperExclusive ? micros < bounds[1] : micros <= bounds[1])
             default: return false
             }
         case .compare(let field, let op, let operand):

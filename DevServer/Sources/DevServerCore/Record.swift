@@ -1,6 +1,9 @@
 /// One stored record: ordered members (id first, system columns last).
 public struct Record: Sendable {
     public var members: [(String, JSONValue)]
+    /// The microseconds of `updated_at` beyond the milliseconds the wire shows (0 unless the server
+    /// stores microseconds, `--microsecond-stamps`); filters and sorts on `updated_at` see them.
+    public var micros: Int32 = 0
 
     public subscript(key: String) -> JSONValue? {
         get { members.first { $0.0 == key }?.1 }

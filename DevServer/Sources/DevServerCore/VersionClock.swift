@@ -13,6 +13,21 @@ struct VersionClock {
         return Self.format(millis: last)
     }
 
+    /// `next()` for a server that stores microseconds (`--microsecond-stamps`, ObjectStack's SQL
+    /// driver on Postgres: `knex.fn.now()` into a `timestamptz`): strictly increasing in
+    /// microseconds; the text is what the wire shows (milliseconds, node-pg's `Date`), the
+    /// microseconds within that millisecond stay on the server.
+    mutating func nextMicros() -> (text: String, micros: Int32) {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        let now = Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000
+        lastMicros = max(now, lastMicros + 1, last * 1000)
+        last = max(last, lastMicros / 1000)
+        return (Self.format(millis: lastMicros / 1000), Int32(lastMicros % 1000))
+    }
+
+    private var lastMicros: Int64 = 0
+
     /// A stamp given from outside (a test's): later stamps come after it, so storage stays in order.
     mutating func observe(millis: Int64) { last = max(last, millis) }
 

@@ -8,7 +8,7 @@
 //   --api-path /api/v1   --environment ID (repeat)   --organization ID:NAME (repeat)
 //   --conformance-objects (also serve the conformance-table objects)
 // Invented (not real-server) behaviour, off by default:
-//   --honour-idempotency-key   --conditional-batch   --assign-ids
+//   --honour-idempotency-key   --conditional-batch   --assign-ids   --microsecond-stamps
 import DevServer
 import DevServerCore
 import Glibc
@@ -51,6 +51,7 @@ while !arguments.isEmpty {
     case "--honour-idempotency-key": configuration.honourIdempotencyKey = true
     case "--conditional-batch": configuration.conditionalBatch = true
     case "--assign-ids": configuration.assignIDs = true
+    case "--microsecond-stamps": configuration.microsecondStamps = true
     case "--conformance-objects": configuration.conformanceObjects = true
     case "--user-totp":
         let parts = value(flag).split(separator: ":", maxSplits: 1).map(String.init)
@@ -78,7 +79,7 @@ while !arguments.isEmpty {
         configuration.organizations.append((parts[0], parts[1]))
     case "--help", "-h":
         print(
-            "usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N] [--user-totp EMAIL:BASE32]… [--user-backup-codes EMAIL:CODE,CODE]… [--api-path PATH] [--environment ID]… [--organization ID:NAME]… [--conformance-objects] [--honour-idempotency-key] [--conditional-batch] [--assign-ids]"
+            "usage: ostack-devserver [--port N] [--user EMAIL:PASSWORD:NAME]… [--api-key EMAIL:osk_…]… [--session-ttl S] [--update-age S] [--rotate-tokens] [--rotation-grace S] [--batch-cap N] [--latency-ms N] [--user-totp EMAIL:BASE32]… [--user-backup-codes EMAIL:CODE,CODE]… [--api-path PATH] [--environment ID]… [--organization ID:NAME]… [--conformance-objects] [--honour-idempotency-key] [--conditional-batch] [--assign-ids] [--microsecond-stamps]"
         )
         exit(0)
     default: fail("unknown flag \(flag)")

@@ -33,6 +33,16 @@ struct Puller {
         var count = 0
         /// The server's count of the records the request matches (asked on the first page only).
         var total: Int?
+        /// `RawPage.repeated`.
+        var repeated = false
+
+        /// Keeps the records `keep` says yes to (and their indexed values).
+        mutating func retain(_ keep: ((id: String, version: String?, json: [UInt8])) -> Bool) {
+            let kept = records.indices.filter { keep(records[$0]) }
+            guard kept.count < records.count else { return }
+            records = kept.map { records[$0] }
+            if !fields.isEmpty { fields = kept.map { fields[$0] } }
+        }
     }
 
     /// Records written per transaction (several pages): each becomes one level of the maps. A first
@@ -65,11 +75,16 @@ struct Puller {
             Self.lookbackStart(from: $0.version, milliseconds: lookbackMilliseconds)
         }
         stream.start(after: windowStart == nil ? stored : nil, pageSize: pageSize) {
-            [self] (cursor, first) throws(OStackError) -> RawPage in
-            if first, cursor == nil, let windowStart {
-                return try fetchPage(object, from: windowStart, count: progress != nil)
+            [self] (request, first) throws(OStackError) -> RawPage in
+            switch request {
+            case nil:
+                if let windowStart { return try fetchPage(object, from: windowStart, count: progress != nil) }
+                return try fetchPage(object, count: progress != nil)
+            case .after(let version, let id)?:
+                return try fetchPage(object, after: (version, id), count: first && progress != nil)
+            case .stamp(let version, let skip)?:
+                return try fetchPage(object, from: version, skip: skip)
             }
-            return try fetchPage(object, after: cursor, count: first && progress != nil)
         }
         var page = try stream.next()
         // What is left to pull, counted by the server once (for the progress display only).
@@ -89,19 +104,21 @@ struct Puller {
         // data: refused, like a page that does not move the cursor.
         if page.count > pageSize { throw malformed("list page bigger than asked") }
         var more = page.count > 0
-        // Loop guard: every page must move the cursor to a place it has not been (a server that
-        // repeats a page, or cycles, would otherwise be asked forever).
-        var visited = Set<String>()
+        // Loop guard: every full page must move the cursor to a place it has not been (a server that
+        // repeats a page, or cycles, would otherwise be asked forever); the fetcher marks the page
+        // that does not (`PageStream.start`). A page that is not full ends the pull anyway: one that
+        // brings the cursor's own record again (a server keeping finer stamps than it shows) is no
+        // loop.
+        if page.repeated { throw malformed("list page repeated: the cursor did not advance") }
         // (With the look-back the first page starts before the cursor and may end on it.)
-        if windowStart == nil, let version = state.cursorVersion, let id = state.cursorID {
-            visited.insert(version + "\u{0}" + id)
-            if let first = page.last, first.version == version, first.id == id {
-                throw malformed("list page repeated: the cursor did not advance")
-            }
-            if let first = page.last?.version, Self.isEarlier(first, than: version) {
-                throw malformed("list page went back in time: the cursor did not advance")
-            }
+        if windowStart == nil, let version = state.cursorVersion, let first = page.last?.version,
+            Self.isEarlier(first, than: version)
+        {
+            throw malformed("list page went back in time: the cursor did not advance")
         }
+        // The ids of the records written so far in this pull that carry the newest stamp written: a
+        // server that keeps finer stamps than it shows brings them again on the next page.
+        var newest: (version: String, ids: Set<String>)?
         // Records refused before, by id and version: the look-back fetches them again on every pull
         // while they are among the newest, and each refusal is reported once (it was on every quiet
         // `sync`, exit 11, until something newer came). A new version is reported again; one stored
@@ -124,9 +141,8 @@ struct Puller {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     stalled = page.count >= pageSize && last.version == nil
                     more = page.count >= pageSize && !stalled
-                    if windowStart != nil, let boundary = startCursor?.version {
-                        try dropUnchanged(object, &page, upTo: boundary)
-                    }
+                    if let boundary = startCursor?.version { try dropUnchanged(object, &page, upTo: boundary) }
+                    if let newest { page.retain { !($0.version == newest.version && newest.ids.contains($0.id)) } }
                     let applied = try store.applyPulled(
                         object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
                         into: bulk)
@@ -141,7 +157,8 @@ struct Puller {
                         }
                         state.cursorVersion = version
                         state.cursorID = last.id
-                        visited.insert(version + "\u{0}" + last.id)
+                        if newest?.version != version { newest = (version, []) }
+                        for record in page.records where record.version == version { newest?.ids.insert(record.id) }
                     }
                     seen += page.count
                     progress?(.pulling(object: object, done: seen, total: total.map { Swift.max($0, seen) }))
@@ -149,9 +166,7 @@ struct Puller {
                         page = try stream.next()
                         if page.count > pageSize { throw malformed("list page bigger than asked") }
                         more = page.count > 0
-                        if more, let next = page.last, visited.contains((next.version ?? "") + "\u{0}" + next.id) {
-                            throw malformed("list page repeated: the cursor did not advance")
-                        }
+                        if page.repeated { throw malformed("list page repeated: the cursor did not advance") }
                         if more, let next = page.last?.version, let current = state.cursorVersion,
                             Self.isEarlier(next, than: current)
                         {
@@ -391,10 +406,11 @@ struct Puller {
     /// `from`: the look-back's first page instead, every record stamped at or after it.
     func fetchPage(
         _ object: String, after cursor: (version: String, id: String)? = nil, from start: String? = nil,
-        count: Bool = false
+        skip: Int = 0, count: Bool = false
     ) throws(OStackError) -> RawPage {
         let api = self.api
         var query: [(String, String)] = [("sort", "updated_at,id"), ("top", String(pageSize))]
+        if skip > 0 { query.append(("skip", String(skip))) }
         if !count { query.append(("count", "false")) }
         if let cursor {
             let filter: JSONValue = [
@@ -424,6 +440,9 @@ struct Puller {
         var ranges: [Range<Int>]
         var total: Int?
         var last: (version: String?, id: String)?
+        /// Set by the fetcher on a full page that ended where a page had ended before, where no
+        /// request can go on from (a server repeating or cycling pages): the pull stops with an error.
+        var repeated = false
     }
 
     /// A list page's records, found without decoding the page; each record's syntax is checked
@@ -467,6 +486,7 @@ struct Puller {
         page.total = raw.total
         page.count = raw.ranges.count
         page.last = raw.last
+        page.repeated = raw.repeated
         page.records.reserveCapacity(raw.ranges.count)
         if !indexed.isEmpty { page.fields.reserveCapacity(raw.ranges.count) }
         let names = [Array("id".utf8), Array("updated_at".utf8)] + indexed.map { Array($0.utf8) }
@@ -560,19 +580,34 @@ final class PageStream: Sendable {
         min(depth, max(1, (bytes + roomBytes - 1) / roomBytes))
     }
 
+    /// Where a page starts: after a keyset position (`updated_at` then `id`), or at an offset into
+    /// the records stamped `version` (`updated_at >= version`, skipping `skip`).
+    enum Request: Sendable {
+        case after(version: String, id: String)
+        case stamp(version: String, skip: Int)
+    }
+
+    /// Fetches pages ahead of the writer: the first with `request` (nil: the caller's first page),
+    /// each next one after the last record of the one before, until a page is not full.
+    ///
+    /// A server that keeps `updated_at` finer than it shows (ObjectStack on Postgres: microseconds,
+    /// shown in milliseconds) answers a keyset request after `(v, id)` with every record of
+    /// millisecond `v` again (`updated_at > v` holds for all of them there), so a full page of
+    /// records stamped `v` (one transaction writing more records than a page holds: Postgres stamps
+    /// its start) would come back for ever. Such a page, ending where one ended before, switches
+    /// to paging through stamp `v` by offset, and back to the keyset after it. Any other page that
+    /// ends where one ended before is `repeated`: the last one fetched.
     func start(
         after cursor: (version: String, id: String)?, pageSize: Int,
-        fetch: @escaping @Sendable ((version: String, id: String)?, Bool) throws(OStackError) -> Puller.RawPage
+        fetch: @escaping @Sendable (Request?, Bool) throws(OStackError) -> Puller.RawPage
     ) {
         handOff.run { [self] in
-            var cursor = cursor
+            var request = cursor.map { Request.after(version: $0.version, id: $0.id) }
             var first = true
-            // A page whose last key was seen before (a server repeating or cycling pages) is the last
-            // one asked for: the writer finds it and stops the pull.
             var seen = Set<String>()
             if let cursor { seen.insert(cursor.version + "\u{0}" + cursor.id) }
             fetching: while handOff.reserve() {
-                let result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(cursor, first) }
+                var result = Result { () throws(OStackError) -> Puller.RawPage in try fetch(request, first) }
                 first = false
                 // A large page waits for the room its size takes (the unit reserved above is one).
                 let needed = (try? result.get()).map { unitsOfRoom($0.body.count) } ?? 1
@@ -581,12 +616,28 @@ final class PageStream: Sendable {
                     guard handOff.reserve() else { break fetching }  // stopped meanwhile
                     taken += 1
                 }
+                var next: Request?
+                if case .success(var page) = result, page.ranges.count == pageSize, let last = page.last,
+                    let version = last.version
+                {
+                    let new = seen.insert(version + "\u{0}" + last.id).inserted
+                    switch request {
+                    case .stamp(let stamped, let skip)? where new && version == stamped:
+                        next = .stamp(version: version, skip: skip + pageSize)  // still inside the stamp
+                    case .after(let after, _)? where !new && version == after:
+                        next = .stamp(version: version, skip: pageSize)  // the stamp holds more than a page
+                    default:
+                        if new { next = .after(version: version, id: last.id) }
+                    }
+                    if next == nil {
+                        page.repeated = true
+                        result = .success(page)
+                    }
+                }
                 units.withLock { $0.append(needed) }
-                checker.async { [self] in handOff.put(result.map { Puller.parse($0, indexed: indexed) }) }
-                guard case .success(let page) = result, page.ranges.count == pageSize, let last = page.last,
-                    let version = last.version, seen.insert(version + "\u{0}" + last.id).inserted
-                else { break }
-                cursor = (version, last.id)
+                checker.async { [self, result] in handOff.put(result.map { Puller.parse($0, indexed: indexed) }) }
+                guard let next else { break }
+                request = next
             }
             // After every page the checker was given.
             checker.async { [self] in handOff.close() }
