@@ -27,6 +27,34 @@ import Testing
         return String(json[range.upperBound...].prefix { $0 != "\"" })
     }
 
+    /// `sync` counted the records its own push had just delivered as pulled ("work: pushed 1, pulled
+    /// 1", the README's own example): the server's answer had put them in the mirror already. So
+    /// did the next `sync` after a change `records create` delivered at once. Another user's change
+    /// is still counted.
+    @Test func ownDeliveredChangesAreNotCountedAsPulled() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        try server.control("POST", "seed", #"{"object":"task","count":3,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        #expect(
+            try ostack.run(["records", "update", "task", "tsk_s1", "--set", "title=Mine", "--offline"]).status == 0)
+        let own = try ostack.run(["sync"])
+        #expect(own.status == 0 && own.stdout == "work: pushed 1, pulled 0\n", "\(own)")
+        // Delivered at once by the command, then a sync: nothing new either.
+        #expect(try ostack.run(["records", "create", "task", "--set", "title=Created here"]).status == 0)
+        let after = try ostack.run(["sync"])
+        #expect(after.stdout == "work: pushed 0, pulled 0\n", "\(after)")
+        // Mine and theirs in one sync: theirs is the one pulled.
+        #expect(
+            try ostack.run(["records", "update", "task", "tsk_s2", "--set", "title=Mine too", "--offline"]).status == 0)
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s3","fields":{"title":"Theirs"}}"#)
+        let both = try ostack.run(["sync"])
+        #expect(both.stdout == "work: pushed 1, pulled 1\n", "\(both)")
+        #expect(try ostack.run(["records", "get", "task", "tsk_s3", "--local"]).stdout.contains("Theirs"))
+        #expect(try ostack.run(["records", "get", "task", "tsk_s2", "--local"]).stdout.contains("Mine too"))
+    }
+
     /// A real server's `updated_at` is not the strictly increasing, commit-ordered stamp the dev
     /// server gives by default: two writes can share a millisecond (the server stamps `new Date()`),
     /// and a transaction stamped at its start (`now()` in Postgres) can commit after later writes

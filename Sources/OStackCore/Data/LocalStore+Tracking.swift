@@ -151,6 +151,35 @@ extension LocalStore {
             [.text(version), .text(id), .text(object)])
     }
 
+    static func echoKey(_ object: String) -> String { "pull.echo." + object }
+
+    /// A delivered change put the server's record, in `version`, into the mirror: the pulls that
+    /// bring that record in that version again bring nothing new, and do not count it (docs/sync.md,
+    /// "Pull", own changes). Noted in memory; `saveEchoes` writes it once per object.
+    func noteEcho(_ object: String, version: String) {
+        echoes.withLock { noted in
+            if noted[object].map({ Puller.isEarlier($0, than: version) }) ?? true { noted[object] = version }
+        }
+    }
+
+    /// Saves the noted versions (after a push: one write per object instead of one per change).
+    public func saveEchoes() throws(OStackError) {
+        let noted = echoes.withLock { noted in
+            defer { noted = [:] }
+            return noted
+        }
+        guard !noted.isEmpty else { return }
+        try transaction { () throws(OStackError) in
+            for (object, version) in noted {
+                if let saved = try value(Self.echoKey(object)), !Puller.isEarlier(saved, than: version) { continue }
+                try setValue(Self.echoKey(object), version)
+            }
+        }
+    }
+
+    /// The newest version a push wrote into the mirror of `object` that no pull has passed yet.
+    func echo(_ object: String) throws(OStackError) -> String? { try value(Self.echoKey(object)) }
+
     public func markPulled(_ object: String, reconciled: Bool) throws(OStackError) {
         try run(
             "UPDATE tracked SET last_pull_at = ?1" + (reconciled ? ", last_reconcile_at = ?1" : "")

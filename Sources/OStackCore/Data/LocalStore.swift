@@ -1,5 +1,6 @@
 import FoundationEssentials
 import SQLCipherKit
+import Synchronization
 
 /// One account's local data in its SQLCipher database (docs/storage.md, docs/sync.md): the record
 /// mirror, the sync queue (`QueueStore.swift`), tracked objects (`LocalStore+Tracking.swift`), local
@@ -20,6 +21,9 @@ public final class LocalStore: @unchecked Sendable {
     let clock: Clock
     /// The mirror's key and value maps.
     private(set) lazy var index = MirrorIndex(store: self)
+    /// Per object, the newest server version a push has written into the mirror and not saved yet
+    /// (`noteEcho`, `saveEchoes`).
+    let echoes = Mutex<[String: String]>([:])
 
     public init(database: Database, clock: Clock = .system) throws(OStackError) {
         self.database = database

@@ -116,6 +116,11 @@ struct Puller {
         {
             throw malformed("list page went back in time: the cursor did not advance")
         }
+        // Records up to this version that the mirror holds in the same version are not new: the
+        // look-back's and the cursor's own, and those this client's pushes delivered (the server's
+        // answer put them there; they were counted as pulled: `sync` said "pushed 1, pulled 1").
+        let echo = try store.echo(object)
+        let unchangedUpTo = [startCursor?.version, echo].compactMap { $0 }.max { Self.isEarlier($0, than: $1) }
         // The ids of the records written so far in this pull that carry the newest stamp written: a
         // server that keeps finer stamps than it shows brings them again on the next page.
         var newest: (version: String, ids: Set<String>)?
@@ -141,7 +146,7 @@ struct Puller {
                     guard let last = page.last else { throw malformed("list page without ids") }
                     stalled = page.count >= pageSize && last.version == nil
                     more = page.count >= pageSize && !stalled
-                    if let boundary = startCursor?.version { try dropUnchanged(object, &page, upTo: boundary) }
+                    if let boundary = unchangedUpTo { try dropUnchanged(object, &page, upTo: boundary) }
                     if let newest { page.retain { !($0.version == newest.version && newest.ids.contains($0.id)) } }
                     let applied = try store.applyPulled(
                         object, page.records, fields: page.fields.isEmpty ? nil : (stream.indexed, page.fields),
@@ -189,6 +194,9 @@ struct Puller {
             report.deleted = found.deleted
             try refetch(object, found.stale, indexed: stream.indexed, refused: &refused, into: &report)
             if refused != refusedBefore { try Self.storeRefused(refused, object, store) }
+        }
+        if let echo, let cursor = state.cursorVersion, !Self.isEarlier(cursor, than: echo) {
+            try store.removeValue(LocalStore.echoKey(object))  // passed: the pulls after need no look
         }
         try store.markPulled(object, reconciled: due)
         return report

@@ -18,6 +18,10 @@ struct Pusher {
 
     func push() throws(OStackError) -> PushReport {
         var report = PushReport()
+        // What the push delivered, for the pull that brings it back (`noteEcho`). Failing to save
+        // it costs only that pull's count (it would count those records as pulled), so it does not
+        // fail the push.
+        defer { try? store.saveEchoes() }
         // Routes resolved here: with a feed, requests go out on another thread, and resolving them
         // may read the store (as the pull's fetcher does, `Puller.pull`).
         _ = api.directory.discovery

@@ -81,6 +81,7 @@ extension LocalStore {
                 try run(
                     "UPDATE OR FAIL records SET version = ? WHERE rid = ?", [version.map { .text($0) } ?? .null, .integer(rid)])
             }
+            if let version { noteEcho(entry.object, version: version) }
         }
         if entry.operation == .delete && later == 0 { try deleteRecord(entry.object, entry.recordID) }
     }
