@@ -10,6 +10,12 @@ struct OStackMain {
     static func main() {
         // Harden the process before anything else runs: umask 077, not dumpable, no core files.
         ProcessHardening.apply()
+        // A reader that stops early (`| head -1`) must not kill ostack: with SIGPIPE at its default
+        // it did (exit 141, failing `set -o pipefail` scripts) unless GLib's D-Bus code happened to
+        // ignore it first, as it does when the Secret Service is used; with the file keyring, and
+        // for `completion`, it did not. Writes to a closed stdout fail with EPIPE instead, and the
+        // rest of the output is dropped (Terminal.write; the export stops there).
+        signal(SIGPIPE, SIG_IGN)
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let position = CommandLineMain.firstArgumentNotUTF8() {
             exit(CommandLineMain.refuseArgumentNotUTF8(at: position, arguments: arguments))

@@ -392,4 +392,48 @@ import Testing
         let skipped = try atTerminal("n", ["sync", "untrack", "task", "--account", "work", "--yes"])
         #expect(skipped.status == 0 && !skipped.stdout.contains("[y/N]"), "\(skipped.stdout)")
     }
+
+    /// Red team, 2026-11-29: `records get` of a tracked object whose record is not in the mirror yet (made on
+    /// the server after the last pull, or the object never pulled) said "No task record X." — exit 7,
+    /// the same words as a record the server does not have — while the server was reachable and had it,
+    /// and `records update` of the same id found it there.
+    @Test func getOfATrackedObjectDoesNotDenyARecordTheServerHas() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":2,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        #expect(try ostack.run(["sync"]).status == 0)
+        let made = try ostack.run(["api", "POST", "/data/task", "-f", "id=srvnew", "-f", "title=From the server"])
+        try #require(made.status == 0, "\(made.stderr)")
+
+        // Asked of the server when the mirror does not hold it, and kept there.
+        let get = try ostack.run(["records", "get", "task", "srvnew"])
+        #expect(get.status == 0 && get.stdout.contains("From the server"), "status \(get.status): \(get.stderr)")
+        #expect(try ostack.run(["records", "get", "task", "srvnew", "--local"]).status == 0)
+        // `--local` asks the mirror alone; a record nobody has is still "not found".
+        #expect(try ostack.run(["records", "get", "task", "nowhere", "--local"]).status == 7)
+        #expect(try ostack.run(["records", "get", "task", "nowhere"]).status == 7)
+        // The same id is found by update, so the two commands disagree about whether it exists.
+        let update = try ostack.run(["records", "update", "task", "srvnew", "--set", "title=Changed"])
+        #expect(update.status == 0, "\(update.stderr)")
+    }
+
+    /// Red team, 2026-11-29: docs/commands.md, "JSON output", documents `doctor`'s checks as
+    /// `{"name","account":ref|null,…}` and audit events as `{"seq","time","account":ref|null,…}` ("null:
+    /// the global trail"), as `status` writes its `lastSyncAt`/`queue` nulls. A check that is not about an
+    /// account (keyring, home, settings, …) left `account` out instead, so `jq '.checks[] |
+    /// select(.account == null)'` works but `has("account")` and typed decoders disagree with the docs.
+    @Test func doctorGlobalChecksCarryAnExplicitNullAccount() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let doctor = try ostack.run(["doctor", "--json"])
+        #expect(doctor.status == 0, "\(doctor.stderr)")
+        let keyring = try #require(
+            doctor.stdout.split(separator: "},{").first { $0.contains(#""name":"keyring""#) }, "\(doctor.stdout)")
+        #expect(keyring.contains(#""account":null"#), "\(keyring)")
+        let status = try ostack.run(["status", "--json"])
+        #expect(status.stdout.contains(#""lastSyncAt":null"#), "status does write its documented nulls")
+    }
 }

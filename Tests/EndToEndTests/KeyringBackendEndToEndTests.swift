@@ -148,4 +148,59 @@ import Testing
         #expect(try ostack.run(["keyring", "migrate", "--to", "file"], passphrase: Self.passphrase).status == 0)
         #expect(!(try ostack.keyringItems(namespace: namespace(ostack, server))).contains("attribute"))
     }
+
+    /// Red team, 2026-11-29: a reader that stops early (`| head -1`) must end ostack quietly, exit 0
+    /// (docs/commands.md: "A reader that stops early (`| head`) ends the export quietly"). ostack did
+    /// not ignore SIGPIPE itself; it happened to be ignored because GLib's D-Bus code ignores it when
+    /// the Secret Service is used. With the file keyring backend (no D-Bus), and for commands that never
+    /// touch the keyring (`completion`), a large output into `| head -1` was killed by SIGPIPE: exit
+    /// 141, which fails any `set -o pipefail` script, and the export's own EPIPE handling never ran.
+    @Test func aReaderThatStopsEarlyEndsOstackQuietly() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        let passphrase = "correct horse battery staple"
+        let login = try ostack.run(
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin", "--keyring", "file"],
+            stdin: "alice-pass\n", passphrase: passphrase)
+        try #require(login.status == 0, "\(login.stderr)")
+        _ = try server.control("POST", "seed", #"{"object":"task","count":5000}"#)
+        let scratch = TemporaryDirectory(prefix: "rt3-pipe")
+        let file = scratch.path + "/passphrase"
+        let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        _ = passphrase.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        var env = ostack.baseEnvironment
+        env["DBUS_SESSION_BUS_ADDRESS"] = nil
+        env["OSTACK_KEYRING_PASSPHRASE_FD"] = "3"
+        env["OSTACK_KEYRING_BACKEND"] = "file"  // a headless machine's setting (docs/keyring.md)
+        for command in [
+            "records export task --format ndjson", "records list task --all", "completion bash",
+        ] {
+            let piped = try runProcess(
+                executable: "/bin/bash",
+                // As from a login shell: SIGPIPE at its default (the test runner ignores it, and an
+                // ignored signal is inherited across exec, which would hide the failure).
+                arguments: [
+                    "-c",
+                    "python3 -c 'import os,signal,sys; signal.signal(signal.SIGPIPE, signal.SIG_DFL); "
+                        + "os.execv(sys.argv[1], sys.argv[1:])' '\(OStackBinary.path)' \(command) 3<'\(file)' "
+                        + "| head -1 >/dev/null; echo ${PIPESTATUS[0]}",
+                ],
+                environment: env)
+            #expect(piped.stdout == "0\n", "\(command): exit \(piped.stdout) \(piped.stderr)")
+        }
+    }
+
+    /// With SIGPIPE ignored, `sync --watch` into a reader that has gone would go on syncing for
+    /// ever, its lines dropped: it stops once a line cannot be written.
+    @Test func aWatchWhoseReaderIsGoneStops() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let piped = try runProcess(
+            executable: "/bin/bash",
+            arguments: ["-c", "'\(OStackBinary.path)' sync --watch --interval 1s | true; echo ${PIPESTATUS[0]}"],
+            environment: ostack.baseEnvironment, timeout: 30)
+        #expect(piped.stdout == "0\n", "exit \(piped.stdout) \(piped.stderr)")
+    }
 }

@@ -381,4 +381,20 @@ import Testing
         #expect(same.status == 0, "\(same.stdout)")
         #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
     }
+
+    /// Red team, 2026-11-29: on a 40-column terminal `records list` cut every record id to three characters
+    /// ("OFq…"), the one cell a person copies into the next command; `Table.fit` kept the first column
+    /// whole only when it takes at most half the width. gh keeps ids whole and cuts titles instead; so does ostack now.
+    @Test func idsStayWholeOnANarrowTerminal() throws {
+        let server = try DevServerProcess()
+        let ostack = OStackRunner()
+        try #require(try ostack.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        _ = try server.control("POST", "seed", #"{"object":"task","count":3}"#)
+        let ids = try ostack.run(["records", "list", "task", "--jq", ".records[].id"]).stdout.split(separator: "\n")
+        try #require(ids.count == 3)
+        let shown = try TerminalOutputEndToEndTests.atTerminal(
+            ostack, columns: 40, environment: ["OSTACK_PAGER": "cat"], ["records", "list", "task"])
+        #expect(shown.status == 0)
+        for id in ids { #expect(shown.stdout.contains(String(id)), "\(id) not whole in:\n\(shown.stdout)") }
+    }
 }

@@ -40,6 +40,14 @@ import Testing
         #expect(lines.count == 3)
     }
 
+    /// docs/commands.md documents `"account":ref|null` for audit events and doctor checks: a global
+    /// event wrote no `account` key at all.
+    @Test func aGlobalAuditEventSaysItsAccountIsNull() {
+        let event = AuditCommand.EventDocument(
+            seq: 1, time: "2026-11-29T00:00:00Z", account: nil, event: "e", outcome: "ok", details: [:])
+        #expect(JSONOutput.encode(event).contains(#""account":null"#), "\(JSONOutput.encode(event))")
+    }
+
     @Test func aTableThatFitsIsNotCut() {
         var terminal = Terminal(environment: [:], noColorFlag: true, format: .table)
         terminal.width = 200

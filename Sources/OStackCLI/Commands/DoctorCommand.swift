@@ -42,6 +42,20 @@ struct DoctorCommand: AsyncParsableCommand {
                 var message: String
                 var fix: String?
                 var checked: Bool
+
+                enum CodingKeys: String, CodingKey { case name, account, status, message, fix, checked }
+
+                /// Every key, `null` when empty, as docs/commands.md documents them (a check that is not
+                /// about an account left `account` out).
+                func encode(to encoder: any Encoder) throws {
+                    var container = encoder.container(keyedBy: CodingKeys.self)
+                    try container.encode(name, forKey: .name)
+                    try container.encode(account, forKey: .account)
+                    try container.encode(status, forKey: .status)
+                    try container.encode(message, forKey: .message)
+                    try container.encode(fix, forKey: .fix)
+                    try container.encode(checked, forKey: .checked)
+                }
             }
             struct Document: Encodable {
                 var ok: Bool

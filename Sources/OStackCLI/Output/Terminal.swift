@@ -1,5 +1,6 @@
 import Glibc
 import PlatformKit
+import Synchronization
 
 /// Writes to stdout/stderr without buffering surprises: stdout carries only data, stderr carries
 /// `ostack: error:` / `ostack: hint:` lines and progress.
@@ -58,9 +59,16 @@ public struct Terminal: Sendable {
             let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 {
                 if errno == EINTR { continue }
+                if errno == EPIPE && fd == STDOUT_FILENO { readerGone.store(true, ordering: .relaxed) }
                 return
             }
             offset += n
         }
     }
+
+    /// Whether stdout's reader has gone (`| head` that stopped reading). SIGPIPE is ignored
+    /// (`OStackMain`): what is left of the output is dropped, and a command that would go on
+    /// printing for ever (`sync --watch`) stops.
+    public static var stdoutReaderGone: Bool { readerGone.load(ordering: .relaxed) }
+    private static let readerGone = Atomic<Bool>(false)
 }

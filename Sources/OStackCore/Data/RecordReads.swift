@@ -177,7 +177,11 @@ public struct RecordReads {
         let tracked = try store.isTracked(object)
         let local = try store.record(object, id)
         let pending = try store.hasQueuedChange(object, recordID: id)
-        let source = requested ?? ((tracked || pending) ? .local : .remote)
+        // A tracked object's record that the mirror does not hold (made on the server since the last
+        // pull, or the object not pulled yet) is asked of the server unless `--local` was given: a
+        // local miss alone said "No task record X." of a record the server had. One with a change
+        // queued (a deletion here) stays local.
+        let source = requested ?? (pending || (tracked && local != nil) ? .local : .remote)
         if source == .local {
             guard let local else {
                 var context = OStackError.Context(object: object)

@@ -72,6 +72,7 @@ struct SyncCommand: AsyncParsableCommand {
                         if let failed { throw failed }
                         return
                     }
+                    if Terminal.stdoutReaderGone { return }  // `sync --watch | head -3` has its lines
                     try await Task.sleep(nanoseconds: UInt64(seconds * 1_000_000_000))
                 }
             }
