@@ -146,6 +146,92 @@ import Testing
         #expect(try localCount(ostack, "task") == 6530)
     }
 
+    /// Red team, 2026-11-29: paging through one stamp by offset loses a record when a record of that stamp the
+    /// pull already has is changed meanwhile (it leaves the stamp; every record after it moves one
+    /// place up, and the next offset page starts one record too late). The pull says it succeeded.
+    @Test func aRecordChangedDuringAnOffsetPullLeavesNoGap() throws {
+        let (server, ostack) = try signedIn(["--microsecond-stamps"])
+        defer { withExtendedLifetime(server) {} }
+        try server.control(
+            "POST", "seed", #"{"object":"task","count":4500,"oneTransaction":true,"ids":"sequential"}"#)
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        // The keyset page after the first (the repeated one, before the pull turns to offsets) is
+        // answered late: meanwhile another user edits the first record of the stamp.
+        try server.control(
+            "POST", "faults",
+            #"{"match":{"method":"GET","pathPrefix":"/api/v1/data/task","query":"filter"},"action":"delay","delayMs":3000}"#
+        )
+        let before = try requests(server, "GET /api/v1/data/task")
+        let sync = try ostack.start(["sync", "--json"])
+        var waited = 0
+        while try requests(server, "GET /api/v1/data/task") < before + 2 && waited < 400 {
+            var spec = timespecLite(0.02)
+            _ = nanosleepLite(&spec)
+            waited += 1
+        }
+        try server.control("POST", "modify", #"{"object":"task","id":"tsk_s1","fields":{"title":"Moved"}}"#)
+        let status = try sync.waitForExit(timeout: 120)
+        #expect(status == 0, "\(sync.remainingStdout()) \(sync.stderrText())")
+        #expect(try count(server, "task") == 4500)
+        let local = try localCount(ostack, "task")
+        #expect(local == 4500, "mirror holds \(local) of 4500; sync said \(sync.remainingStdout())")
+    }
+
+    /// Red team, 2026-11-29: a delivered change with a later change of the record queued behind it leaves the
+    /// mirror its own copy under the server's new version (`complete`), and notes that version as an
+    /// echo. When the later change is refused and undone, the mirror keeps that copy (the old
+    /// `updated_at` in it) under the server's version; the pull that used to bring the server's
+    /// record now skips it as "unchanged", for good.
+    @Test func anUndoneLaterChangeDoesNotLeaveTheMirrorBehindTheServer() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["sync", "track", "note"]).status == 0)
+        let task = try createdID(try ostack.run(["records", "create", "task", "--set", "title=T", "--json"]))
+        _ = try createdID(
+            try ostack.run(["records", "create", "note", "--set", "title=A", "--set", "task_id=\(task)", "--json"]))
+        let note = try createdID(
+            try ostack.run(["records", "create", "note", "--set", "title=B", "--set", "task_id=\(task)", "--json"]))
+        #expect(try ostack.run(["sync", "--json"]).status == 0)
+        // The first change arrives but its answer is lost: it stays queued, sent.
+        try server.control(
+            "POST", "faults",
+            #"{"action":"drop-after","count":1,"match":{"method":"PATCH","pathPrefix":"/api/v1/data/note"}}"#)
+        let first = try ostack.run(["records", "update", "note", "--set", "body=first", "--", note])
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[{"), "\(first)")
+        // A second change on top of it, which the server refuses (title A is taken for this task).
+        let second = try ostack.run(["records", "update", "note", "--set", "title=A", "--", note])
+        #expect(second.status != 0, "\(second)")
+        #expect(try ostack.run(["queue", "list", "--json"]).stdout.contains("\"entries\":[]"))
+        _ = try ostack.run(["sync", "--json"])
+        let remote = try server.control("GET", "record?object=note&id=\(note)")
+        let local = try ostack.run(["records", "get", "note", "--local", "--json", "--", note]).stdout
+        func stamp(_ text: String) -> String {
+            guard let range = text.firstRange(of: "\"updated_at\":\"") else { return "none" }
+            return String(text[range.upperBound...].prefix { $0 != "\"" })
+        }
+        #expect(stamp(local) == stamp(remote), "local \(local)\nserver \(remote)")
+    }
+
+    /// Red team, 2026-11-29: a delete that joins a queued edit of the record (one delete) and is
+    /// refused as restricted was reported as "The data is not valid." (the undo finds no entry of its
+    /// own). Undoing it would drop the edit it joined, so it stays queued, failed, the record deleted
+    /// here; the error says why and how to bring the record back.
+    @Test func aRestrictedDeleteOverAQueuedEditIsReportedAsRestricted() throws {
+        let (server, ostack) = try signedIn()
+        defer { withExtendedLifetime(server) {} }
+        #expect(try ostack.run(["sync", "track", "task"]).status == 0)
+        let kept = try createdID(try ostack.run(["records", "create", "task", "--set", "title=Kept", "--json"]))
+        #expect(try ostack.run(["records", "create", "note", "--set", "title=N", "--set", "task_id=\(kept)"]).status == 0)
+        #expect(try ostack.run(["records", "update", "task", "--offline", "--set", "title=Edited", "--", kept]).status == 0)
+        let online = try ostack.run(["records", "delete", "task", "--", kept])
+        #expect(online.status == 9, "\(online)")
+        #expect(online.stderr.contains("other records refer to it"), "\(online)")
+        #expect(online.stderr.contains("queue discard"), "\(online)")
+        let queue = try ostack.run(["queue", "list", "--json"]).stdout
+        #expect(queue.contains("\"lastError\":\"restricted\""), "\(queue)")
+        #expect(try server.control("GET", "record?object=task&id=\(kept)").contains("Kept"))
+    }
+
     @Test func anAPIKeyAccountWorksAlthoughGetSessionIgnoresKeys() throws {
         let key = "osk_e2eAbCdEf1234567890"
         let server = try DevServerProcess(arguments: ["--api-key", "bob@example.com:\(key)"])

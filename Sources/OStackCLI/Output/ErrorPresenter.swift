@@ -144,7 +144,7 @@ public struct ErrorPresenter: Sendable {
         case .deleteRestricted:
             let object = context.object.map { Self.sanitize($0, maxLength: 64) + " " } ?? ""
             return make(
-                "The server will not delete this \(object)record: other records refer to it. It is kept.",
+                "The server will not delete this \(object)record: other records refer to it.",
                 suggestion ?? "Delete or change the records that refer to it first, then delete it again.", 9)
         case .invalidFilter:
             return make("The filter is not valid.", suggestion, 9)

@@ -349,6 +349,14 @@ public struct RecordWrites {
                 .conflict, context: .init(account: session.account.alias, object: object), detail: "push conflict")
         } else if pending.status == .failed {
             let failure = pending.failure ?? .unexpected(status: 0, code: nil)
+            if failure == .restricted, ownEntry == nil {
+                // The deletion joined a change queued before it (an offline edit): undoing it would
+                // drop that edit too, so it stays queued, failed, and the record stays deleted here.
+                var context = OStackError.Context(object: object)
+                context.suggestion =
+                    "It joined a change queued here before it and stays queued: \(command: .queueList) shows it; \(command: .queueDiscard) of it brings back the server's copy."
+                throw OStackError(.deleteRestricted, context: context, detail: "restricted, joined an earlier change")
+            }
             if failure.isRefusal {
                 try undoRefused(pending, ownEntry: ownEntry, object: object)
                 let schema = try session.schemaIfAvailable(object)

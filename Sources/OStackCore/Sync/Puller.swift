@@ -163,7 +163,12 @@ struct Puller {
                         state.cursorVersion = version
                         state.cursorID = last.id
                         if newest?.version != version { newest = (version, []) }
-                        for record in page.records where record.version == version { newest?.ids.insert(record.id) }
+                        // Bounded: a stamp shared by more records (one huge transaction) is paged by
+                        // offset, where no record comes twice; past the bound a repeat is only
+                        // written and counted again, and memory stays flat.
+                        for record in page.records where record.version == version && newest!.ids.count < 100_000 {
+                            newest?.ids.insert(record.id)
+                        }
                     }
                     seen += page.count
                     progress?(.pulling(object: object, done: seen, total: total.map { Swift.max($0, seen) }))
@@ -188,8 +193,11 @@ struct Puller {
             }
         }
         if stalled { throw malformed("list page ends with a record without updated_at") }
-        let due = forceReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
-        if due && !(initial && !forceReconcile) {
+        // Offsets into a stamp shift when one of its records changes during the pull: a record can be
+        // skipped there (never by the keyset), and reconciling finds it now.
+        let mustReconcile = forceReconcile || stream.pagedByOffset
+        let due = mustReconcile || state.lastReconcileAt.map { store.now - $0 >= reconcileInterval } ?? true
+        if due && !(initial && !mustReconcile) {
             let found = try Reconciler(store: store, api: api).reconcile(object, refused: refused)
             report.deleted = found.deleted
             try refetch(object, found.stale, indexed: stream.indexed, refused: &refused, into: &report)
@@ -575,6 +583,10 @@ final class PageStream: Sendable {
     private let depth: Int
     /// The units of room each page put (in order) holds; given back when the writer takes it.
     private let units = Mutex<[Int]>([])
+    /// Whether a stamp was paged through by offset (`start`): a record that left the stamp meanwhile
+    /// moved the others up one place, so the pull reconciles to find any it skipped.
+    private let offsetPaged = Mutex(false)
+    var pagedByOffset: Bool { offsetPaged.withLock { $0 } }
 
     init(depth: Int, indexed: [String] = [], roomBytes: Int = 2 << 20) {
         self.indexed = indexed
@@ -634,6 +646,7 @@ final class PageStream: Sendable {
                         next = .stamp(version: version, skip: skip + pageSize)  // still inside the stamp
                     case .after(let after, _)? where !new && version == after:
                         next = .stamp(version: version, skip: pageSize)  // the stamp holds more than a page
+                        offsetPaged.withLock { $0 = true }
                     default:
                         if new { next = .after(version: version, id: last.id) }
                     }

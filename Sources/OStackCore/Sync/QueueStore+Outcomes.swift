@@ -81,7 +81,10 @@ extension LocalStore {
                 try run(
                     "UPDATE OR FAIL records SET version = ? WHERE rid = ?", [version.map { .text($0) } ?? .null, .integer(rid)])
             }
-            if let version { noteEcho(entry.object, version: version) }
+            // Only the server's own record is an echo: with later changes queued the mirror keeps
+            // this client's copy under the server's version, which a pull must still replace when
+            // those changes are undone.
+            if let version, later == 0 { noteEcho(entry.object, version: version) }
         }
         if entry.operation == .delete && later == 0 { try deleteRecord(entry.object, entry.recordID) }
     }
