@@ -119,8 +119,11 @@ struct Puller {
         // Records up to this version that the mirror holds in the same version are not new: the
         // look-back's and the cursor's own, and those this client's pushes delivered (the server's
         // answer put them there; they were counted as pulled: `sync` said "pushed 1, pulled 1").
+        // (Not in a first pull: it brings everything, and a look-up of every page would slow it.)
         let echo = try store.echo(object)
-        let unchangedUpTo = [startCursor?.version, echo].compactMap { $0 }.max { Self.isEarlier($0, than: $1) }
+        let unchangedUpTo = [startCursor?.version, initial ? nil : echo].compactMap { $0 }.max {
+            Self.isEarlier($0, than: $1)
+        }
         // The ids of the records written so far in this pull that carry the newest stamp written: a
         // server that keeps finer stamps than it shows brings them again on the next page.
         var newest: (version: String, ids: Set<String>)?
