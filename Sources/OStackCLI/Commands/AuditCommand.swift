@@ -13,22 +13,10 @@ struct AuditCommand: AsyncParsableCommand {
         var seq: Int
         var time: String
         /// nil for the global trail (`--all`): `null` in JSON, as documented.
-        var account: AccountReference?
+        @AlwaysPresent var account: AccountReference?
         var event: String
         var outcome: String
         var details: [String: String]
-
-        enum CodingKeys: String, CodingKey { case seq, time, account, event, outcome, details }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(seq, forKey: .seq)
-            try container.encode(time, forKey: .time)
-            try container.encode(account, forKey: .account)
-            try container.encode(event, forKey: .event)
-            try container.encode(outcome, forKey: .outcome)
-            try container.encode(details, forKey: .details)
-        }
     }
 
     struct Show: AsyncParsableCommand {

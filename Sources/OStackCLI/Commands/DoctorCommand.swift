@@ -35,27 +35,14 @@ struct DoctorCommand: AsyncParsableCommand {
             let checks = doctor.run(accounts: accounts)
             let ok = !checks.contains { $0.status == .fail }
             /// A check with its wording rendered; the same keys as ever under `--json`.
+            /// (A check that is not about an account left `account` out; the docs say `null`.)
             struct RenderedCheck: Encodable {
                 var name: String
-                var account: AccountReference?
+                @AlwaysPresent var account: AccountReference?
                 var status: Doctor.Check.Status
                 var message: String
-                var fix: String?
+                @AlwaysPresent var fix: String?
                 var checked: Bool
-
-                enum CodingKeys: String, CodingKey { case name, account, status, message, fix, checked }
-
-                /// Every key, `null` when empty, as docs/commands.md documents them (a check that is not
-                /// about an account left `account` out).
-                func encode(to encoder: any Encoder) throws {
-                    var container = encoder.container(keyedBy: CodingKeys.self)
-                    try container.encode(name, forKey: .name)
-                    try container.encode(account, forKey: .account)
-                    try container.encode(status, forKey: .status)
-                    try container.encode(message, forKey: .message)
-                    try container.encode(fix, forKey: .fix)
-                    try container.encode(checked, forKey: .checked)
-                }
             }
             struct Document: Encodable {
                 var ok: Bool

@@ -36,14 +36,7 @@ struct AccountDocument: Encodable {
 struct StatusDocument: Encodable {
     struct Session: Encodable {
         var state: String
-        var expiresAt: Date?
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(state, forKey: .state)
-            try container.encode(expiresAt, forKey: .expiresAt)  // explicit null when absent
-        }
-        enum CodingKeys: String, CodingKey { case state, expiresAt }
+        @AlwaysPresent var expiresAt: Date?
     }
     struct Queue: Encodable {
         var pending: Int
@@ -52,20 +45,10 @@ struct StatusDocument: Encodable {
     }
 
     var account: AccountDocument
-    var selectedBy: String?
+    @AlwaysPresent var selectedBy: String?
     var session: Session
-    var queue: Queue?
-    var lastSyncAt: Date?
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(account, forKey: .account)
-        try container.encode(selectedBy, forKey: .selectedBy)
-        try container.encode(session, forKey: .session)
-        try container.encode(queue, forKey: .queue)
-        try container.encode(lastSyncAt, forKey: .lastSyncAt)
-    }
-    enum CodingKeys: String, CodingKey { case account, selectedBy, session, queue, lastSyncAt }
+    @AlwaysPresent var queue: Queue?
+    @AlwaysPresent var lastSyncAt: Date?
 }
 
 /// How every JSON document names an account: `{"id","alias"}` under `account` (or a list of them

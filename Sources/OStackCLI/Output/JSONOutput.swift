@@ -1,6 +1,20 @@
 import FoundationEssentials
 import OStackCore
 
+/// A member of a `--json` document that is always there, `null` when empty (docs/commands.md
+/// documents such keys as `…|null`): a synthesized encoding leaves a nil optional out.
+@propertyWrapper
+struct AlwaysPresent<Value: Encodable>: Encodable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) { self.wrappedValue = wrappedValue }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(wrappedValue)  // an empty optional is `null`
+    }
+}
+
 /// Encodes the `--json` documents (docs/commands.md, "JSON output"): one document per command, sorted keys, ISO-8601
 /// UTC dates, no escaped slashes.
 public enum JSONOutput {

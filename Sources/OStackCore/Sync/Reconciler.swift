@@ -60,7 +60,7 @@ struct Reconciler {
             if listed.count == 0 { break }
             // Loop guards: every page must bring ids not seen yet and move the keyset on, and the
             // whole walk stays within a bound set by the mirror's size.
-            guard remote.count > known, let next = listed.last, !next.utf8.elementsEqual((after ?? "").utf8) || after == nil
+            guard remote.count > known, let next = listed.last, after.map({ !next.utf8.elementsEqual($0.utf8) }) ?? true
             else {
                 throw malformed("id page repeated: the cursor did not advance")
             }

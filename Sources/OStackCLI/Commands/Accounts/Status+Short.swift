@@ -16,19 +16,10 @@ import OStackCore
 extension Status {
     /// The `--json` document: every key always present, `null` when unknown or when no account is selected.
     struct ShortDocument: Encodable {
-        var alias: String?
-        var lock: String?
-        var queued: Int?
-        var session: String?
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(alias, forKey: .alias)
-            try container.encode(lock, forKey: .lock)
-            try container.encode(queued, forKey: .queued)
-            try container.encode(session, forKey: .session)
-        }
-        enum CodingKeys: String, CodingKey { case alias, lock, queued, session }
+        @AlwaysPresent var alias: String?
+        @AlwaysPresent var lock: String?
+        @AlwaysPresent var queued: Int?
+        @AlwaysPresent var session: String?
     }
 
     static func runShort(_ context: CommandContext) throws {
