@@ -594,8 +594,19 @@ import Testing
             withExtendedLifetime(server) {}  // the dev server lives as long as the test
             _ = try? ostack.run(["agent", "stop"])
         }
-        #expect(try ostack.run(["config", "set", "agent.idle-timeout", "2s"]).status == 0)
+        // The timings below hold on a loaded machine: the key is put between `putFrom` and
+        // `putBy`; the four commands start 2 s after it, so a reset by any of them would keep the
+        // key until at least `putBy` + 8 s, while without one it is gone by `putBy` + 6 s.
+        #expect(try ostack.run(["config", "set", "agent.idle-timeout", "6s"]).status == 0)
+        let clock = ContinuousClock()
+        func sleep(until deadline: ContinuousClock.Instant) {
+            let left = clock.now.duration(to: deadline)
+            guard left > .zero else { return }
+            usleep(UInt32(left.components.seconds) * 1_000_000 + UInt32(left.components.attoseconds / 1_000_000_000_000))
+        }
+        let putFrom = clock.now
         try setPIN(ostack)
+        let putBy = clock.now
         let status = try ostack.run(["agent", "status", "--json"])
         #expect(status.stdout.contains("\"dumpable\":false"))
         let socket = ostack.home.appending("run/agent-\(ostack.keyringPrefix).sock")
@@ -613,13 +624,16 @@ import Testing
         #expect(other.stdout.contains("refused"), "\(other.stdout) \(other.stderr)")
         // `status`, `audit`, `audit verify` and `doctor` do not count as use; after the idle timeout
         // the key is gone. (Each of the last three used to reset the agent's idle timer.)
-        usleep(1_000_000)
+        sleep(until: putBy + .seconds(2))
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":false"))
         #expect(try ostack.run(["audit"]).status == 0)
         #expect(try ostack.run(["audit", "verify"]).status == 0)
         let doctor = try ostack.run(["doctor", "--json"])
-        #expect(doctor.stdout.contains("The agent is running."), "\(doctor.stdout)")
-        usleep(1_200_000)
+        // Only a machine too slow to run four commands in 4 s leaves the agent empty by now.
+        if clock.now < putFrom + .seconds(6) {
+            #expect(doctor.stdout.contains("The agent is running."), "\(doctor.stdout)")
+        }
+        sleep(until: putBy + .milliseconds(6_750))
         #expect(try ostack.run(["status", "--json"]).stdout.contains("\"locked\":true"))
         #expect(try ostack.run(["auth", "refresh"]).status == 4)
     }
