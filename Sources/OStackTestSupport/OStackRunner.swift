@@ -1,3 +1,11 @@
+import Glibc
+
+/// Why a helper of this module could not do what a test asked.
+public struct TestSupportError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
 /// Runs the built `ostack` binary in an isolated home (temp `OSTACK_HOME`) with its own keyring
 /// prefix, as a user would, and returns exit code, stdout and stderr.
 public final class OStackRunner: @unchecked Sendable {
@@ -45,6 +53,27 @@ public final class OStackRunner: @unchecked Sendable {
         return try ChildProcess(
             executable: OStackBinary.path, arguments: arguments, environment: env,
             stdin: stdin.map { Array($0.utf8) })
+    }
+
+    /// Starts `ostack <arguments>` with `OSTACK_FAILPOINT=pause:<point>` and returns once it is inside
+    /// that two-second pause (the fail point's mark file exists), however long it took to get there.
+    public func startPaused(
+        at point: String, _ arguments: [String], stdin: String? = nil, environment: [String: String?] = [:]
+    ) throws -> ChildProcess {
+        let mark = home.appending("failpoint-mark-\(UInt32.random(in: 0...UInt32.max))")
+        var environment = environment
+        environment["OSTACK_FAILPOINT"] = "pause:" + point
+        environment["OSTACK_FAILPOINT_MARK"] = mark
+        let child = try start(arguments, stdin: stdin, environment: environment)
+        let deadline = ChildProcess.now() + 60
+        while access(mark, F_OK) != 0 {
+            if let status = try? child.waitForExit(timeout: 0.02) {
+                throw TestSupportError("ostack \(arguments.first ?? "") ended (\(status)) before \(point): \(child.stderrText())")
+            }
+            if ChildProcess.now() > deadline { throw TestSupportError("ostack \(arguments.first ?? "") never reached \(point)") }
+        }
+        unlink(mark)
+        return child
     }
 
     /// Signs in through `--password-stdin`.

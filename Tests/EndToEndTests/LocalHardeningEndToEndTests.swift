@@ -636,10 +636,10 @@ import Testing
             created.stdout.firstRange(of: #""id":""#).map {
                 String(created.stdout[$0.upperBound...].prefix { $0 != "\"" })
             })
-        let slow = try ostack.start(
-            ["records", "update", "task", "--set", "notes=from the slow one", "--offline", "--", id],
-            environment: ["OSTACK_FAILPOINT": "pause:record-write.before-transaction"])
-        usleep(600_000)  // the slow one has read the record and waits
+        // Returns once the slow one has read the record and waits.
+        let slow = try ostack.startPaused(
+            at: "record-write.before-transaction",
+            ["records", "update", "task", "--set", "notes=from the slow one", "--offline", "--", id])
         let fast = try ostack.run(["records", "update", "task", "--set", "owner=fast", "--offline", "--", id])
         #expect(fast.status == 0, "\(fast.stderr)")
         #expect(try slow.waitForExit(timeout: 60) == 0, "\(slow.stderrText())")

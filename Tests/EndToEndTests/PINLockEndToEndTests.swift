@@ -23,12 +23,9 @@ import Testing
     /// `pin set` started and held two seconds between staging and commit (where its recovery key
     /// is shown); returned once it is inside that pause.
     func pinSetPausedAfterStaging(_ ostack: OStackRunner) throws -> ChildProcess {
-        var environment = Self.fast
-        environment["OSTACK_FAILPOINT"] = "pause:pin-set.after-staging"
-        let setting = try ostack.start(
-            ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n", environment: environment)
-        usleep(700_000)
-        return setting
+        try ostack.startPaused(
+            at: "pin-set.after-staging", ["pin", "set", "--pin-stdin", "--json"], stdin: "7319\n",
+            environment: Self.fast)
     }
 
     @discardableResult

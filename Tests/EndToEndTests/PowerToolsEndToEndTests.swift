@@ -288,7 +288,7 @@ import Testing
         )
         let interrupted = try ostack.start(["records", "export", "task", "--remote", "--output", file])
         var partialSeen = false
-        for _ in 0..<200 where !partialSeen {
+        for _ in 0..<3000 where !partialSeen {  // up to 30 s on a busy machine
             partialSeen = try SecureFileSystem.contentsOfDirectory(scratch.path).contains { $0.contains(".partial-") }
             usleep(10_000)
         }

@@ -131,13 +131,18 @@ import Testing
         let stream = PageStream(depth: 3)
         stream.start(after: nil, pageSize: 2) { (_, first) throws(OStackError) -> Puller.RawPage in
             inFetch.withLock { $0 = true }
-            if !first { usleep(100_000) }  // a slow second page
+            if !first { usleep(300_000) }  // a slow second page
             defer { inFetch.withLock { $0 = false } }
             let body = Array(#"{"records":[{"id":"a"},{"id":"b"}]}"#.utf8)
             return Puller.RawPage(body: body, ranges: [0..<1, 1..<2], total: nil, last: ("v\(first)", "b\(first)"))
         }
         _ = try stream.next()
-        usleep(20_000)  // the fetcher is inside the second request now
+        // Until the fetcher is inside the second request (however busy the machine).
+        var waited = 0
+        while !inFetch.withLock({ $0 }) && waited < 10_000 {
+            usleep(1_000)
+            waited += 1
+        }
         #expect(inFetch.withLock { $0 })
         stream.cancel()
         #expect(!inFetch.withLock { $0 })
