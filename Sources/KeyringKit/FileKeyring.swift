@@ -132,18 +132,19 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         guard let header = try? JSONDecoder().decode(Header.self, from: Data(bytes)),
             header.format == "ostack-file-keyring", header.version == 1
         else { throw KeyringError.damaged }
-        let key = try key(for: header.kdf)
-        let plaintext: SecretBytes
-        do {
-            plaintext = try AEAD.open(
-                AEAD.SealedBox(nonce: header.nonce, ciphertext: header.ciphertext), key: key,
-                associatedData: header.associatedData)
-        } catch {
-            cache.withLock { $0 = nil }
-            throw KeyringError.wrongPassphrase
+        var candidates = try keys(for: header.kdf)
+        while let key = try candidates.next() {
+            guard
+                let plaintext = try? AEAD.open(
+                    AEAD.SealedBox(nonce: header.nonce, ciphertext: header.ciphertext), key: key,
+                    associatedData: header.associatedData)
+            else { continue }
+            cache.withLock { $0 = (key, header.kdf) }
+            share(key, parameters: header.kdf)
+            return (try Self.decode(plaintext), header.kdf)
         }
-        share(key, parameters: header.kdf)
-        return (try Self.decode(plaintext), header.kdf)
+        cache.withLock { $0 = nil }
+        throw KeyringError.wrongPassphrase
     }
 
     /// Writes the items; `parameters` nil creates the file (a new passphrase, asked twice).
@@ -165,27 +166,58 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         share(key, parameters: parameters)
     }
 
-    /// The derived key for `parameters` (derived once per process).
+    /// The key a new file is sealed with: derived from the new passphrase in NFC (docs/security.md#pin-7).
     private func key(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> SecretBytes {
-        if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return cached.key }
+        var candidates = try keys(for: parameters, isNew: isNew)
+        guard let key = try candidates.next() else { throw KeyringError.other("file keyring key derivation failed") }
+        cache.withLock { $0 = (key, parameters) }
+        return key
+    }
+
+    /// The keys that may open a file of `parameters`, in order: the one this process (or the
+    /// agent) already holds; else the key of the passphrase in NFC, then, only when the typed bytes
+    /// differ, the key of the passphrase as typed (a file made before ostack composed passphrases).
+    /// Each is derived only when asked for: a right passphrase costs one derivation.
+    private func keys(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> CandidateKeys {
+        if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return CandidateKeys(key: cached.key) }
         if let shared = sharedCache?.load(), shared.count == parameters.salt.count + 32,
             shared.withUnsafeBytes({ Array($0.prefix(parameters.salt.count)) }) == parameters.salt
         {
-            let key = SecretBytes(count: 32) { out in
-                shared.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.suffix(32))) }
+            return CandidateKeys(
+                key: SecretBytes(count: 32) { out in
+                    shared.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.suffix(32))) }
+                })
+        }
+        let typed = try passphrase(isNew)
+        let forms = typed.composedUTF8.map { isNew ? [$0] : [$0, typed] } ?? [typed]
+        return CandidateKeys(passphrases: forms, parameters: parameters)
+    }
+
+    /// Keys to try one after the other, derived from their passphrases as they are asked for.
+    private struct CandidateKeys {
+        var key: SecretBytes?
+        var passphrases: [SecretBytes] = []
+        var parameters: Argon2id.Parameters?
+
+        init(key: SecretBytes) { self.key = key }
+
+        init(passphrases: [SecretBytes], parameters: Argon2id.Parameters) {
+            self.passphrases = passphrases
+            self.parameters = parameters
+        }
+
+        mutating func next() throws(KeyringError) -> SecretBytes? {
+            if let key {
+                self.key = nil
+                return key
             }
-            cache.withLock { $0 = (key, parameters) }
-            return key
+            guard let parameters, !passphrases.isEmpty else { return nil }
+            do {
+                return try Argon2id.deriveKey(password: passphrases.removeFirst(), parameters: parameters)
+            } catch {
+                throw KeyringError.other("file keyring key derivation failed")
+            }
         }
-        let secret = try passphrase(isNew)
-        let key: SecretBytes
-        do {
-            key = try Argon2id.deriveKey(password: secret, parameters: parameters)
-        } catch {
-            throw KeyringError.other("file keyring key derivation failed")
-        }
-        cache.withLock { $0 = (key, parameters) }
-        return key
     }
 
     /// Shares the key that just opened (or created) the file.

@@ -1,4 +1,5 @@
-import KeyringKit
+import FoundationEssentials
+@testable import KeyringKit
 import OStackTestSupport
 import PlatformKit
 import SodiumKit
@@ -61,5 +62,39 @@ import Testing
         let bytes = try #require(try SecureFileSystem.readFile(path))
         try SecureFileSystem.writeAtomically(Array(bytes.prefix(keep)), to: path)
         #expect(throws: KeyringError.damaged) { try keyring("pw").read(address) }
+    }
+
+    /// One passphrase typed in either Unicode form opens the file (docs/security.md#pin-7): a new
+    /// file is sealed with the passphrase in NFC, and an opening tries that form first. Before, a
+    /// passphrase with an accent typed through an input method that sends `e` + U+0301 was "wrong".
+    @Test func aPassphraseInAnotherNormalisationFormOpensTheFile() throws {
+        let composed = "caf\u{E9} cr\u{E8}me"
+        let decomposed = "cafe\u{301} cre\u{300}me"
+        try #require(Array(composed.utf8) != Array(decomposed.utf8))
+        try keyring(composed).write(SecretBytes(copying: [42]), for: address)
+        #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [42])
+        try SecureFileSystem.removeFile(path)
+        try keyring(decomposed).write(SecretBytes(copying: [43]), for: address)
+        #expect(try keyring(composed).read(address)?.withUnsafeBytes { Array($0) } == [43])
+        #expect(throws: KeyringError.wrongPassphrase) { try keyring("cafe\u{301} cre\u{301}me").read(address) }
+    }
+
+    /// A file sealed with a passphrase as typed in a decomposed form (before ostack composed
+    /// passphrases) still opens with those bytes: the second key an opening tries.
+    @Test func aFileSealedWithADecomposedPassphraseStillOpens() throws {
+        let decomposed = "cafe\u{301}-longer-phrase"
+        let parameters = Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt())
+        let key = try Argon2id.deriveKey(password: SecretBytes(copying: Array(decomposed.utf8)), parameters: parameters)
+        var header = FileKeyring.Header(kdf: parameters, nonce: [], ciphertext: [])
+        let box = try AEAD.seal(
+            FileKeyring.encode([FileKeyring.Item(address: address, secret: SecretBytes(copying: [44]))]), key: key,
+            associatedData: header.associatedData)
+        header.nonce = box.nonce
+        header.ciphertext = box.ciphertext
+        try SecureFileSystem.writeAtomically(Array(JSONEncoder().encode(header)), to: path)
+        #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [44])
+        // A write through it keeps the key that opened it.
+        try keyring(decomposed).write(SecretBytes(copying: [45]), for: address)
+        #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [45])
     }
 }

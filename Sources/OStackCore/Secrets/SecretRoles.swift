@@ -52,16 +52,7 @@ public struct PIN: EnvelopeSecret {
     /// (one form only) and bytes that are not UTF-8 (nothing to normalise) come back as typed.
     /// Non-ASCII PINs pass through a `String` on the way, which cannot be wiped; `PINPolicy` reads
     /// every PIN through one already.
-    public var composed: PIN {
-        bytes.withUnsafeBytes { typed in
-            guard !typed.allSatisfy({ $0 < 0x80 }), let text = String(validating: typed, as: UTF8.self) else {
-                return self
-            }
-            var units = Array(text._nfcCodeUnits)
-            defer { SecretBytes.wipe(&units) }
-            return units.elementsEqual(typed) ? self : PIN(SecretBytes(copying: units))
-        }
-    }
+    public var composed: PIN { bytes.composedUTF8.map(PIN.init) ?? self }
 
     /// What one unlock attempt tries, in order: the composed form, then the PIN as typed when that
     /// differs (an envelope sealed before ostack composed PINs, from input that was not in NFC).
