@@ -616,6 +616,20 @@ private struct Fixture {
         #expect(try store.indexedFields("task").isEmpty)
     }
 
+    /// A push notes what it delivered only for a tracked object (only its pulls ever pass the note
+    /// and drop it), and `untrack` drops the note: before, a note for an object nobody pulls stayed
+    /// in the database for good.
+    @Test func deliveredVersionsAreNotedOnlyForTrackedObjects() throws {
+        try store.track(schema)
+        store.noteEcho("task", version: "2026-11-29T08:00:00.000Z")
+        store.noteEcho("note", version: "2026-11-29T08:00:01.000Z")
+        try store.saveEchoes()
+        #expect(try store.echo("task") == "2026-11-29T08:00:00.000Z")
+        #expect(try store.echo("note") == nil)
+        try store.untrack("task")
+        #expect(try store.echo("task") == nil)
+    }
+
     /// A pull supersedes what the mirror holds for its records (docs/decisions/0013-mirror-runs.md):
     /// the record read is the pulled one, with its flags reset and its values replaced; a record that
     /// comes twice keeps its last copy; a few records take the place of the rows they supersede at

@@ -91,6 +91,7 @@ extension LocalStore {
         forgetWriters()
         try transaction { () throws(OStackError) in
             try run("DELETE FROM tracked WHERE object = ?", [.text(object)])
+            try removeValue(Self.echoKey(object))
             // Keep records with queued changes (they still need pushing); drop the rest of the mirror.
             let queued = try queuedRecordIDs(object)
             var kept: [(id: String, rid: Int64)] = []
@@ -170,7 +171,8 @@ extension LocalStore {
         }
         guard !noted.isEmpty else { return }
         try transaction { () throws(OStackError) in
-            for (object, version) in noted {
+            // Only a tracked object is pulled, and only its pulls ever pass (and so drop) the note.
+            for (object, version) in noted where try isTracked(object) {
                 if let saved = try value(Self.echoKey(object)), !Puller.isEarlier(saved, than: version) { continue }
                 try setValue(Self.echoKey(object), version)
             }
