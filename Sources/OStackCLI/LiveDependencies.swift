@@ -145,7 +145,8 @@ struct PassphraseSource: Sendable {
         } catch {
             throw KeyringError.passphraseRequired
         }
-        guard again == first else {
+        // One passphrase in either Unicode form is the same passphrase (docs/security.md#pin-7).
+        guard (again.composedUTF8 ?? again) == (first.composedUTF8 ?? first) else {
             mismatched.withLock { $0 = true }
             throw KeyringError.passphraseMismatch
         }

@@ -65,14 +65,20 @@ public final class OStackRunner: @unchecked Sendable {
         environment["OSTACK_FAILPOINT"] = "pause:" + point
         environment["OSTACK_FAILPOINT_MARK"] = mark
         let child = try start(arguments, stdin: stdin, environment: environment)
+        defer { unlink(mark) }
         let deadline = ChildProcess.now() + 60
         while access(mark, F_OK) != 0 {
+            // Ended: past its pause already (this test process was held up longer than the pause)
+            // when the mark is there, else it never reached the point.
             if let status = try? child.waitForExit(timeout: 0.02) {
+                if access(mark, F_OK) == 0 { break }
                 throw TestSupportError("ostack \(arguments.first ?? "") ended (\(status)) before \(point): \(child.stderrText())")
             }
-            if ChildProcess.now() > deadline { throw TestSupportError("ostack \(arguments.first ?? "") never reached \(point)") }
+            if ChildProcess.now() > deadline {
+                child.kill()
+                throw TestSupportError("ostack \(arguments.first ?? "") never reached \(point)")
+            }
         }
-        unlink(mark)
         return child
     }
 

@@ -355,7 +355,8 @@ import Testing
         #expect(titles.contains("Late") && titles.contains("Slow"), "\(titles)")
     }
 
-    /// A new file-keyring passphrase is asked twice on a terminal; two different ones create nothing.
+    /// A new file-keyring passphrase is asked twice on a terminal; two different ones create nothing,
+    /// and one passphrase in two Unicode forms is the same one (docs/security.md#pin-7).
     @Test func aNewFileKeyringPassphraseIsAskedTwice() throws {
         let server = try DevServerProcess()
         let ostack = OStackRunner()
@@ -377,7 +378,9 @@ import Testing
         #expect(differ.stdout.contains("The two passphrases differ; nothing was created."), "\(differ.stdout)")
         #expect(!differ.stdout.contains("correct"), "no echo")
         #expect(!(try ostack.run(["accounts", "list"]).stdout.contains("work")))
-        let same = try typed("correct horse", "correct horse")
+        // One passphrase typed composed, then decomposed (`è` as `e` + U+0300): the same one. It was
+        // "The two passphrases differ".
+        let same = try typed("correct h\u{F6}rse cr\u{E8}me", "correct ho\u{308}rse cre\u{300}me")
         #expect(same.status == 0, "\(same.stdout)")
         #expect(try ostack.run(["accounts", "list"]).stdout.contains("work"))
     }

@@ -3,6 +3,7 @@ import FoundationEssentials
 import OStackTestSupport
 import PlatformKit
 import SodiumKit
+import Synchronization
 import Testing
 
 @Suite struct FileKeyringTests {
@@ -95,6 +96,35 @@ import Testing
         #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [44])
         // A write through it keeps the key that opened it.
         try keyring(decomposed).write(SecretBytes(copying: [45]), for: address)
+        #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [45])
+    }
+
+    /// Review: a write after opening a legacy (decomposed-sealed) file asks for the passphrase once
+    /// and re-seals with the key that opened it, not with a freshly derived (unverified) NFC key:
+    /// afterwards the composed form still does not open the file.
+    @Test func aWriteToALegacyFileAsksOnceAndKeepsTheOpeningKey() throws {
+        let decomposed = "cafe\u{301}-longer-phrase"
+        let composed = "caf\u{E9}-longer-phrase"
+        let parameters = Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt())
+        let key = try Argon2id.deriveKey(password: SecretBytes(copying: Array(decomposed.utf8)), parameters: parameters)
+        var header = FileKeyring.Header(kdf: parameters, nonce: [], ciphertext: [])
+        let box = try AEAD.seal(
+            FileKeyring.encode([FileKeyring.Item(address: address, secret: SecretBytes(copying: [44]))]), key: key,
+            associatedData: header.associatedData)
+        header.nonce = box.nonce
+        header.ciphertext = box.ciphertext
+        try SecureFileSystem.writeAtomically(Array(JSONEncoder().encode(header)), to: path)
+        let asks = Mutex(0)
+        let writer = FileKeyring(
+            path: path,
+            passphrase: { _ in
+                asks.withLock { $0 += 1 }
+                return SecretBytes(copying: Array(decomposed.utf8))
+            },
+            parameters: { Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt()) })
+        try writer.write(SecretBytes(copying: [45]), for: address)
+        #expect(asks.withLock { $0 } == 1)
+        #expect(throws: KeyringError.wrongPassphrase) { try keyring(composed).read(address) }
         #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [45])
     }
 }

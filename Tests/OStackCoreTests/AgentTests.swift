@@ -91,6 +91,19 @@ import Testing
         #expect(allZero(held))
     }
 
+    /// A request never sees a key past its idle timeout, whenever the agent's loop last swept: a
+    /// `get` just after the timeout returned the key (and reset its timer).
+    @Test func aKeyPastItsIdleTimeoutIsGoneForTheNextRequest() throws {
+        let directory = TemporaryDirectory()
+        let server = try AgentServer(socketPath: directory.appending("agent.sock"))
+        let put = try #require(
+            AgentMessage.parseRequest(AgentMessage.request(.put, account: "a", secret: key, idle: 1, lifetime: 60)))
+        let get = try #require(AgentMessage.parseRequest(AgentMessage.request(.get, account: "a")))
+        _ = server.handle(put)
+        usleep(1_100_000)
+        #expect(AgentMessage.parseResponse(server.handle(get).0)?.0 == .notFound)
+    }
+
     /// A real agent on a socket in this process: store, read back, forget; the agent then exits.
     @Test func aClientStoresReadsAndForgetsAKeyOverTheSocket() throws {
         let directory = TemporaryDirectory()

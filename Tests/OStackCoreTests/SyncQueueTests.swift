@@ -628,6 +628,12 @@ private struct Fixture {
         #expect(try store.echo("note") == nil)
         try store.untrack("task")
         #expect(try store.echo("task") == nil)
+        // A pull drops only the note it read: a push beside it may have saved a newer one.
+        try store.setValue(LocalStore.echoKey("task"), "2026-11-29T08:00:02.000Z")
+        try store.removeValue(LocalStore.echoKey("task"), ifItIs: "2026-11-29T08:00:00.000Z")
+        #expect(try store.echo("task") == "2026-11-29T08:00:02.000Z")
+        try store.removeValue(LocalStore.echoKey("task"), ifItIs: "2026-11-29T08:00:02.000Z")
+        #expect(try store.echo("task") == nil)
     }
 
     /// A pull supersedes what the mirror holds for its records (docs/decisions/0013-mirror-runs.md):

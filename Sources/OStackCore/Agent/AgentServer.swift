@@ -87,6 +87,9 @@ public final class AgentServer {
     }
 
     func handle(_ request: AgentMessage.Request) -> (SecretBytes, Bool) {
+        // A key past its limits is gone before any request sees it: the loop's own sweep runs only
+        // every 0.25 s, and a `get` in between returned an expired key and reset its idle timer.
+        expire()
         let now = Self.now()
         switch request.op {
         case .put:

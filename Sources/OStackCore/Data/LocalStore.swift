@@ -566,4 +566,9 @@ public final class LocalStore: @unchecked Sendable {
     public func removeValue(_ key: String) throws(OStackError) {
         try run("DELETE FROM account_info WHERE key = ?", [.text(key)])
     }
+
+    /// Removes `key` only while it still holds `value` (another process may have set it since).
+    func removeValue(_ key: String, ifItIs value: String) throws(OStackError) {
+        try run("DELETE FROM account_info WHERE key = ? AND value = ?", [.text(key), .text(value)])
+    }
 }

@@ -207,7 +207,9 @@ struct Puller {
             if refused != refusedBefore { try Self.storeRefused(refused, object, store) }
         }
         if let echo, let cursor = state.cursorVersion, !Self.isEarlier(cursor, than: echo) {
-            try store.removeValue(LocalStore.echoKey(object))  // passed: the pulls after need no look
+            // Passed: the pulls after need no look. Only the note this pull read: a push beside it
+            // may have saved a newer one.
+            try store.removeValue(LocalStore.echoKey(object), ifItIs: echo)
         }
         try store.markPulled(object, reconciled: due)
         return report
