@@ -143,8 +143,11 @@ import Testing
             try runProcess(executable: "/usr/bin/find", arguments: [ostack.home.path, "-name", "pin-operation-*.lock"])
                 .stdout.split(separator: "\n").first.map(String.init))
         // Another process holds the PIN lock for two seconds, as the killed change held it.
-        let holder = try ChildProcess(executable: "/usr/bin/flock", arguments: [lockFile, "sleep", "2"])
-        usleep(300_000)
+        // Its "locked" line comes once it holds the lock (a fixed 300 ms wait let a loaded machine
+        // start the unlock first, which then never waited).
+        let holder = try ChildProcess(
+            executable: "/usr/bin/flock", arguments: [lockFile, "/bin/sh", "-c", "echo locked; sleep 2"])
+        try #require(try holder.readLine(timeout: 60) == "locked", "\(holder.stderrText())")
         let unlock = try ostack.run(["unlock", "--pin-stdin"], stdin: "9753\n")
         _ = try? holder.waitForExit(timeout: 10)
         #expect(unlock.status == 0, "\(unlock.stderr)")
