@@ -163,12 +163,14 @@ import Testing
         )
         let before = try requests(server, "GET /api/v1/data/task")
         let sync = try ostack.start(["sync", "--json"])
-        var waited = 0
-        while try requests(server, "GET /api/v1/data/task") < before + 2 && waited < 400 {
+        // Until the delayed page is asked for, however long a loaded machine takes to get there (an 8 s
+        // bound could run out first: the edit then came before it, and the test checked nothing).
+        let deadline = ChildProcess.now() + 60
+        while try requests(server, "GET /api/v1/data/task") < before + 2 && ChildProcess.now() < deadline {
             var spec = timespecLite(0.02)
             _ = nanosleepLite(&spec)
-            waited += 1
         }
+        try #require(try requests(server, "GET /api/v1/data/task") >= before + 2, "no second page asked for")
         try server.control("POST", "modify", #"{"object":"task","id":"tsk_s1","fields":{"title":"Moved"}}"#)
         let status = try sync.waitForExit(timeout: 120)
         #expect(status == 0, "\(sync.remainingStdout()) \(sync.stderrText())")
