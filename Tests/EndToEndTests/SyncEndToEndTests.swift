@@ -422,16 +422,19 @@ import Testing
 
     /// A pull's transaction ends at the first page boundary after about a second, however few
     /// records it holds (decision 0013): other processes' writes never wait long for its lock, and
-    /// a pull that fails part-way keeps what it had committed. Pages 2 and 3 take 1.2 s each, page 4
-    /// fails: pages 1–2 were committed (the second arrived after the first second), page 3 is rolled
-    /// back with its cursor. One transaction for the whole pull (the 20 000-record batch alone)
-    /// would keep nothing.
+    /// a pull that fails part-way keeps what it had committed. Pages 2 and 3 take 2.5 s each, page 4
+    /// fails: pages 1–2 were committed (each transaction waited over a second for the next page), page
+    /// 3 is rolled back with its cursor. One transaction for the whole pull (the 20 000-record batch
+    /// alone) would keep nothing. The second transaction opens only once the first has committed,
+    /// and page 3 was asked for when page 2 came: with 1.2 s delays, a loaded machine that opened it
+    /// over 0.2 s after page 2 came (a slow commit) had page 3 within a second, wrote it into the
+    /// same transaction, and rolled back pages 2–3 with it (2000 kept).
     @Test func aSlowPullCommitsEverySecondAndKeepsItOnFailure() throws {
         let (server, ostack) = try signedIn()
         try server.control("POST", "seed", #"{"object":"task","count":8000,"ids":"sequential"}"#)
         #expect(try ostack.run(["sync", "track", "task"]).status == 0)
         let data = #""match":{"method":"GET","pathPrefix":"/api/v1/data/task"}"#
-        try server.control("POST", "faults", #"{"action":"delay","delayMs":1200,"skip":1,"count":2,\#(data)}"#)
+        try server.control("POST", "faults", #"{"action":"delay","delayMs":2500,"skip":1,"count":2,\#(data)}"#)
         try server.control("POST", "faults", #"{"action":"status","status":400,"count":1,\#(data)}"#)
         let failed = try ostack.run(["sync", "--pull-only"])
         #expect(failed.status != 0, "\(failed.stdout)")
