@@ -179,7 +179,9 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     /// differ, the key of the passphrase as typed (a file made before ostack composed passphrases).
     /// Each is derived only when asked for: a right passphrase costs one derivation.
     private func keys(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> CandidateKeys {
-        if let cached = cache.withLock({ $0 }), cached.parameters == parameters { return CandidateKeys(key: cached.key) }
+        if let cached = cache.withLock({ $0 }), cached.parameters == parameters {
+            return CandidateKeys(key: cached.key)
+        }
         if let shared = sharedCache?.load(), shared.count == parameters.salt.count + 32,
             shared.withUnsafeBytes({ Array($0.prefix(parameters.salt.count)) }) == parameters.salt
         {

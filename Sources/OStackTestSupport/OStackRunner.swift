@@ -72,7 +72,8 @@ public final class OStackRunner: @unchecked Sendable {
             // when the mark is there, else it never reached the point.
             if let status = try? child.waitForExit(timeout: 0.02) {
                 if access(mark, F_OK) == 0 { break }
-                throw TestSupportError("ostack \(arguments.first ?? "") ended (\(status)) before \(point): \(child.stderrText())")
+                throw TestSupportError(
+                    "ostack \(arguments.first ?? "") ended (\(status)) before \(point): \(child.stderrText())")
             }
             if ChildProcess.now() > deadline {
                 child.kill()

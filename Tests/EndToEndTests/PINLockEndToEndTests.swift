@@ -599,7 +599,8 @@ import Testing
         func sleep(until deadline: ContinuousClock.Instant) {
             let left = clock.now.duration(to: deadline)
             guard left > .zero else { return }
-            usleep(UInt32(left.components.seconds) * 1_000_000 + UInt32(left.components.attoseconds / 1_000_000_000_000))
+            let (seconds, attoseconds) = left.components
+            usleep(UInt32(seconds) * 1_000_000 + UInt32(attoseconds / 1_000_000_000_000))
         }
         let putFrom = clock.now
         try setPIN(ostack)

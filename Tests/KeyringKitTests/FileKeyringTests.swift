@@ -80,40 +80,37 @@ import Testing
         #expect(throws: KeyringError.wrongPassphrase) { try keyring("cafe\u{301} cre\u{301}me").read(address) }
     }
 
-    /// A file sealed with a passphrase as typed in a decomposed form (before ostack composed
-    /// passphrases) still opens with those bytes: the second key an opening tries.
-    @Test func aFileSealedWithADecomposedPassphraseStillOpens() throws {
-        let decomposed = "cafe\u{301}-longer-phrase"
+    /// A file as an earlier version wrote it: sealed with the key of `passphrase`'s bytes as typed.
+    func writeFileOfAnEarlierVersion(passphrase: String, secret: [UInt8]) throws {
         let parameters = Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt())
-        let key = try Argon2id.deriveKey(password: SecretBytes(copying: Array(decomposed.utf8)), parameters: parameters)
+        let key = try Argon2id.deriveKey(password: SecretBytes(copying: Array(passphrase.utf8)), parameters: parameters)
         var header = FileKeyring.Header(kdf: parameters, nonce: [], ciphertext: [])
         let box = try AEAD.seal(
-            FileKeyring.encode([FileKeyring.Item(address: address, secret: SecretBytes(copying: [44]))]), key: key,
+            FileKeyring.encode([FileKeyring.Item(address: address, secret: SecretBytes(copying: secret))]), key: key,
             associatedData: header.associatedData)
         header.nonce = box.nonce
         header.ciphertext = box.ciphertext
         try SecureFileSystem.writeAtomically(Array(JSONEncoder().encode(header)), to: path)
+    }
+
+    /// A file sealed with a passphrase as typed in a decomposed form (before ostack composed
+    /// passphrases) still opens with those bytes: the second key an opening tries.
+    @Test func aFileSealedWithADecomposedPassphraseStillOpens() throws {
+        let decomposed = "cafe\u{301}-longer-phrase"
+        try writeFileOfAnEarlierVersion(passphrase: decomposed, secret: [44])
         #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [44])
         // A write through it keeps the key that opened it.
         try keyring(decomposed).write(SecretBytes(copying: [45]), for: address)
         #expect(try keyring(decomposed).read(address)?.withUnsafeBytes { Array($0) } == [45])
     }
 
-    /// Review: a write after opening a legacy (decomposed-sealed) file asks for the passphrase once
-    /// and re-seals with the key that opened it, not with a freshly derived (unverified) NFC key:
-    /// afterwards the composed form still does not open the file.
+    /// A write after opening a file of an earlier version (sealed from decomposed input) asks for the
+    /// passphrase once and seals with the key that opened it, not with a freshly derived, unverified
+    /// NFC key: afterwards the composed form still does not open the file.
     @Test func aWriteToALegacyFileAsksOnceAndKeepsTheOpeningKey() throws {
         let decomposed = "cafe\u{301}-longer-phrase"
         let composed = "caf\u{E9}-longer-phrase"
-        let parameters = Argon2id.Parameters(opsLimit: 1, memLimit: 8192, salt: Argon2id.freshSalt())
-        let key = try Argon2id.deriveKey(password: SecretBytes(copying: Array(decomposed.utf8)), parameters: parameters)
-        var header = FileKeyring.Header(kdf: parameters, nonce: [], ciphertext: [])
-        let box = try AEAD.seal(
-            FileKeyring.encode([FileKeyring.Item(address: address, secret: SecretBytes(copying: [44]))]), key: key,
-            associatedData: header.associatedData)
-        header.nonce = box.nonce
-        header.ciphertext = box.ciphertext
-        try SecureFileSystem.writeAtomically(Array(JSONEncoder().encode(header)), to: path)
+        try writeFileOfAnEarlierVersion(passphrase: decomposed, secret: [44])
         let asks = Mutex(0)
         let writer = FileKeyring(
             path: path,
