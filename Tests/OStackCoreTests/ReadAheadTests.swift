@@ -96,7 +96,7 @@ import Testing
             stream.cancel()
         }
         // The fetcher holds the stream until its thread ends.
-        for _ in 0..<200 where freed != nil { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<2000 where freed != nil { try await Task.sleep(for: .milliseconds(10)) }  // 20 s
         #expect(freed == nil)
         #expect(fetched.withLock { $0 } <= 5)
     }
