@@ -256,6 +256,29 @@ import Testing
         #expect(!(try ostack.keyringItems(namespace: homeNamespace)).contains("session-token"))
     }
 
+    /// Two homes signing in to one account at the same moment: the second waits while the first
+    /// claims the namespace and lists the account, and is then refused. Before, the second found the
+    /// first's marker while the first's registry did not list the account yet, took the first for a
+    /// home that is gone, took the namespace over, and both homes ended up sharing the account's items.
+    @Test func twoHomesSigningInAtOnceNeverBothClaimTheAccount() throws {
+        let server = try DevServerProcess()
+        let first = OStackRunner()
+        let secondHome = TemporaryDirectory(prefix: "ostack-e2e-second")
+        let second: [String: String?] = ["OSTACK_HOME": secondHome.path]
+        let claiming = try first.startPaused(
+            at: "login.after-claim",
+            ["login", "--server", server.url, "--email", "alice@example.com", "--password-stdin"],
+            stdin: "alice-pass\n")
+        let racing = try first.login(server.url, "alice@example.com", "alice-pass", extra: ["--json"], environment: second)
+        #expect(try claiming.waitForExit(timeout: 60) == 0, "\(claiming.stderrText())")
+        #expect(racing.status == 10, "\(racing.stdout) \(racing.stderr)")
+        #expect(racing.stderr.contains("\"code\":\"account-in-another-home\""), "\(racing.stderr)")
+        #expect(try first.run(["accounts", "list", "--json"], environment: second).stdout == "{\"accounts\":[]}\n")
+        #expect(try first.run(["records", "list", "task", "--remote"]).status == 0)
+        let doctor = try first.run(["doctor"])
+        #expect(doctor.status == 0, "\(doctor.stdout) \(doctor.stderr)")
+    }
+
     /// Two homes (two `OSTACK_HOME`s) on one keyring prefix address an account's items by the same
     /// namespace. The second home's sign-in to an account the first one has is refused before it
     /// writes anything; before the home marker it went through, and removing the account there then

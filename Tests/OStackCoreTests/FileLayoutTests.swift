@@ -11,6 +11,13 @@ import Testing
         #expect(layout.stateDirectory == "/tmp/x/state")
         #expect(layout.runtimeDirectory == "/tmp/x/run")
         #expect(layout.registryFile == "/tmp/x/data/accounts.json")
+        // The claim locks are the user's, not the home's: every home meets there (HomeClaim.lock).
+        #expect(layout.claimsDirectory == "/tmp/ostack-claims-1000")
+        let other = FileLayout(
+            environment: ["OSTACK_HOME": "/tmp/y", "XDG_RUNTIME_DIR": "/run/user/1000/"], userID: 1000)
+        #expect(other.claimsDirectory == "/run/user/1000/ostack-claims")
+        #expect(FileLayout(environment: ["XDG_RUNTIME_DIR": "/run/user/1000"], userID: 1000).claimsDirectory
+            == other.claimsDirectory)
     }
 
     @Test func xdgVariablesAreHonoured() {

@@ -41,6 +41,19 @@ struct HomeClaim: Sendable {
         return .other(home: named, inUse: Self.home(named, lists: account))
     }
 
+    /// Waits for and takes the lock under which every home of this user claims `account`'s namespace
+    /// and lists the account; hold it until the registry lists the account. Without it, two homes
+    /// signing in at once could both claim the namespace: the second found the first's marker before
+    /// the first's registry listed the account, took that for a home that is gone, and took it over.
+    /// Best effort: nil when the shared directory cannot be made safely (another user's, a link) or
+    /// the wait runs out, and the claim goes on without it.
+    func lock(_ account: AccountID) -> FileLock? {
+        let directory = environment.layout.claimsDirectory
+        guard (try? SecureFileSystem.createPrivateDirectory(directory)) != nil else { return nil }
+        let name = Hex.encode(BLAKE2b.hash(Array(environment.namespaces.account(account).utf8), length: 16))
+        return try? FileLock(path: directory + "/" + name + ".lock", timeout: environment.lockTimeout)
+    }
+
     /// Claims the namespace of `account` for this home (see the type's rules), or throws
     /// `account-in-another-home`.
     func claim(_ account: AccountID) throws(OStackError) {

@@ -159,13 +159,18 @@ public struct LoginService: Sendable {
             let accountID = try AccountID(
                 server: request.server, userID: session.user.id, environment: request.environment,
                 organization: request.organization)
-            // The account's namespace must be this home's before anything is written there (HomeClaim).
+            // The account's namespace must be this home's before anything is written there (HomeClaim),
+            // claimed under a lock every home of this user takes, held until the registry lists it.
+            let claim = HomeClaim(environment: environment)
+            let claimLock = claim.lock(accountID)
+            defer { withExtendedLifetime(claimLock) {} }
             do throws(OStackError) {
-                try HomeClaim(environment: environment).claim(accountID)
+                try claim.claim(accountID)
             } catch {
                 try? abandonGuest(journal)
                 throw error
             }
+            FailPoint.hit("login.after-claim")
             journal.phase = .migrating
             journal.accountID = accountID
             journal.userID = session.user.id

@@ -12,17 +12,27 @@ import PlatformKit
 ///
 /// Relative XDG paths are ignored, as the XDG Base Directory specification requires. The layout is
 /// computed from an explicit environment so tests never touch the real home directory.
+///
+/// One directory is the user's, not a home's: `claimsDirectory` (`$XDG_RUNTIME_DIR/ostack-claims`,
+/// else `/tmp/ostack-claims-<uid>`, whatever `OSTACK_HOME` says) holds the locks under which homes
+/// claim an account's keyring namespace (`HomeClaim`).
 public struct FileLayout: Sendable, Equatable {
     public let configDirectory: String
     public let dataDirectory: String
     public let stateDirectory: String
     public let runtimeDirectory: String
+    /// Shared by every home of this user (see the type's note); nil: this home's runtime directory.
+    public let claimsDirectory: String
 
-    public init(configDirectory: String, dataDirectory: String, stateDirectory: String, runtimeDirectory: String) {
+    public init(
+        configDirectory: String, dataDirectory: String, stateDirectory: String, runtimeDirectory: String,
+        claimsDirectory: String? = nil
+    ) {
         self.configDirectory = configDirectory
         self.dataDirectory = dataDirectory
         self.stateDirectory = stateDirectory
         self.runtimeDirectory = runtimeDirectory
+        self.claimsDirectory = claimsDirectory ?? runtimeDirectory + "/claims"
     }
 
     /// Resolves the layout from environment variables.
@@ -31,11 +41,14 @@ public struct FileLayout: Sendable, Equatable {
     ///   - userID: the real uid, for the runtime-directory fallback.
     ///   - homeDirectory: used when `HOME` is unset (the password database's entry).
     public init(environment: [String: String], userID: UInt32, homeDirectory: String? = nil) {
+        let claims =
+            Self.absolute(environment["XDG_RUNTIME_DIR"]).map { Self.trimmingTrailingSlashes($0) + "/ostack-claims" }
+            ?? "/tmp/ostack-claims-\(userID)"
         if let root = Self.absolute(environment["OSTACK_HOME"]) {
             let root = Self.trimmingTrailingSlashes(root)
             self.init(
                 configDirectory: root + "/config", dataDirectory: root + "/data",
-                stateDirectory: root + "/state", runtimeDirectory: root + "/run")
+                stateDirectory: root + "/state", runtimeDirectory: root + "/run", claimsDirectory: claims)
             return
         }
         let home = Self.trimmingTrailingSlashes(Self.absolute(environment["HOME"]) ?? homeDirectory ?? "/")
@@ -52,7 +65,7 @@ public struct FileLayout: Sendable, Equatable {
             configDirectory: xdg("XDG_CONFIG_HOME", "/.config"),
             dataDirectory: xdg("XDG_DATA_HOME", "/.local/share"),
             stateDirectory: xdg("XDG_STATE_HOME", "/.local/state"),
-            runtimeDirectory: runtime)
+            runtimeDirectory: runtime, claimsDirectory: claims)
     }
 
     // MARK: Well-known files
