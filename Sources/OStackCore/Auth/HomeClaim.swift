@@ -50,8 +50,11 @@ struct HomeClaim: Sendable {
     func lock(_ account: AccountID) -> FileLock? {
         let directory = environment.layout.claimsDirectory
         guard (try? SecureFileSystem.createPrivateDirectory(directory)) != nil else { return nil }
-        let name = Hex.encode(BLAKE2b.hash(Array(environment.namespaces.account(account).utf8), length: 16))
-        return try? FileLock(path: directory + "/" + name + ".lock", timeout: environment.lockTimeout)
+        // One of 64 files, by the namespace's hash: a bounded set however many accounts come and go
+        // (a lock file cannot be removed safely while another process may wait on it), and two
+        // accounts sharing one only wait for each other's claim.
+        let bucket = BLAKE2b.hash(Array(environment.namespaces.account(account).utf8), length: 16)[0] % 64
+        return try? FileLock(path: directory + "/claim-\(bucket).lock", timeout: environment.lockTimeout)
     }
 
     /// Claims the namespace of `account` for this home (see the type's rules), or throws
