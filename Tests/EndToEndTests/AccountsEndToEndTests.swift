@@ -279,6 +279,52 @@ import Testing
         #expect(doctor.status == 0, "\(doctor.stdout) \(doctor.stderr)")
     }
 
+    /// A sign-in killed after its claim (journal at `migrating`) is finished by the next command of
+    /// that home, under the claim lock and only while no other home that lists the account has the
+    /// namespace. Here another home found the marker of a home not listing the account, took the
+    /// namespace over and listed it; the first home's recovery then listed it too, and both homes
+    /// shared the account's items (a reviewer's test). Now the interrupted sign-in is abandoned.
+    @Test func aSignInFinishedAfterACrashDoesNotShareAnotherHomesClaim() throws {
+        let server = try DevServerProcess()
+        let first = OStackRunner()
+        let secondHome = TemporaryDirectory(prefix: "ostack-e2e-second")
+        let second: [String: String?] = ["OSTACK_HOME": secondHome.path]
+        let crashed = try first.login(
+            server.url, "alice@example.com", "alice-pass", environment: ["OSTACK_FAILPOINT": "login.after-identify"])
+        #expect(crashed.status != 0)
+        let taken = try first.login(server.url, "alice@example.com", "alice-pass", environment: second)
+        #expect(taken.status == 0, "\(taken.stdout) \(taken.stderr)")
+        // The first home's next command finishes its interrupted sign-in.
+        _ = try first.run(["auth", "refresh"])
+        let listedFirst = try first.run(["accounts", "list", "--json"]).stdout.contains("alice@example.com")
+        let listedSecond = try first.run(["accounts", "list", "--json"], environment: second).stdout
+            .contains("alice@example.com")
+        #expect(!(listedFirst && listedSecond), "both homes list the account (shared namespace)")
+        #expect(listedSecond && !listedFirst)
+        #expect(try first.run(["records", "list", "task", "--remote"], environment: second).status == 0)
+    }
+
+    /// `accounts remove` deletes the account's `home` item last: while its other items go, another
+    /// home's sign-in to the account is refused, never started on the key material being deleted.
+    @Test func aRemovalDeletesTheHomeItemLastAndAnotherHomeSignsInAfterIt() throws {
+        let server = try DevServerProcess()
+        let first = OStackRunner()
+        let secondHome = TemporaryDirectory(prefix: "ostack-e2e-second")
+        let second: [String: String?] = ["OSTACK_HOME": secondHome.path]
+        let namespace = "\(first.keyringPrefix):auth:127.0.0.1:\(server.port)::usr_alice"
+        try #require(try first.login(server.url, "alice@example.com", "alice-pass").status == 0)
+        let removing = try first.startPaused(at: "remove.before-home-item", ["accounts", "remove", "alice", "--yes"])
+        let left = try first.keyringItems(namespace: namespace)
+        #expect(left.contains("kind = home") && !left.contains("kind = db-key"), "\(left)")
+        let early = try first.login(server.url, "alice@example.com", "alice-pass", environment: second)
+        #expect(early.status == 10, "\(early.stdout) \(early.stderr)")
+        #expect(try removing.waitForExit(timeout: 60) == 0, "\(removing.stderrText())")
+        #expect(try first.login(server.url, "alice@example.com", "alice-pass", environment: second).status == 0)
+        #expect(try first.run(["records", "list", "task", "--remote"], environment: second).status == 0)
+        let doctor = try first.run(["doctor"], environment: second)
+        #expect(doctor.status == 0, "\(doctor.stdout) \(doctor.stderr)")
+    }
+
     /// Two homes (two `OSTACK_HOME`s) on one keyring prefix address an account's items by the same
     /// namespace. The second home's sign-in to an account the first one has is refused before it
     /// writes anything; before the home marker it went through, and removing the account there then

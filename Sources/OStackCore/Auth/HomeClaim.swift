@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import PlatformKit
 import SodiumKit
 
@@ -45,16 +46,24 @@ struct HomeClaim: Sendable {
     /// and lists the account; hold it until the registry lists the account. Without it, two homes
     /// signing in at once could both claim the namespace: the second found the first's marker before
     /// the first's registry listed the account, took that for a home that is gone, and took it over.
-    /// Best effort: nil when the shared directory cannot be made safely (another user's, a link) or
-    /// the wait runs out, and the claim goes on without it.
-    func lock(_ account: AccountID) -> FileLock? {
+    /// Nil when the shared directory cannot be made safely (another user's, a link): the claim then
+    /// goes on without it. A wait that runs out (another sign-in to this account holds it that long)
+    /// throws: going on then is the race the lock is there for.
+    func lock(_ account: AccountID) throws(OStackError) -> FileLock? {
         let directory = environment.layout.claimsDirectory
         guard (try? SecureFileSystem.createPrivateDirectory(directory)) != nil else { return nil }
         // One of 64 files, by the namespace's hash: a bounded set however many accounts come and go
         // (a lock file cannot be removed safely while another process may wait on it), and two
         // accounts sharing one only wait for each other's claim.
         let bucket = BLAKE2b.hash(Array(environment.namespaces.account(account).utf8), length: 16)[0] % 64
-        return try? FileLock(path: directory + "/claim-\(bucket).lock", timeout: environment.lockTimeout)
+        let path = directory + "/claim-\(bucket).lock"
+        do {
+            return try FileLock(path: path, timeout: environment.lockTimeout)
+        } catch where error.operation == .lock && error.errno == EWOULDBLOCK {
+            throw OStackError(.storageFailure, detail: "taking the claim lock: another sign-in holds it")
+        } catch {
+            return nil  // a link or something odd in our own directory: as if there were no lock
+        }
     }
 
     /// Claims the namespace of `account` for this home (see the type's rules), or throws

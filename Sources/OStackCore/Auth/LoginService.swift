@@ -162,7 +162,13 @@ public struct LoginService: Sendable {
             // The account's namespace must be this home's before anything is written there (HomeClaim),
             // claimed under a lock every home of this user takes, held until the registry lists it.
             let claim = HomeClaim(environment: environment)
-            let claimLock = claim.lock(accountID)
+            let claimLock: FileLock?
+            do throws(OStackError) {
+                claimLock = try claim.lock(accountID)
+            } catch {
+                try? abandonGuest(journal)
+                throw error
+            }
             defer { withExtendedLifetime(claimLock) {} }
             do throws(OStackError) {
                 try claim.claim(accountID)
@@ -212,6 +218,20 @@ public struct LoginService: Sendable {
             // (LoginCleanup.swift). The user signs in again.
             try abandonGuest(journal)
         case .migrating:
+            // Under the claim lock, and only while no other home that lists the account has the
+            // namespace: since the crash (this home's registry did not list the account yet) another
+            // home may have taken it over, and finishing would share its items (a reviewer's test).
+            if let accountID = journal.accountID {
+                let claim = HomeClaim(environment: environment)
+                let claimLock = try claim.lock(accountID)
+                defer { withExtendedLifetime(claimLock) {} }
+                if case .other(_, inUse: true) = try claim.owner(of: accountID) {
+                    try abandonGuest(journal)
+                    return
+                }
+                _ = try finish(journal)
+                return
+            }
             _ = try finish(journal)
         }
     }

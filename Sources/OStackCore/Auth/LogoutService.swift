@@ -110,7 +110,14 @@ public struct LogoutService: Sendable {
         {
             try? AuthAPI(account: account, transport: environment.transport).signOut(token: token)  // best effort
         }
-        for item in items { try environment.secrets.delete(item) }  // each verified (docs/security.md#kr-7)
+        // Each verified (docs/security.md#kr-7). The `home` item last: while it is there, another
+        // home's sign-in to this account is refused (this registry still lists it), so none can
+        // start on the key material being deleted (a reviewer's finding: in the keyring's listing
+        // order the marker could go first, and a sign-in then reused the `db-key` deleted next).
+        for item in items.filter({ $0.kind != .home }) + items.filter({ $0.kind == .home }) {
+            if item.kind == .home { FailPoint.hit("remove.before-home-item") }
+            try environment.secrets.delete(item)
+        }
         let remaining = anotherHomes ? [] : try environment.secrets.list(namespace: namespace)
         guard remaining.isEmpty else {
             throw OStackError(.keyringUnavailable, detail: "keyring items remain after removal")
