@@ -166,7 +166,8 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
         share(key, parameters: parameters)
     }
 
-    /// The key a new file is sealed with: derived from the new passphrase in NFC (docs/security.md#pin-7).
+    /// The key `save` seals with: the one that opened the file, or for a new file the new
+    /// passphrase's in NFC (docs/security.md#pin-7).
     private func key(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> SecretBytes {
         var candidates = try keys(for: parameters, isNew: isNew)
         guard let key = try candidates.next() else { throw KeyringError.other("file keyring key derivation failed") }
@@ -180,40 +181,34 @@ public final class FileKeyring: KeyringStore, @unchecked Sendable {
     /// Each is derived only when asked for: a right passphrase costs one derivation.
     private func keys(for parameters: Argon2id.Parameters, isNew: Bool = false) throws(KeyringError) -> CandidateKeys {
         if let cached = cache.withLock({ $0 }), cached.parameters == parameters {
-            return CandidateKeys(key: cached.key)
+            return CandidateKeys(held: cached.key, parameters: parameters)
         }
         if let shared = sharedCache?.load(), shared.count == parameters.salt.count + 32,
             shared.withUnsafeBytes({ Array($0.prefix(parameters.salt.count)) }) == parameters.salt
         {
             return CandidateKeys(
-                key: SecretBytes(count: 32) { out in
+                held: SecretBytes(count: 32) { out in
                     shared.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.suffix(32))) }
-                })
+                }, parameters: parameters)
         }
         let typed = try passphrase(isNew)
         let forms = typed.composedUTF8.map { isNew ? [$0] : [$0, typed] } ?? [typed]
         return CandidateKeys(passphrases: forms, parameters: parameters)
     }
 
-    /// Keys to try one after the other, derived from their passphrases as they are asked for.
+    /// Keys to try one after the other: one already held, or keys derived from their passphrases as
+    /// they are asked for.
     private struct CandidateKeys {
-        var key: SecretBytes?
+        var held: SecretBytes?
         var passphrases: [SecretBytes] = []
-        var parameters: Argon2id.Parameters?
-
-        init(key: SecretBytes) { self.key = key }
-
-        init(passphrases: [SecretBytes], parameters: Argon2id.Parameters) {
-            self.passphrases = passphrases
-            self.parameters = parameters
-        }
+        let parameters: Argon2id.Parameters
 
         mutating func next() throws(KeyringError) -> SecretBytes? {
-            if let key {
-                self.key = nil
+            if let key = held {
+                held = nil
                 return key
             }
-            guard let parameters, !passphrases.isEmpty else { return nil }
+            guard !passphrases.isEmpty else { return nil }
             do {
                 return try Argon2id.deriveKey(password: passphrases.removeFirst(), parameters: parameters)
             } catch {

@@ -146,7 +146,7 @@ struct PassphraseSource: Sendable {
             throw KeyringError.passphraseRequired
         }
         // One passphrase in either Unicode form is the same passphrase (docs/security.md#pin-7).
-        guard (again.composedUTF8 ?? again) == (first.composedUTF8 ?? first) else {
+        guard again.composed == first.composed else {
             mismatched.withLock { $0 = true }
             throw KeyringError.passphraseMismatch
         }

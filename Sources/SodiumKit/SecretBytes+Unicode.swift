@@ -14,4 +14,7 @@ extension SecretBytes {
             return units.elementsEqual(typed) ? nil : SecretBytes(copying: units)
         }
     }
+
+    /// These bytes in NFC: `composedUTF8`, or these bytes themselves when they need no composing.
+    public var composed: SecretBytes { composedUTF8 ?? self }
 }

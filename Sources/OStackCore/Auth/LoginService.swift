@@ -165,17 +165,12 @@ public struct LoginService: Sendable {
             let claimLock: FileLock?
             do throws(OStackError) {
                 claimLock = try claim.lock(accountID)
-            } catch {
-                try? abandonGuest(journal)
-                throw error
-            }
-            defer { withExtendedLifetime(claimLock) {} }
-            do throws(OStackError) {
                 try claim.claim(accountID)
             } catch {
                 try? abandonGuest(journal)
                 throw error
             }
+            defer { withExtendedLifetime(claimLock) {} }
             FailPoint.hit("login.after-claim")
             journal.phase = .migrating
             journal.accountID = accountID
@@ -221,15 +216,11 @@ public struct LoginService: Sendable {
             // Under the claim lock, and only while no other home that lists the account has the
             // namespace: since the crash (this home's registry did not list the account yet) another
             // home may have taken it over, and finishing would share its items (a reviewer's test).
-            if let accountID = journal.accountID {
-                let claim = HomeClaim(environment: environment)
-                let claimLock = try claim.lock(accountID)
-                defer { withExtendedLifetime(claimLock) {} }
-                if case .other(_, inUse: true) = try claim.owner(of: accountID) {
-                    try abandonGuest(journal)
-                    return
-                }
-                _ = try finish(journal)
+            let claim = HomeClaim(environment: environment)
+            let claimLock = try journal.accountID.flatMap { (id) throws(OStackError) in try claim.lock(id) }
+            defer { withExtendedLifetime(claimLock) {} }
+            if let id = journal.accountID, case .other(_, inUse: true) = try claim.owner(of: id) {
+                try abandonGuest(journal)
                 return
             }
             _ = try finish(journal)
